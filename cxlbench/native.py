@@ -1,0 +1,169 @@
+"""The one boundary to C: the only module that touches the compiled extension's ffi and lib.
+
+Every C call returns a status; a negative one becomes NativeError with the C-side message
+and the errno text. Nothing here loops over memory in Python."""
+from __future__ import annotations
+
+import errno as _errno
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._native import ffi, lib
+from .errors import NativeError
+
+ISAS = ("scalar", "avx2", "avx512")          # index = the C enum value
+PAGE_KINDS = ("4k", "thp", "2m", "1g")       # index = the C enum value
+POLICIES = ("local", "bind", "preferred", "interleave", "weighted")
+WEIGHTED_METHODS = ("none", "kernel", "manual")
+
+
+def _check(call: str, rc: int) -> int:
+    if rc < 0:
+        message = ffi.string(lib.cxb_last_error()).decode(errors="replace")
+        raise NativeError(call, -rc, message or _errno.errorcode.get(-rc, str(-rc)))
+    return rc
+
+
+def now_ns() -> int:
+    return lib.cxb_now_ns()
+
+
+def timer_calibrate(window_ms: float = 60.0) -> dict:
+    info = ffi.new("struct cxb_timer_info *")
+    _check("cxb_timer_calibrate", lib.cxb_timer_calibrate(window_ms, info))
+    return {
+        "clock": "CLOCK_MONOTONIC_RAW",
+        "clock_overhead_ns": round(info.mono_overhead_ns, 2),
+        "tsc_available": bool(info.tsc_available),
+        "tsc_hz": round(info.tsc_hz) if info.tsc_available else None,
+        "tsc_overhead_cycles": round(info.tsc_overhead_cycles, 1) if info.tsc_available else None,
+        "calibration_ms": info.calibration_ms,
+    }
+
+
+def isa_supported(isa: str) -> bool:
+    return bool(lib.cxb_isa_supported(ISAS.index(isa)))
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    index: int
+    key: str
+    benchmark: str
+    description: str
+    elem_bytes: int
+    bytes_read: int
+    bytes_written: int
+    streams: int
+    isas: tuple[str, ...]     # variants compiled in
+    test_only: bool
+
+    def runnable_isas(self) -> tuple[str, ...]:
+        return tuple(i for i in self.isas if isa_supported(i))
+
+    def best_isa(self) -> str:
+        """The widest variant this CPU runs."""
+        return self.runnable_isas()[-1]
+
+
+@functools.lru_cache(maxsize=None)
+def kernels() -> tuple[KernelInfo, ...]:
+    out = []
+    info = ffi.new("struct cxb_kernel_info *")
+    for i in range(lib.cxb_kernel_count()):
+        _check("cxb_kernel_get", lib.cxb_kernel_get(i, info))
+        out.append(KernelInfo(
+            index=i, key=ffi.string(info.key).decode(),
+            benchmark=ffi.string(info.benchmark).decode(),
+            description=ffi.string(info.description).decode(),
+            elem_bytes=info.elem_bytes, bytes_read=info.bytes_read,
+            bytes_written=info.bytes_written, streams=info.streams,
+            isas=tuple(name for b, name in enumerate(ISAS) if info.isa_mask >> b & 1),
+            test_only=bool(info.test_only)))
+    return tuple(out)
+
+
+def kernel(key: str) -> KernelInfo:
+    for k in kernels():
+        if k.key == key:
+            return k
+    raise KeyError(key)
+
+
+def has_weighted_interleave() -> bool:
+    return bool(lib.cxb_has_weighted_interleave())
+
+
+def _int_array(values) -> object:
+    values = list(values)
+    return ffi.new("int[]", values) if values else ffi.NULL
+
+
+class Allocation:
+    """One mapping with a NUMA policy applied. Freed (munmap) when this object and every
+    numpy view of it are gone."""
+
+    def __init__(self, size: int, page: str, policy: str, nodes=(), weights=(),
+                 weighted_method: str = "none"):
+        out = ffi.new("struct cxb_buffer **")
+        _check("cxb_alloc", lib.cxb_alloc(
+            size, PAGE_KINDS.index(page), POLICIES.index(policy), _int_array(nodes),
+            _int_array(weights), len(nodes), WEIGHTED_METHODS.index(weighted_method), out))
+        handle = out[0]
+        self.addr = int(ffi.cast("uintptr_t", handle.addr))
+        self.size, self.map_size, self.page_size = handle.size, handle.map_size, handle.page_size
+        self.weighted_method = WEIGHTED_METHODS[handle.weighted_method]
+        self._handle = handle
+        # The memory's owner: numpy views hold it through ffi.buffer, so it outlives them.
+        self._mem = ffi.gc(ffi.cast("char *", handle.addr), lambda _p, h=handle: lib.cxb_free(h),
+                           size=self.map_size)
+
+    def prefault(self, cpus) -> None:
+        cpus = list(cpus)
+        _check("cxb_prefault", lib.cxb_prefault(self._handle, _int_array(cpus), len(cpus)))
+
+    def fill_index(self, cpus) -> None:
+        cpus = list(cpus)
+        _check("cxb_fill_index", lib.cxb_fill_index(self._mem, self.size - self.size % 8,
+                                                    _int_array(cpus), len(cpus)))
+
+    def query_nodes(self, step: int, maxnode: int) -> tuple[list[int], int]:
+        """Pages (of `step` bytes) per node as move_pages(2) sees them now."""
+        counts = ffi.new("int64_t[]", maxnode)
+        other = ffi.new("int64_t *")
+        _check("cxb_query_nodes", lib.cxb_query_nodes(self._handle, step, counts, maxnode, other))
+        return list(counts), other[0]
+
+    def array(self, dtype, shape=None) -> np.ndarray:
+        """A numpy view of the buffer: no copy; keeps the memory alive."""
+        dtype = np.dtype(dtype)
+        arr = np.frombuffer(ffi.buffer(self._mem, self.size), dtype=dtype,
+                            count=self.size // dtype.itemsize)
+        return arr if shape is None else arr.reshape(shape)
+
+
+def chase_build(buf: Allocation, nbytes: int, group_bytes: int, seed: int) -> np.ndarray:
+    """Link the chase cycle; returns the visiting order (line indices)."""
+    order = np.empty(nbytes // 64, dtype=np.uint32)
+    _check("cxb_chase_build", lib.cxb_chase_build(
+        buf._mem, nbytes, group_bytes, seed, ffi.cast("uint32_t *", ffi.from_buffer(order))))
+    return order
+
+
+@dataclass(frozen=True)
+class RunResult:
+    ns: int
+    checksum: int
+    end: int          # address of chase's last pointer
+
+
+def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, count: int, cpus) -> RunResult:
+    """One timed region: kernel k on len(cpus) pinned threads (or one unpinned)."""
+    cpus = list(cpus)
+    bufs = ffi.new("void *[]", [ffi.cast("void *", a) for a in addrs] or [ffi.NULL])
+    out = ffi.new("struct cxb_run_result *")
+    _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), bufs, nbytes, count,
+                                          _int_array(cpus), max(len(cpus), 1), out))
+    return RunResult(out.ns, out.checksum, int(ffi.cast("uintptr_t", out.end)))

@@ -1,0 +1,62 @@
+"""Parsing and printing of the quantities users type: sizes and CPU or node lists."""
+from __future__ import annotations
+
+import re
+
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int) -> int:
+    """'64K', '1G', '4096' or 4096 -> bytes (binary multiples)."""
+    if isinstance(text, bool):
+        raise ValueError(f"not a size: {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"size cannot be negative: {text}")
+        return text
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (use a number with K, M, G or T)")
+    return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
+
+
+def format_size(n: int) -> str:
+    """Bytes -> the shortest exact binary form: 16384 -> '16K'."""
+    for suffix in ("T", "G", "M", "K"):
+        unit = _SUFFIX[suffix]
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
+def parse_list(text: str | int) -> list[int]:
+    """numactl's list syntax: '0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return [text]
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ValueError(f"not a list of numbers: {text!r} (use forms like 0-3,8)")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise ValueError(f"range {part!r} runs backwards")
+        out.extend(range(lo, hi + 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"list {text!r} names a number twice")
+    return out
+
+
+def format_list(values) -> str:
+    """[0, 1, 2, 3, 8] -> '0-3,8'."""
+    values = sorted(values)
+    parts, i = [], 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(parts)

@@ -1,0 +1,110 @@
+/* cxlbench: the whole C API.
+ *
+ * native/build.py feeds this file to cffi's cdef after dropping preprocessor lines, so it
+ * holds only plain declarations. Every entry point that can fail returns 0 on success or a
+ * negative errno; cxb_last_error() then gives the C-side message (thread-local).
+ */
+#ifndef CXLBENCH_H
+#define CXLBENCH_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- errors ---------------------------------------------------------------------- */
+const char *cxb_last_error(void);
+
+/* ---- timing (timer.c) ------------------------------------------------------------ */
+struct cxb_timer_info {
+    int tsc_available;          /* rdtscp usable and invariant */
+    double tsc_hz;              /* calibrated against CLOCK_MONOTONIC_RAW */
+    double calibration_ms;      /* length of the calibration window */
+    double mono_overhead_ns;    /* cost of one clock_gettime(CLOCK_MONOTONIC_RAW) */
+    double tsc_overhead_cycles; /* cost of one rdtscp */
+};
+uint64_t cxb_now_ns(void);      /* CLOCK_MONOTONIC_RAW, for long regions */
+uint64_t cxb_rdtscp(void);      /* 0 where there is no TSC */
+int cxb_timer_calibrate(double window_ms, struct cxb_timer_info *out);
+
+/* ---- CPU (cpu.c) ----------------------------------------------------------------- */
+enum { CXB_ISA_SCALAR = 0, CXB_ISA_AVX2 = 1, CXB_ISA_AVX512 = 2, CXB_ISA_COUNT = 3 };
+int cxb_isa_supported(int isa); /* 1 when this CPU (and OS) can run the variant */
+int cxb_isa_compiled(int isa);  /* 1 when this build contains the variant */
+int cxb_pin_self(int cpu);      /* pin the calling thread to one CPU */
+
+/* ---- memory (memory.c) ----------------------------------------------------------- */
+enum { CXB_PAGE_4K = 0, CXB_PAGE_THP = 1, CXB_PAGE_2M = 2, CXB_PAGE_1G = 3 };
+enum {
+    CXB_POL_LOCAL = 0,      /* first touch from the case's CPUs */
+    CXB_POL_BIND = 1,
+    CXB_POL_PREFERRED = 2,
+    CXB_POL_INTERLEAVE = 3,
+    CXB_POL_WEIGHTED = 4    /* nodes[i] gets weights[i] pages per round */
+};
+enum { CXB_WEIGHTED_NONE = 0, CXB_WEIGHTED_KERNEL = 1, CXB_WEIGHTED_MANUAL = 2 };
+
+struct cxb_buffer {
+    void *addr;
+    size_t size;            /* bytes asked for */
+    size_t map_size;        /* bytes mapped (size rounded up to the page size) */
+    size_t page_size;       /* 4096, or the huge page size */
+    int page_kind;
+    int policy;
+    int weighted_method;    /* which CXB_WEIGHTED_* placed a weighted buffer */
+};
+
+/* Map, apply the policy (nothing is faulted yet). weighted_method asks for the kernel's
+ * MPOL_WEIGHTED_INTERLEAVE or cxlbench's own page-range mbind. */
+int cxb_alloc(size_t size, int page_kind, int policy, const int *nodes, const int *weights,
+              int nnodes, int weighted_method, struct cxb_buffer **out);
+void cxb_free(struct cxb_buffer *buf);
+/* Touch every page, split across threads pinned to cpus[0..ncpus). */
+int cxb_prefault(struct cxb_buffer *buf, const int *cpus, int ncpus);
+/* move_pages(2) query: counts[n] += pages (of `step` bytes) on node n, n < maxnode;
+ * pages not present or on a node >= maxnode go to *other. */
+int cxb_query_nodes(const struct cxb_buffer *buf, size_t step, int64_t *counts, int maxnode,
+                    int64_t *other);
+/* 1 when mbind accepts MPOL_WEIGHTED_INTERLEAVE (Linux 6.9+), 0 otherwise. */
+int cxb_has_weighted_interleave(void);
+
+/* ---- kernels (kernels.c) --------------------------------------------------------- */
+/* Every kernel has this one signature. A driver fills the inputs for each thread. */
+struct cxb_kargs {
+    void *buf[3];           /* streams; chase: buf[0] is the start pointer */
+    size_t bytes;           /* bytes of each stream this thread covers */
+    uint64_t count;         /* stream kernels: passes; chase: dependent loads */
+    uint64_t checksum;      /* out: stream kernels' independent check value */
+    void *end;              /* out: chase's last pointer */
+};
+
+struct cxb_kernel_info {
+    const char *key;        /* stable identifier, e.g. "read" */
+    const char *benchmark;  /* the benchmark that runs it */
+    const char *description;
+    uint32_t elem_bytes;    /* bytes per iteration step of the counts below */
+    uint32_t bytes_read;    /* application bytes read per iteration */
+    uint32_t bytes_written; /* application bytes written per iteration */
+    int streams;            /* buffers the kernel takes */
+    int isa_mask;           /* bit i set: variant for ISA i compiled in */
+    int test_only;          /* runs only under CXLBENCH_TEST_KERNELS=1 */
+};
+int cxb_kernel_count(void);
+int cxb_kernel_get(int index, struct cxb_kernel_info *out);
+
+struct cxb_run_result {
+    uint64_t ns;            /* last finish minus first start, over all threads */
+    uint64_t checksum;      /* sum of the threads' checksums */
+    void *end;              /* thread 0's end pointer */
+};
+/* Run kernel `index` in its `isa` variant on nthreads threads, thread i pinned to cpus[i],
+ * all released together at a barrier. Streams are split into 64-byte aligned slices. */
+int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
+            const int *cpus, int nthreads, struct cxb_run_result *out);
+
+/* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
+/* Link one pointer per 64-byte line into one random cycle: groups of group_bytes are
+ * shuffled, then lines within each group. order[i] receives the i-th line visited. */
+int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, uint64_t seed,
+                    uint32_t *order);
+/* buf[i] = i for each uint64 in the buffer: read kernels' checksum is then known. */
+int cxb_fill_index(void *buf, size_t bytes, const int *cpus, int ncpus);
+
+#endif

@@ -1,0 +1,18 @@
+/* Helpers shared by the native sources; not part of the API. */
+#ifndef CXLBENCH_INTERNAL_H
+#define CXLBENCH_INTERNAL_H
+#include "cxlbench.h"
+
+/* Record a message for cxb_last_error() and return -err (err is a positive errno). */
+int cxb_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A kernel variant: the one fixed signature of the kernel table. */
+typedef int (*cxb_kernel_fn)(struct cxb_kargs *a);
+
+/* Run fn(arg_i) on n threads, thread i pinned to cpus[i] (cpus may be NULL: unpinned),
+ * released together at a barrier. Returns the first thread's failure, if any. */
+typedef int (*cxb_thread_fn)(void *arg, int thread);
+int cxb_parallel(cxb_thread_fn fn, void *arg, const int *cpus, int n);
+
+#define CXB_LINE 64
+#endif

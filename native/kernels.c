@@ -1,0 +1,127 @@
+/* The kernel table: one row per kernel, one fixed signature, a variant per ISA.
+ * Adding a kernel is one function plus one row; Python reads the rest from here. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include "internal.h"
+
+int cxb_read_scalar(struct cxb_kargs *a);
+int cxb_read_avx2(struct cxb_kargs *a);
+int cxb_read_avx512(struct cxb_kargs *a);
+int cxb_chase_kernel(struct cxb_kargs *a);
+
+/* Test-only: dies the way a broken kernel would, so the runner's isolation is testable. */
+static int crash_kernel(struct cxb_kargs *a)
+{
+    (void)a;
+    raise(SIGSEGV);
+    return 0;
+}
+
+#if defined(__x86_64__)
+#define X86(f) f
+#else
+#define X86(f) NULL
+#endif
+
+struct row {
+    struct cxb_kernel_info info;
+    cxb_kernel_fn fn[CXB_ISA_COUNT];    /* scalar, avx2, avx512 */
+};
+
+#define INFO(key, bench, desc, elem, rd, wr, streams, test) \
+    {key, bench, desc, elem, rd, wr, streams, 0, test}
+
+static const struct row table[] = {
+    /* key, benchmark, description, bytes per step, read, written, streams, test-only */
+    {INFO("read", "bandwidth", "sequential read, summed as uint64 lanes", 8, 8, 0, 1, 0),
+     {cxb_read_scalar, X86(cxb_read_avx2), X86(cxb_read_avx512)}},
+    {INFO("chase", "chase", "dependent loads around a random cycle, one pointer per line",
+          8, 8, 0, 1, 0),
+     {cxb_chase_kernel, NULL, NULL}},
+    {INFO("crash", "selftest", "raises SIGSEGV (test-only)", 8, 0, 0, 0, 1),
+     {crash_kernel, NULL, NULL}},
+};
+enum { ROWS = sizeof table / sizeof table[0] };
+
+int cxb_kernel_count(void) { return ROWS; }
+
+int cxb_kernel_get(int index, struct cxb_kernel_info *out)
+{
+    if (index < 0 || index >= ROWS || !out)
+        return cxb_fail(EINVAL, "no kernel at index %d", index);
+    *out = table[index].info;
+    out->isa_mask = 0;
+    for (int i = 0; i < CXB_ISA_COUNT; i++)
+        if (table[index].fn[i])
+            out->isa_mask |= 1 << i;
+    return 0;
+}
+
+struct timed {
+    cxb_kernel_fn fn;
+    struct cxb_kargs *args;
+    uint64_t *t0, *t1;
+};
+
+static int timed_slice(void *p, int t)
+{
+    struct timed *w = p;
+    w->t0[t] = cxb_now_ns();
+    int rc = w->fn(&w->args[t]);
+    w->t1[t] = cxb_now_ns();
+    return rc;
+}
+
+int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
+            const int *cpus, int nthreads, struct cxb_run_result *out)
+{
+    enum { MAXT = 4096 };
+    if (index < 0 || index >= ROWS || !out)
+        return cxb_fail(EINVAL, "no kernel at index %d", index);
+    const struct row *row = &table[index];
+    if (isa < 0 || isa >= CXB_ISA_COUNT || !row->fn[isa])
+        return cxb_fail(EINVAL, "kernel %s has no variant for ISA %d", row->info.key, isa);
+    if (!cxb_isa_supported(isa))
+        return cxb_fail(ENOTSUP, "this CPU cannot run ISA %d", isa);
+    if (nthreads < 1 || nthreads > MAXT)
+        return cxb_fail(EINVAL, "thread count %d is out of range", nthreads);
+    for (int s = 0; s < row->info.streams; s++)
+        if (!bufs || !bufs[s] || ((uintptr_t)bufs[s] % CXB_LINE))
+            return cxb_fail(EINVAL, "stream %d is missing or not 64-byte aligned", s);
+    struct cxb_kargs *args = calloc((size_t)nthreads, sizeof *args);
+    uint64_t *t0 = calloc((size_t)nthreads, sizeof *t0), *t1 = calloc((size_t)nthreads, sizeof *t1);
+    if (!args || !t0 || !t1) {
+        free(args);
+        free(t0);
+        free(t1);
+        return cxb_fail(ENOMEM, "cannot allocate %d thread slots", nthreads);
+    }
+    /* Slices are whole lines; the last thread takes the remainder. */
+    size_t lines = bytes / CXB_LINE, off = 0;
+    for (int t = 0; t < nthreads; t++) {
+        size_t n = lines * (size_t)(t + 1) / (size_t)nthreads - lines * (size_t)t / (size_t)nthreads;
+        size_t len = t == nthreads - 1 ? bytes - off : n * CXB_LINE;
+        args[t] = (struct cxb_kargs){{0}, len, count, 0, NULL};
+        for (int s = 0; s < row->info.streams; s++)
+            args[t].buf[s] = (char *)bufs[s] + off;
+        off += len;
+    }
+    struct timed w = {row->fn[isa], args, t0, t1};
+    int rc = cxb_parallel(timed_slice, &w, cpus, nthreads);
+    if (rc == 0) {
+        uint64_t first = t0[0], last = t1[0], sum = 0;
+        for (int t = 0; t < nthreads; t++) {
+            first = t0[t] < first ? t0[t] : first;
+            last = t1[t] > last ? t1[t] : last;
+            sum += args[t].checksum;
+        }
+        out->ns = last - first;
+        out->checksum = sum;
+        out->end = args[0].end;
+    }
+    free(args);
+    free(t0);
+    free(t1);
+    return rc;
+}

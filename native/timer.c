@@ -1,0 +1,75 @@
+/* Clocks: CLOCK_MONOTONIC_RAW for long regions, rdtscp for short ones. The TSC rate is
+ * measured against the monotonic clock at start-up, never typed in. */
+#include <errno.h>
+#include <time.h>
+#include "internal.h"
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+uint64_t cxb_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t cxb_rdtscp(void)
+{
+#if defined(__x86_64__)
+    unsigned aux;
+    return __rdtscp(&aux);
+#else
+    return 0;
+#endif
+}
+
+static int tsc_invariant(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
+    if (a < 0x80000007u)
+        return 0;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
+    return (d >> 8) & 1;        /* invariant TSC */
+#else
+    return 0;
+#endif
+}
+
+int cxb_timer_calibrate(double window_ms, struct cxb_timer_info *out)
+{
+    if (!out || window_ms <= 0)
+        return cxb_fail(EINVAL, "timer calibration needs a positive window");
+    enum { N = 1000 };
+    uint64_t t0 = cxb_now_ns(), t1 = t0;
+    for (int i = 0; i < N; i++)
+        t1 = cxb_now_ns();
+    out->mono_overhead_ns = (double)(t1 - t0) / N;
+    out->calibration_ms = window_ms;
+    out->tsc_available = tsc_invariant();
+    out->tsc_hz = 0;
+    out->tsc_overhead_cycles = 0;
+    if (!out->tsc_available)
+        return 0;
+    uint64_t c0 = cxb_rdtscp(), c1 = c0;
+    for (int i = 0; i < N; i++)
+        c1 = cxb_rdtscp();
+    out->tsc_overhead_cycles = (double)(c1 - c0) / N;
+    /* Bracket the window with both clocks; the median of three sheds one preemption. */
+    double hz3[3];
+    for (int round = 0; round < 3; round++) {
+        uint64_t n0 = cxb_now_ns(), s0 = cxb_rdtscp();
+        uint64_t target = n0 + (uint64_t)(window_ms * 1e6 / 3);
+        uint64_t n1, s1;
+        do {
+            n1 = cxb_now_ns();
+            s1 = cxb_rdtscp();
+        } while (n1 < target);
+        hz3[round] = (double)(s1 - s0) * 1e9 / (double)(n1 - n0);
+    }
+    double lo = hz3[0] < hz3[1] ? hz3[0] : hz3[1], hi = hz3[0] < hz3[1] ? hz3[1] : hz3[0];
+    out->tsc_hz = hz3[2] < lo ? lo : hz3[2] > hi ? hi : hz3[2];
+    return 0;
+}
