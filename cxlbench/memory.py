@@ -1,0 +1,245 @@
+"""Placement specs and placed buffers.
+
+A spec says where a buffer's pages go: `local`, `bind:N`, `preferred:N`, `interleave:0-3`
+or `weighted:0=3,2=1`. A Buffer is checked against the topology before anything is
+mapped, prefaulted from the CPUs that will use it, and its placement read back with
+move_pages(2) so a number measured on the wrong node never goes unnoticed."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from . import native
+from .errors import PlacementError
+from .topology import Topology
+from .units import format_list, format_size, parse_list
+
+PAGE_SIZES = {"4k": 4096, "thp": 2 << 20, "2m": 2 << 20, "1g": 1 << 30}
+HUGETLB_DIRS = {"2m": "hugepages-2048kB", "1g": "hugepages-1048576kB"}
+DEFAULT_TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class Placement:
+    policy: str                      # one of native.POLICIES
+    nodes: tuple[int, ...] = ()
+    weights: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> "Placement":
+        spec = str(text).strip()
+        if spec == "local":
+            return cls("local")
+        policy, sep, arg = spec.partition(":")
+        if not sep or not arg:
+            raise PlacementError(f"malformed placement {text!r}: use local, bind:N, preferred:N, "
+                                 "interleave:0-3 or weighted:0=3,2=1")
+        try:
+            if policy in ("bind", "interleave"):
+                return cls(policy, tuple(parse_list(arg)))
+            if policy == "preferred":
+                nodes = parse_list(arg)
+                if len(nodes) != 1:
+                    raise ValueError("preferred takes exactly one node")
+                return cls(policy, tuple(nodes))
+            if policy == "weighted":
+                return cls._parse_weighted(arg)
+        except ValueError as e:
+            raise PlacementError(f"malformed placement {text!r}: {e}") from None
+        raise PlacementError(f"malformed placement {text!r}: unknown policy {policy!r} "
+                             "(local, bind, preferred, interleave, weighted)")
+
+    @classmethod
+    def _parse_weighted(cls, arg: str) -> "Placement":
+        nodes, weights = [], []
+        for part in arg.split(","):
+            m = re.fullmatch(r"\s*([\d-]+)\s*=\s*(\d+)\s*", part)
+            if not m:
+                raise ValueError(f"weight {part!r} is not NODES=WEIGHT")
+            weight = int(m.group(2))
+            if weight < 1 or weight > 255:
+                raise ValueError(f"weight {weight} is outside 1..255")
+            for node in parse_list(m.group(1)):
+                if node in nodes:
+                    raise ValueError(f"node {node} is weighted twice")
+                nodes.append(node)
+                weights.append(weight)
+        return cls("weighted", tuple(nodes), tuple(weights))
+
+    def __str__(self) -> str:
+        if self.policy == "local":
+            return "local"
+        if self.policy == "weighted":
+            return "weighted:" + ",".join(f"{n}={w}" for n, w in zip(self.nodes, self.weights))
+        return f"{self.policy}:{format_list(self.nodes)}"
+
+    def shares(self, local_nodes) -> dict[int, Fraction]:
+        """The fraction of pages each node should hold. `local` spreads over local_nodes
+        in any proportion, so it is checked as a set (see Verification)."""
+        if self.policy == "local":
+            return {n: Fraction(1, len(local_nodes)) for n in local_nodes}
+        if self.policy == "weighted":
+            total = sum(self.weights)
+            return {n: Fraction(w, total) for n, w in zip(self.nodes, self.weights)}
+        if self.policy == "interleave":
+            return {n: Fraction(1, len(self.nodes)) for n in self.nodes}
+        if self.policy == "bind" and len(self.nodes) > 1:
+            # bind to several nodes fills them in order: any split among them is right.
+            return {n: Fraction(1, len(self.nodes)) for n in self.nodes}
+        return {self.nodes[0]: Fraction(1)}
+
+    @property
+    def any_split(self) -> bool:
+        """True when only the set of nodes matters, not the split among them."""
+        return self.policy == "local" or (self.policy == "bind" and len(self.nodes) > 1)
+
+
+def check_page(page: str) -> str:
+    if page not in PAGE_SIZES:
+        raise PlacementError(f"unknown page size {page!r}: use one of {', '.join(PAGE_SIZES)}")
+    return page
+
+
+def check_request(placement: Placement, page: str, size: int, topo: Topology, cpus) -> list[int]:
+    """Refuse, before mapping anything, what the machine cannot give. Returns the nodes the
+    pages should land on."""
+    check_page(page)
+    known = {n.id: n for n in topo.nodes}
+    nodes = list(placement.nodes) if placement.nodes else topo.nodes_of_cpus(cpus) or \
+        topo.memory_nodes[:1]
+    for node_id in nodes:
+        if node_id not in known:
+            raise PlacementError(f"node {node_id} does not exist (this machine has nodes "
+                                 f"{format_list(known)})")
+        if not known[node_id].has_memory:
+            raise PlacementError(f"node {node_id} has no memory (nodes with memory: "
+                                 f"{format_list(topo.memory_nodes)})")
+    shares = placement.shares(nodes)
+    page_size = PAGE_SIZES[page]
+    pages = -(-size // page_size)
+    for node_id, share in shares.items():
+        node = known[node_id]
+        need_pages = -(-pages * share.numerator // share.denominator)
+        if page in HUGETLB_DIRS:
+            pool = node.hugepages.get(HUGETLB_DIRS[page].split("-", 1)[1], {"free": 0})
+            if pool["free"] < need_pages:
+                path = f"/sys/devices/system/node/node{node_id}/hugepages/{HUGETLB_DIRS[page]}/nr_hugepages"
+                raise PlacementError(
+                    f"hugetlb pool on node {node_id} has {pool['free']} free {page} pages, "
+                    f"{need_pages} needed: raise {path}")
+        elif need_pages * page_size > node.mem_free:
+            raise PlacementError(
+                f"{format_size(need_pages * page_size)} on node {node_id} exceeds its free "
+                f"memory ({node.mem_free / (1 << 20):.0f} MiB free of "
+                f"{node.mem_total / (1 << 20):.0f} MiB)")
+    return nodes
+
+
+def weighted_method(placement: Placement, topo: Topology) -> str:
+    """The kernel's MPOL_WEIGHTED_INTERLEAVE takes its weights from sysfs, not from the
+    caller. Use it only where those weights already give the spec's ratios; otherwise
+    place page ranges ourselves. System settings are never changed."""
+    if placement.policy != "weighted":
+        return "none"
+    sysw = topo.settings.get("weighted_interleave") or {}
+    if native.has_weighted_interleave() and all(sysw.get(n) for n in placement.nodes):
+        ours = [Fraction(w, sum(placement.weights)) for w in placement.weights]
+        theirs_total = sum(sysw[n] for n in placement.nodes)
+        if ours == [Fraction(sysw[n], theirs_total) for n in placement.nodes]:
+            return "kernel"
+    return "manual"
+
+
+@dataclass
+class Verification:
+    counts: dict[int, int]           # pages per node, as move_pages(2) reports
+    other: int                       # pages not present or on an unknown node
+    step: int                        # bytes per counted page
+    expected: dict[int, float]       # share per node the spec asks for
+    deviation: float                 # fraction of pages in the wrong place
+    allowed: int                     # pages that may be misplaced
+    ok: bool
+
+    def counts_text(self) -> str:
+        text = ";".join(f"{n}:{c}" for n, c in sorted(self.counts.items()) if c)
+        return text + (f";other:{self.other}" if self.other else "")
+
+    def to_dict(self) -> dict:
+        return {"counts": {str(k): v for k, v in self.counts.items() if v}, "other": self.other,
+                "step": self.step, "expected": {str(k): round(v, 4) for k, v in self.expected.items()},
+                "deviation": round(self.deviation, 6), "ok": self.ok}
+
+
+class Buffer:
+    """A placed, prefaulted buffer. `cpus` are the CPUs that touch it first (and decide
+    where `local` memory goes)."""
+
+    def __init__(self, size: int, mem: str | Placement = "local", page: str = "4k", cpus=None,
+                 topology: Topology | None = None, tolerance: float = DEFAULT_TOLERANCE,
+                 prefault: bool = True):
+        if size <= 0:
+            raise PlacementError(f"buffer size must be positive, got {size}")
+        self.topology = topology or Topology.read(probe_gpus=False)
+        self.placement = mem if isinstance(mem, Placement) else Placement.parse(mem)
+        self.page = check_page(page)
+        self.cpus = list(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
+        self.tolerance = tolerance
+        self.nodes = check_request(self.placement, page, size, self.topology, self.cpus)
+        self.method = weighted_method(self.placement, self.topology)
+        self.alloc = native.Allocation(size, page, self.placement.policy, self.placement.nodes,
+                                       self.placement.weights, self.method)
+        self.size = size
+        if prefault:
+            self.alloc.prefault(self.cpus)
+
+    @property
+    def addr(self) -> int:
+        return self.alloc.addr
+
+    @property
+    def placement_method(self) -> str:
+        return {"none": "mbind", "kernel": "MPOL_WEIGHTED_INTERLEAVE",
+                "manual": "mbind page ranges"}[self.method]
+
+    def verify(self) -> Verification:
+        step = self.alloc.page_size if self.page in HUGETLB_DIRS else 4096
+        maxnode = max([n.id for n in self.topology.nodes] + list(self.nodes)) + 1
+        counts, other = self.alloc.query_nodes(step, maxnode)
+        counts = {n: c for n, c in enumerate(counts)}
+        total = sum(counts.values()) + other
+        shares = self.placement.shares(self.nodes)
+        if self.placement.any_split:
+            misplaced = other + sum(c for n, c in counts.items() if n not in shares)
+        else:
+            misplaced = other + sum(abs(c - total * shares.get(n, 0)) for n, c in counts.items()) / 2
+        # Interleaving rounds to whole pages: one page per extra node is never a fault.
+        allowed = max(self.tolerance * total, len(shares) - 1)
+        return Verification(counts=counts, other=other, step=step,
+                            expected={n: float(s) for n, s in shares.items()},
+                            deviation=float(misplaced) / total if total else 0.0,
+                            allowed=int(allowed), ok=misplaced <= allowed)
+
+    def check(self, when: str) -> Verification:
+        v = self.verify()
+        if not v.ok:
+            raise PlacementError(
+                f"placement {self.placement} not honoured {when}: pages per node "
+                f"{v.counts_text()}, {v.deviation:.1%} misplaced (tolerance {self.tolerance:.1%})")
+        return v
+
+    def array(self, dtype=np.uint8, shape=None) -> np.ndarray:
+        return self.alloc.array(dtype, shape)
+
+
+def array(shape, dtype=np.float64, mem: str = "local", page: str = "4k", cpus=None) -> np.ndarray:
+    """A numpy array whose memory is placed by `mem` and `page`, verified, and freed when
+    the array is garbage-collected. Example: array((1024, 1024), "f4", mem="bind:1")."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    buf = Buffer(max(count * dtype.itemsize, 1), mem=mem, page=page, cpus=cpus)
+    buf.check("after allocation")
+    return buf.array(dtype, shape)
