@@ -27,3 +27,7 @@ class NativeError(CxlbenchError):
     def __init__(self, call: str, errno: int, message: str):
         self.call, self.errno = call, errno
         super().__init__(f"{call}: {message}")
+
+
+class CheckError(CxlbenchError):
+    """A kernel's output disagrees with the independently computed value."""

@@ -223,12 +223,14 @@ class Buffer:
                             deviation=float(misplaced) / total if total else 0.0,
                             allowed=int(allowed), ok=misplaced <= allowed)
 
+    def failure(self, v: Verification, when: str) -> str:
+        return (f"placement {self.placement} not honoured {when}: pages per node "
+                f"{v.counts_text()}, {v.deviation:.1%} misplaced (tolerance {self.tolerance:.1%})")
+
     def check(self, when: str) -> Verification:
         v = self.verify()
         if not v.ok:
-            raise PlacementError(
-                f"placement {self.placement} not honoured {when}: pages per node "
-                f"{v.counts_text()}, {v.deviation:.1%} misplaced (tolerance {self.tolerance:.1%})")
+            raise PlacementError(self.failure(v, when))
         return v
 
     def array(self, dtype=np.uint8, shape=None) -> np.ndarray:

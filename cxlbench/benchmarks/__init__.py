@@ -1,0 +1,28 @@
+"""The benchmarks: one module per measurement family, each with NAME, DESCRIPTION,
+OPTIONS (from the option table) and run(params) -> Measurement, called in a worker."""
+from __future__ import annotations
+
+import os
+
+from ..errors import UserError
+from . import bandwidth, chase, selftest
+
+_ALL = {m.NAME: m for m in (chase, bandwidth, selftest)}
+TEST_ENV = "CXLBENCH_TEST_KERNELS"
+
+
+def test_kernels_enabled() -> bool:
+    return os.environ.get(TEST_ENV) == "1"
+
+
+def available() -> dict:
+    """Benchmarks a user may run; test-only ones appear under CXLBENCH_TEST_KERNELS=1."""
+    return {name: m for name, m in _ALL.items()
+            if not getattr(m, "TEST_ONLY", False) or test_kernels_enabled()}
+
+
+def get(name: str):
+    bench = available().get(name)
+    if bench is None:
+        raise UserError(f"unknown benchmark {name!r}: choose from {', '.join(available())}")
+    return bench

@@ -1,0 +1,87 @@
+"""What every benchmark does around its kernel: resolve CPUs, place and verify buffers,
+warm up, repeat, and report. Runs inside the case's worker process."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import native
+from ..errors import UserError
+from ..memory import Buffer
+from ..topology import Topology
+from ..units import format_list, parse_list
+
+
+@dataclass
+class Measurement:
+    kernel: str
+    isa: str
+    cpus: list[int]
+    units: dict[str, str]                       # metric -> unit
+    reps: list[dict[str, float]] = field(default_factory=list)
+    placement: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+    status: str = "ok"
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def resolve_cpus(params: dict) -> list[int]:
+    """cpus (default: the CPUs this process may use) narrowed to `threads` of them."""
+    allowed = sorted(os.sched_getaffinity(0))
+    cpus = parse_list(params["cpus"]) if params.get("cpus") else allowed
+    missing = sorted(set(cpus) - set(allowed))
+    if missing:
+        raise UserError(f"CPUs {format_list(missing)} are not available here "
+                        f"(allowed: {format_list(allowed)})")
+    threads = params.get("threads", 1)
+    if threads == "all":
+        return cpus
+    if threads > len(cpus):
+        raise UserError(f"threads={threads} needs {threads} CPUs, only {len(cpus)} "
+                        f"given ({format_list(cpus)})")
+    return cpus[:threads]
+
+
+def resolve_isa(kernel: native.KernelInfo, wanted: str) -> str:
+    if wanted == "auto":
+        return kernel.best_isa()
+    if wanted not in kernel.isas:
+        raise UserError(f"kernel {kernel.key} has no {wanted} variant "
+                        f"(has: {', '.join(kernel.isas)})")
+    if not native.isa_supported(wanted):
+        raise UserError(f"this CPU cannot run {wanted} (runs: {', '.join(kernel.runnable_isas())})")
+    return wanted
+
+
+def place(params: dict, cpus: list[int], topology: Topology | None = None,
+          count: int = 1) -> list[Buffer]:
+    """Allocate `count` buffers of params['size'] by the case's placement, prefault them
+    from its CPUs, and refuse to go on if the kernel did not honour the placement."""
+    topology = topology or Topology.read(probe_gpus=False)
+    buffers = [Buffer(params["size"], mem=params["mem"], page=params["page"], cpus=cpus,
+                      topology=topology, tolerance=params["tolerance"]) for _ in range(count)]
+    for b in buffers:
+        b.check("after allocation")
+    return buffers
+
+
+def measure(m: Measurement, params: dict, buffers: list[Buffer],
+            once: Callable[[], dict[str, float]]) -> Measurement:
+    """Warm up, repeat, then verify placement again. A placement that drifted fails the
+    case, but the repetitions and the verified counts are kept either way."""
+    for _ in range(params["warmup"]):
+        once()
+    m.reps = [once() for _ in range(params["repeat"])]
+    verified = [b.verify() for b in buffers]
+    m.placement = {"spec": params["mem"], "page": params["page"],
+                   "method": buffers[0].placement_method,
+                   "verified": [v.to_dict() for v in verified]}
+    for b, v in zip(buffers, verified):
+        if not v.ok:
+            m.status, m.error = "failed", b.failure(v, "after the case")
+            break
+    return m

@@ -1,0 +1,119 @@
+"""The option table: every option declared once, with type, default, bounds, unit and help.
+Suite validation, `--set`, `cxlbench list` and the results' columns all come from here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .memory import PAGE_SIZES, Placement
+from .units import format_list, format_size, parse_list, parse_size
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    kind: str                 # size, int, float, bool, choice, placement, cpus, threads
+    default: object
+    help: str
+    unit: str | None = None
+    min: float | None = None
+    max: float | None = None
+    choices: tuple = ()
+    multiple: int | None = None   # sizes must be a multiple of this
+
+    def convert(self, raw) -> object:
+        """A raw value (TOML value or --set text) -> its canonical form. ValueError on bad input."""
+        kind = self.kind
+        if kind == "size":
+            value = parse_size(raw)
+        elif kind == "int":
+            value = _to_int(raw)
+        elif kind == "float":
+            value = float(raw)
+        elif kind == "bool":
+            value = _to_bool(raw)
+        elif kind == "choice":
+            value = str(raw)
+            if value not in self.choices:
+                raise ValueError(f"{value!r} is not one of {', '.join(map(str, self.choices))}")
+        elif kind == "placement":
+            value = str(Placement.parse(raw))
+        elif kind == "cpus":
+            value = "" if raw in ("", None) else format_list(parse_list(raw))
+        elif kind == "threads":
+            value = "all" if str(raw) == "all" else _to_int(raw)
+        else:
+            raise AssertionError(f"option {self.name} has unknown kind {kind}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if self.min is not None and value < self.min:
+                raise ValueError(f"{self.show(value)} is below the minimum {self.show(self.min)}")
+            if self.max is not None and value > self.max:
+                raise ValueError(f"{self.show(value)} is above the maximum {self.show(self.max)}")
+            if self.multiple and value % self.multiple:
+                raise ValueError(f"{self.show(value)} is not a multiple of {self.multiple} bytes")
+        return value
+
+    def show(self, value) -> str:
+        return format_size(int(value)) if self.kind == "size" else str(value)
+
+    def describe(self) -> str:
+        parts = [self.kind if self.kind != "choice" else "|".join(map(str, self.choices))]
+        if self.unit:
+            parts.append(self.unit)
+        bounds = [f">= {self.show(self.min)}" if self.min is not None else "",
+                  f"<= {self.show(self.max)}" if self.max is not None else ""]
+        parts += [b for b in bounds if b]
+        default = self.show(self.default) if self.default not in ("", None) else "-"
+        return f"{self.name:<10} {', '.join(parts):<34} default {default:<8} {self.help}"
+
+
+def _to_int(raw) -> int:
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not an integer")
+    if isinstance(raw, int):
+        return raw
+    try:
+        return int(str(raw), 0)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not an integer") from None
+
+
+def _to_bool(raw) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{raw!r} is not true or false")
+
+
+# Options shared by benchmarks. A benchmark picks the ones it takes and adds its own.
+COMMON = {o.name: o for o in [
+    Option("size", "size", 1 << 30, "working-set bytes per buffer", "bytes", min=4096,
+           multiple=64),
+    Option("mem", "placement", "local", "where pages go: local, bind:N, preferred:N, "
+           "interleave:0-3, weighted:0=3,2=1"),
+    Option("page", "choice", "4k", "page size: 4k, transparent huge pages, hugetlb 2m or 1g",
+           choices=tuple(PAGE_SIZES)),
+    Option("cpus", "cpus", "", "CPUs to run on (list like 0-3,8); default: those allowed"),
+    Option("threads", "threads", 1, "threads, pinned one per CPU from cpus; or all", min=1),
+    Option("isa", "choice", "auto", "kernel variant; auto picks the widest this CPU runs",
+           choices=("auto", "scalar", "avx2", "avx512")),
+    Option("repeat", "int", 5, "timed repetitions", min=1, max=10000),
+    Option("warmup", "int", 1, "untimed repetitions before them", min=0, max=1000),
+    Option("tolerance", "float", 0.01, "misplaced page fraction that fails a case", min=0, max=1),
+    Option("timeout", "float", 600.0, "seconds before the case's worker is killed", "s",
+           min=1),
+]}
+
+
+def pick(*names: str, **overrides) -> dict[str, Option]:
+    """COMMON options by name; overrides replace defaults: pick('size', size=256<<20)."""
+    out = {}
+    for name in names:
+        opt = COMMON[name]
+        if name in overrides:
+            opt = Option(**{**opt.__dict__, "default": overrides[name]})
+        out[name] = opt
+    return out
