@@ -1,0 +1,133 @@
+"""The `cxlbench` command. Bad input (UserError) exits 2 with one clear line."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+
+import click
+
+from . import __version__, benchmarks, results, runner, suite
+from .errors import CxlbenchError, UserError
+from .topology import Topology
+
+
+def _errors(fn):
+    """CxlbenchError -> 'error: ...' on stderr; exit 2 for bad input, 1 otherwise."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        except CxlbenchError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+    return wrapper
+
+
+@click.group()
+@click.version_option(__version__, prog_name="cxlbench")
+def main():
+    """Latency, bandwidth and placement-verified measurements on every kind of memory."""
+
+
+@main.command()
+@click.argument("suite_name", required=False, default=None)
+@click.option("--bench", help="run one benchmark ad hoc instead of a suite")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="an option of --bench (repeatable)")
+@click.option("--resume", type=click.Path(), help="finish an interrupted run directory")
+@click.option("--results-dir", default="results", show_default=True,
+              help="where results/<machine>/<run>/ go")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
+@click.option("--dry-run", is_flag=True, help="list the cases and stop")
+@_errors
+def run(suite_name, bench, sets, resume, results_dir, as_json, dry_run):
+    """Run SUITE_NAME (a file, or a suite under suites/; default: quick) or --bench."""
+    echo = functools.partial(click.echo, err=True)
+    if resume:
+        if suite_name or bench or sets:
+            raise UserError("--resume takes the run directory alone")
+        run_ = results.Run.open(resume)
+        dropped = run_.drop_unfinished_rows()
+        if dropped:
+            echo(f"dropped {dropped} rows of a case that did not finish")
+    else:
+        if bench and suite_name:
+            raise UserError("give a suite or --bench, not both")
+        if sets and not bench:
+            raise UserError("--set applies to --bench")
+        s = suite.adhoc(bench, list(sets)) if bench else suite.load(suite_name or "quick")
+        topo = Topology.read()
+        cases = suite.expand(s, topo.memory_nodes)
+        if dry_run:
+            for c in cases:
+                click.echo(f"{c.id} {c.bench} {c.label()}")
+            return
+        run_ = runner.start(s, cases, topo, results_dir)
+        echo(f"run {run_.path}: {len(cases)} cases")
+    try:
+        journal = runner.execute(run_, echo)
+    except KeyboardInterrupt:
+        echo(f"\ninterrupted; finished cases are saved. Resume with: "
+             f"cxlbench run --resume {run_.path}")
+        sys.exit(130)
+    records = runner.summary_records(run_, journal)
+    failed = sum(1 for e in journal.values() if e["status"] != "ok")
+    if as_json:
+        click.echo(json.dumps(records, indent=1))
+    else:
+        _print_summary(records)
+    echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
+    if failed:
+        sys.exit(1)
+
+
+def _print_summary(records: list[dict]) -> None:
+    click.echo(f"{'case':<22} {'benchmark':<10} {'kernel':<7} {'metric':<10} {'median':>10} "
+               f"{'95% CI':>21} {'cv':>6} {'n':>3}")
+    for r in records:
+        if r["status"] != "ok" or r["metric"] is None:
+            click.echo(f"{r['case']:<22} {r['benchmark']:<10} FAILED: {r['error']}")
+            continue
+        ci = f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
+        flag = " noisy" if r.get("noisy") else ""
+        click.echo(f"{r['case']:<22} {r['benchmark']:<10} {r['kernel'] or '':<7} "
+                   f"{r['metric']:<10} {r['median']:>10.4g} {ci:>21} {r['cv']:>6.1%} "
+                   f"{r['n']:>3} {r['unit']}{flag}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--sys-root", default="/sys", show_default=True, help="sysfs root (fixtures)")
+@click.option("--proc-root", default="/proc", show_default=True, help="procfs root (fixtures)")
+@_errors
+def topology(as_json, sys_root, proc_root):
+    """What memory this machine has: nodes, tiers, HMAT, CXL, DAX, CPU, GPUs."""
+    topo = Topology.read(sys_root, proc_root)
+    click.echo(topo.to_json() if as_json else topo.render())
+
+
+@main.command("list")
+@_errors
+def list_():
+    """Kernels, benchmarks, suites and options."""
+    from . import native
+
+    click.echo("kernels (native/kernels.c):")
+    for k in native.kernels():
+        if k.test_only and not benchmarks.test_kernels_enabled():
+            continue
+        runs = ", ".join(i + ("" if native.isa_supported(i) else " (not on this CPU)")
+                         for i in k.isas)
+        click.echo(f"  {k.key:<8} {k.benchmark:<10} read {k.bytes_read} B, written "
+                   f"{k.bytes_written} B per {k.elem_bytes} B step; {runs}")
+        click.echo(f"           {k.description}")
+    click.echo("\nbenchmarks and their options:")
+    for name, b in benchmarks.available().items():
+        click.echo(f"  {name}: {b.DESCRIPTION}")
+        for opt in b.OPTIONS.values():
+            click.echo(f"    {opt.describe()}")
+    click.echo("\nsuites: " + ", ".join(suite.shipped_names()))

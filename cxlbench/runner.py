@@ -1,0 +1,145 @@
+"""Runs cases, each in a worker process, and appends their rows as each one finishes.
+
+A case that crashes, is OOM-killed or times out fails alone; the run goes on. A run killed
+outright resumes with `cxlbench run --resume RUN`, skipping the cases its journal lists."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable
+
+from . import __version__, native, stats
+from .results import Run, columns_for
+from .suite import Case, Suite
+from .topology import Topology
+from .units import format_list
+
+
+def git_describe() -> str | None:
+    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        out = subprocess.run(["git", "-C", src, "describe", "--always", "--dirty", "--tags"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
+    params = {name for c in cases for name in c.params}
+    meta = {
+        "cxlbench_version": __version__,
+        "git_describe": git_describe(),
+        "command": sys.argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "suite": {"name": suite.name, "source": suite.source, "text": suite.text,
+                  "jobs": suite.data},
+        "settings": topo.settings,
+        "topology": topo.to_dict(),
+        "timer": native.timer_calibrate(),
+        "kernels": [k.__dict__ for k in native.kernels()],
+        "columns": columns_for(params),
+        "cases": [c.to_dict() for c in cases],
+    }
+    return Run.create(root, meta)
+
+
+def run_worker(case: Case) -> dict:
+    """The case's Measurement as a dict, or a failure saying how the worker died."""
+    timeout = case.params.get("timeout", 600)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cxlbench.worker"],
+                              input=json.dumps(case.to_dict()), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "error": f"timed out after {timeout:g} s"}
+    if proc.returncode < 0:
+        sig = signal.Signals(-proc.returncode).name
+        hint = " (out of memory?)" if sig == "SIGKILL" else ""
+        return {"status": "failed", "error": f"worker killed by {sig}{hint}"}
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        tail = proc.stderr.strip().splitlines()[-5:]
+        return {"status": "failed",
+                "error": f"worker exited {proc.returncode}: " + " | ".join(tail)}
+
+
+def rows_for(run: Run, case: Case, m: dict) -> list[dict]:
+    params = {k: v for k, v in case.params.items()}
+    verified = m.get("placement", {}).get("verified", [])
+    counts = " ".join(";".join(f"{n}:{c}" for n, c in v["counts"].items()) for v in verified)
+    base = {**params, "run": run.meta["run_id"], "job": case.job, "case": case.id,
+            "benchmark": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
+            "cpus_used": format_list(m.get("cpus", [])),
+            "placement_method": m.get("placement", {}).get("method"), "verified": counts,
+            "placement_ok": all(v["ok"] for v in verified)}
+    return [{**base, "repetition": i, "metric": metric, "unit": m["units"][metric],
+             "value": value}
+            for i, rep in enumerate(m.get("reps", [])) for metric, value in rep.items()]
+
+
+def journal_entry(case: Case, m: dict, seconds: float) -> dict:
+    summary = {}
+    for metric, unit in m.get("units", {}).items():
+        values = [rep[metric] for rep in m.get("reps", []) if metric in rep]
+        if values:
+            summary[metric] = {"unit": unit, **stats.summarize(values)}
+    return {"status": m.get("status", "failed"), "error": m.get("error"),
+            "bench": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
+            "params": case.params, "summary": summary, "placement": m.get("placement"),
+            "info": m.get("info"), "seconds": round(seconds, 3)}
+
+
+def execute(run: Run, echo: Callable[[str], None]) -> dict[str, dict]:
+    """Run every case the journal does not list yet. Returns the journal by case id."""
+    cases = [Case.from_dict(c) for c in run.meta["cases"]]
+    done = run.finished()
+    todo = [c for c in cases if c.id not in done]
+    if done:
+        echo(f"resuming {run.path}: {len(done)} of {len(cases)} cases already finished")
+    width = len(str(len(cases)))
+    for case in todo:
+        position = cases.index(case) + 1
+        echo(f"[{position:>{width}}/{len(cases)}] {case.id} {case.bench} {case.label()} ...")
+        t0 = time.monotonic()
+        m = run_worker(case)
+        entry = journal_entry(case, m, time.monotonic() - t0)
+        run.append(case.id, rows_for(run, case, m), entry)
+        echo("    " + describe(entry))
+    return run.finished()
+
+
+def describe(entry: dict) -> str:
+    if entry["status"] != "ok":
+        return f"FAILED: {entry['error']}"
+    parts = []
+    for metric, s in entry["summary"].items():
+        flag = "  NOISY" if s["noisy"] else ""
+        parts.append(f"{metric} {s['median']:.4g} {s['unit']} [{s['ci_low']:.4g}, "
+                     f"{s['ci_high']:.4g}] cv {s['cv']:.1%} n={s['n']}{flag}")
+    return "; ".join(parts) + f"  ({entry['seconds']:.1f} s)"
+
+
+def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
+    """The --json summary: one object per case and metric, in case order."""
+    out = []
+    for c in run.meta["cases"]:
+        entry = journal.get(c["id"])
+        if entry is None:
+            continue
+        common = {"case": c["id"], "benchmark": c["bench"], "kernel": entry["kernel"],
+                  "isa": entry["isa"], "parameters": c["params"], "status": entry["status"],
+                  "error": entry["error"], "run_dir": str(run.path)}
+        if not entry["summary"]:
+            out.append({**common, "metric": None, "unit": None, "median": None,
+                        "ci_low": None, "ci_high": None, "cv": None, "n": 0})
+        for metric, s in entry["summary"].items():
+            out.append({**common, "metric": metric, "unit": s["unit"], "median": s["median"],
+                        "ci_low": s["ci_low"], "ci_high": s["ci_high"], "cv": s["cv"],
+                        "n": s["n"], "noisy": s["noisy"]})
+    return out

@@ -1,0 +1,200 @@
+"""Suites are data: a TOML file with a [global] table of defaults and named jobs that
+inherit from it (fio's model). List values sweep; every combination becomes a case.
+
+    [global]
+    mem = "bind:*"              # * = one case per node with memory
+    [latency]
+    bench = "chase"
+    size = { from = "16K", to = "1G", factor = 2 }
+    page = "thp"
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import benchmarks
+from .errors import SuiteError, UserError
+from .units import parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+RESERVED = {"bench"}            # job keys that are not options
+TOP_LEVEL = {"description"}     # top-level keys that are not tables
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str                     # "<job>/<nnn>", stable for a given suite and machine
+    job: str
+    bench: str
+    params: dict = field(hash=False)
+
+    def label(self) -> str:
+        shown = {k: v for k, v in self.params.items()
+                 if k not in ("repeat", "warmup", "tolerance", "timeout")}
+        opts = benchmarks.get(self.bench).OPTIONS
+        return " ".join(f"{k}={opts[k].show(v)}" for k, v in shown.items()
+                        if v not in ("", None) and v != opts[k].default or k in ("size", "mem"))
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "job": self.job, "bench": self.bench, "params": self.params}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Case":
+        return cls(d["id"], d["job"], d["bench"], d["params"])
+
+
+@dataclass
+class Suite:
+    name: str
+    source: str                 # file path, or "--bench" for the ad-hoc form
+    text: str
+    data: dict
+
+
+def find(name_or_path: str) -> Path:
+    """A suite file: a path, suites/NAME.toml here, or a suite shipped with cxlbench."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    local = Path("suites") / f"{name_or_path}.toml"
+    if local.is_file():
+        return local
+    shipped = _shipped_dir()
+    if shipped is not None and (shipped / f"{name_or_path}.toml").is_file():
+        return Path(str(shipped / f"{name_or_path}.toml"))
+    raise UserError(f"no suite {name_or_path!r}: not a file, not suites/{name_or_path}.toml, "
+                    f"and not one shipped with cxlbench ({', '.join(shipped_names())})")
+
+
+def _shipped_dir():
+    """The suites installed with the package (an editable install may not map them)."""
+    try:
+        return resources.files("cxlbench.suites")
+    except ModuleNotFoundError:
+        return None
+
+
+def shipped_names() -> list[str]:
+    where = _shipped_dir() or Path("suites")
+    if not where.is_dir():
+        return []
+    return sorted(p.name[:-5] for p in where.iterdir() if p.name.endswith(".toml"))
+
+
+def load(name_or_path: str) -> Suite:
+    path = find(name_or_path)
+    text = path.read_text()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SuiteError(f"{path}: not valid TOML: {e}") from None
+    return Suite(name=path.stem, source=str(path), text=text, data=data)
+
+
+def adhoc(bench: str, sets: list[str]) -> Suite:
+    """`--bench NAME --set KEY=VALUE ...` as a one-job suite."""
+    job: dict = {"bench": bench}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SuiteError(f"--set {item!r}: use KEY=VALUE")
+        job[key.strip()] = value.strip()
+    return Suite(name=bench, source="--bench", text="", data={bench: job})
+
+
+def expand(suite: Suite, memory_nodes: list[int]) -> list[Case]:
+    data = dict(suite.data)
+    glob = data.pop("global", {})
+    where = suite.source
+    if not isinstance(glob, dict):
+        raise SuiteError(f"{where}: [global] must be a table")
+    known = {name for b in benchmarks.available().values() for name in b.OPTIONS}
+    for key in glob:
+        if key not in known:
+            raise SuiteError(f"{where}: [global]: option {key!r} is not an option of any "
+                             f"benchmark")
+    cases: list[Case] = []
+    for job, body in data.items():
+        if job in TOP_LEVEL:
+            continue
+        if not isinstance(body, dict):
+            raise SuiteError(f"{where}: {job!r} must be a job table ([{job}])")
+        cases += _expand_job(where, job, glob, body, memory_nodes)
+    if not cases:
+        raise SuiteError(f"{where}: no jobs")
+    return cases
+
+
+def _expand_job(where: str, job: str, glob: dict, body: dict, memory_nodes) -> list[Case]:
+    ctx = f"{where}: job {job!r}"
+    bench_name = body.get("bench")
+    if not bench_name:
+        raise SuiteError(f"{ctx}: names no benchmark (add bench = \"chase\", for example)")
+    try:
+        bench = benchmarks.get(bench_name)
+    except UserError as e:
+        raise SuiteError(f"{ctx}: {e}") from None
+    options = bench.OPTIONS
+    for key in body:
+        if key not in options and key not in RESERVED:
+            raise SuiteError(f"{ctx}: option {key!r} is not an option of {bench_name} "
+                             f"(options: {', '.join(options)})")
+    axes = []
+    for name, opt in options.items():
+        raw = body.get(name, glob.get(name, opt.default))
+        values = []
+        for item in _as_list(raw):
+            for v in _unfold(item, opt, memory_nodes, f"{ctx}: option {name!r}"):
+                try:
+                    values.append(opt.convert(v))
+                except (ValueError, UserError) as e:
+                    raise SuiteError(f"{ctx}: option {name!r}: {e}") from None
+        if not values:
+            raise SuiteError(f"{ctx}: option {name!r} sweeps over no values")
+        axes.append([(name, v) for v in values])
+    return [Case(f"{job}/{i:03d}", job, bench_name, dict(combo))
+            for i, combo in enumerate(itertools.product(*axes))]
+
+
+def _as_list(raw) -> list:
+    return list(raw) if isinstance(raw, list) else [raw]
+
+
+def _unfold(item, opt, memory_nodes, ctx) -> list:
+    """Ranges ({from, to, factor|step}) and node wildcards (bind:*) become value lists."""
+    if isinstance(item, dict):
+        return _range(item, opt, ctx)
+    if opt.kind == "placement" and isinstance(item, str) and "*" in item:
+        if not memory_nodes:
+            raise SuiteError(f"{ctx}: {item!r} needs nodes with memory, and none were found")
+        return [item.replace("*", str(n)) for n in memory_nodes]
+    return [item]
+
+
+def _range(spec: dict, opt, ctx) -> list:
+    if set(spec) - {"from", "to", "factor", "step"} or "from" not in spec or "to" not in spec:
+        raise SuiteError(f"{ctx}: a range is {{ from = A, to = B, factor = F }} or "
+                         f"{{ from = A, to = B, step = S }}")
+    parse = parse_size if opt.kind == "size" else int
+    try:
+        lo, hi = parse(spec["from"]), parse(spec["to"])
+        factor, step = spec.get("factor"), parse(spec["step"]) if "step" in spec else None
+    except (ValueError, TypeError) as e:
+        raise SuiteError(f"{ctx}: bad range: {e}") from None
+    if (factor is None) == (step is None):
+        raise SuiteError(f"{ctx}: a range takes exactly one of factor and step")
+    if (factor is not None and factor <= 1) or (step is not None and step <= 0) or hi < lo:
+        raise SuiteError(f"{ctx}: the range {spec} does not climb from 'from' to 'to'")
+    out, v = [], lo
+    while v <= hi:
+        out.append(v)
+        v = int(v * factor) if factor is not None else v + step
+    return out

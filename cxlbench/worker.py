@@ -1,0 +1,24 @@
+"""One case in its own process: `python -m cxlbench.worker` reads the case as JSON on
+stdin and writes the Measurement as JSON on stdout. A crash or an OOM kill takes only
+this process down; the runner records the case as failed and goes on."""
+from __future__ import annotations
+
+import json
+import sys
+
+from . import benchmarks
+from .errors import CxlbenchError
+
+
+def main() -> int:
+    case = json.load(sys.stdin)
+    try:
+        result = benchmarks.get(case["bench"]).run(case["params"]).to_dict()
+    except CxlbenchError as e:
+        result = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+    json.dump(result, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
