@@ -62,6 +62,7 @@ def run(suite_name, bench, sets, resume, results_dir, as_json, dry_run):
         s = suite.adhoc(bench, list(sets)) if bench else suite.load(suite_name or "quick")
         topo = Topology.read()
         cases = suite.expand(s, topo.memory_nodes)
+        benchmarks.precheck(cases, topo)
         if dry_run:
             for c in cases:
                 click.echo(f"{c.id} {c.bench} {c.label()}")

@@ -134,7 +134,7 @@ def expand(suite: Suite, memory_nodes: list[int]) -> list[Case]:
 
 
 def _expand_job(where: str, job: str, glob: dict, body: dict, memory_nodes) -> list[Case]:
-    ctx = f"{where}: job {job!r}"
+    ctx = f"--bench {job}" if where == "--bench" else f"{where}: job {job!r}"
     bench_name = body.get("bench")
     if not bench_name:
         raise SuiteError(f"{ctx}: names no benchmark (add bench = \"chase\", for example)")

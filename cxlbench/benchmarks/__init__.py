@@ -26,3 +26,15 @@ def get(name: str):
     if bench is None:
         raise UserError(f"unknown benchmark {name!r}: choose from {', '.join(available())}")
     return bench
+
+
+def precheck(cases, topology) -> None:
+    """Every case's CPUs, ISA and placement, checked before anything runs: bad input
+    stops the run with one clear message instead of failing case by case."""
+    for case in cases:
+        check = getattr(get(case.bench), "check", None)
+        if check is not None:
+            try:
+                check(case.params, topology)
+            except UserError as e:
+                raise type(e)(f"{case.id}: {e}") from None

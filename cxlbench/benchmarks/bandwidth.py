@@ -4,7 +4,8 @@ from __future__ import annotations
 from .. import native
 from ..errors import CheckError
 from ..options import Option, pick
-from .common import Measurement, measure, place, resolve_cpus, resolve_isa
+from .common import (Measurement, check_placement, measure, place, resolve_cpus,
+                     resolve_isa)
 
 NAME = "bandwidth"
 DESCRIPTION = "streaming bandwidth of a kernel from the kernel table (GB/s of application bytes)"
@@ -29,6 +30,12 @@ def expected_checksum(key: str, n: int, passes: int) -> int:
     if key == "read":
         return passes * (n * (n - 1) // 2) % (1 << 64)
     raise KeyError(f"no independent check for kernel {key}")
+
+
+def check(params: dict, topology) -> None:
+    kernel = native.kernel(params["kernel"])
+    resolve_isa(kernel, params["isa"])
+    check_placement(params, resolve_cpus(params), topology, kernel.streams)
 
 
 def run(params: dict) -> Measurement:

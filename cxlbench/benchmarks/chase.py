@@ -5,7 +5,7 @@ from .. import native
 from ..errors import CheckError
 from ..memory import PAGE_SIZES
 from ..options import Option, pick
-from .common import Measurement, measure, place, resolve_cpus
+from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "chase"
 DESCRIPTION = "idle load-to-use latency: dependent loads around a random cycle (ns per load)"
@@ -16,6 +16,10 @@ OPTIONS = {
                     "capped at 2^22", min=0),
     "seed": Option("seed", "int", 1, "seed of the random cycle", min=0),
 }
+
+
+def check(params: dict, topology) -> None:
+    check_placement(params, resolve_cpus({**params, "threads": 1}), topology)
 
 
 def run(params: dict) -> Measurement:

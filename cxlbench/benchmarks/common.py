@@ -8,7 +8,7 @@ from typing import Callable
 
 from .. import native
 from ..errors import UserError
-from ..memory import Buffer
+from ..memory import Buffer, Placement, check_request
 from ..topology import Topology
 from ..units import format_list, parse_list
 
@@ -55,6 +55,12 @@ def resolve_isa(kernel: native.KernelInfo, wanted: str) -> str:
     if not native.isa_supported(wanted):
         raise UserError(f"this CPU cannot run {wanted} (runs: {', '.join(kernel.runnable_isas())})")
     return wanted
+
+
+def check_placement(params: dict, cpus: list[int], topology: Topology, count: int = 1) -> None:
+    """In the parent, before a run directory exists: refuse what the machine cannot give."""
+    check_request(Placement.parse(params["mem"]), params["page"], params["size"] * count,
+                  topology, cpus)
 
 
 def place(params: dict, cpus: list[int], topology: Topology | None = None,

@@ -1,0 +1,48 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cxlbench.topology import Topology
+
+from . import sysfs_fixtures
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def machines(tmp_path_factory):
+    """Each fixture machine's root, written once per session."""
+    return {name: sysfs_fixtures.write(tmp_path_factory.mktemp(name), name)
+            for name in sysfs_fixtures.MACHINES}
+
+
+@pytest.fixture
+def topo(machines):
+    def read(name: str) -> Topology:
+        root = machines[name]
+        return Topology.read(root / "sys", root / "proc", probe_gpus=False)
+    return read
+
+
+def cxlbench(*args, cwd=None, env=None, timeout=300):
+    """The CLI as a user runs it: a process, its exit code, stdout and stderr."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cxlbench", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def free_hugepages(kind: str) -> int:
+    name = {"2m": "hugepages-2048kB", "1g": "hugepages-1048576kB"}[kind]
+    try:
+        return int(Path(f"/sys/devices/system/node/node0/hugepages/{name}/free_hugepages")
+                   .read_text())
+    except OSError:
+        return 0
+
+
+def last_json(stdout: str):
+    return json.loads(stdout)
