@@ -1,0 +1,78 @@
+"""The C core through its one boundary: the kernel table, checks, errors, timers."""
+import pytest
+
+from cxlbench import native
+from cxlbench.errors import NativeError
+
+
+def test_kernel_table_rows():
+    keys = {k.key: k for k in native.kernels()}
+    assert keys["read"].benchmark == "bandwidth"
+    assert (keys["read"].bytes_read, keys["read"].bytes_written) == (8, 0)
+    assert keys["read"].isas[0] == "scalar"
+    assert keys["crash"].test_only and not keys["read"].test_only
+
+
+@pytest.mark.parametrize("isa", native.ISAS)
+def test_read_checksum_every_isa(isa):
+    k = native.kernel("read")
+    if isa not in k.isas or not native.isa_supported(isa):
+        pytest.skip(f"{isa} is not available on this CPU or build")
+    a = native.Allocation(3 << 20, "4k", "local")
+    a.prefault([])
+    a.fill_index([])
+    n = a.size // 8
+    for threads in ([0], [0, 0, 0]):        # odd split: the last thread takes the tail
+        r = native.run_kernel(k, isa, [a.addr], a.size, 2, threads)
+        assert r.checksum == 2 * n * (n - 1) // 2 % 2 ** 64
+        assert r.ns > 0
+
+
+def test_read_checksum_sees_a_changed_element():
+    k = native.kernel("read")
+    a = native.Allocation(1 << 20, "4k", "local")
+    a.fill_index([])
+    arr = a.array("u8")
+    arr[12345] += 7
+    n = a.size // 8
+    r = native.run_kernel(k, k.best_isa(), [a.addr], a.size, 1, [0])
+    assert r.checksum == (n * (n - 1) // 2 + 7) % 2 ** 64
+
+
+def test_chase_cycle_covers_every_line_once():
+    a = native.Allocation(1 << 20, "4k", "local")
+    order = native.chase_build(a, a.size, 4096, seed=7)
+    assert sorted(order.tolist()) == list(range(a.size // 64))
+    # lines of one 4 KiB group are visited together
+    assert len(set(order[:64] // 64)) == 1
+    r = native.run_kernel(native.kernel("chase"), "scalar", [a.addr + int(order[5]) * 64], 64,
+                          1000, [0])
+    assert r.end == a.addr + int(order[(5 + 1000) % len(order)]) * 64
+
+
+def test_c_failure_becomes_typed_error_with_errno():
+    with pytest.raises(NativeError) as e:
+        native.Allocation(1 << 20, "4k", "bind", nodes=[1000])
+    assert e.value.errno == 22 and "mbind" in str(e.value) and "Invalid argument" in str(e.value)
+    with pytest.raises(NativeError, match="no variant"):
+        native.run_kernel(native.kernel("chase"), "avx2", [0], 64, 1, [0])
+    with pytest.raises(NativeError, match="cannot pin"):
+        a = native.Allocation(1 << 20, "4k", "local")
+        native.run_kernel(native.kernel("read"), "scalar", [a.addr], a.size, 1, [1000])
+
+
+def test_failed_allocation_leaks_no_mapping():
+    def mappings():
+        return len(open("/proc/self/maps").read().splitlines())
+    before = mappings()
+    for _ in range(20):
+        with pytest.raises(NativeError):
+            native.Allocation(64 << 20, "thp", "bind", nodes=[1000])
+    assert mappings() <= before + 1
+
+
+def test_timer_calibration_is_measured():
+    t = native.timer_calibrate(30)
+    assert t["clock"] == "CLOCK_MONOTONIC_RAW" and t["clock_overhead_ns"] > 0
+    if t["tsc_available"]:
+        assert 1e8 < t["tsc_hz"] < 1e10
