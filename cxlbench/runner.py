@@ -19,10 +19,14 @@ from .topology import Topology
 from .units import format_list
 
 
+# `python -m` puts the working directory first on sys.path: start workers beside the
+# package this process imported, so they run the same (built) cxlbench.
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def git_describe() -> str | None:
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        out = subprocess.run(["git", "-C", src, "describe", "--always", "--dirty", "--tags"],
+        out = subprocess.run(["git", "-C", _PACKAGE_PARENT, "describe", "--always", "--dirty", "--tags"],
                              capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -54,7 +58,7 @@ def run_worker(case: Case) -> dict:
     try:
         proc = subprocess.run([sys.executable, "-m", "cxlbench.worker"],
                               input=json.dumps(case.to_dict()), capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, cwd=_PACKAGE_PARENT)
     except subprocess.TimeoutExpired:
         return {"status": "failed", "error": f"timed out after {timeout:g} s"}
     if proc.returncode < 0:

@@ -75,16 +75,18 @@ def find(name_or_path: str) -> Path:
 
 
 def _shipped_dir():
-    """The suites installed with the package (an editable install may not map them)."""
+    """The suites installed with the package; an editable install leaves them in the
+    checkout, beside the package."""
     try:
         return resources.files("cxlbench.suites")
     except ModuleNotFoundError:
-        return None
+        checkout = Path(__file__).resolve().parent.parent / "suites"
+        return checkout if checkout.is_dir() else None
 
 
 def shipped_names() -> list[str]:
-    where = _shipped_dir() or Path("suites")
-    if not where.is_dir():
+    where = _shipped_dir()
+    if where is None:
         return []
     return sorted(p.name[:-5] for p in where.iterdir() if p.name.endswith(".toml"))
 
