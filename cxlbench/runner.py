@@ -74,10 +74,9 @@ def run_worker(case: Case) -> dict:
 
 
 def rows_for(run: Run, case: Case, m: dict) -> list[dict]:
-    params = {k: v for k, v in case.params.items()}
     verified = m.get("placement", {}).get("verified", [])
     counts = " ".join(";".join(f"{n}:{c}" for n, c in v["counts"].items()) for v in verified)
-    base = {**params, "run": run.meta["run_id"], "job": case.job, "case": case.id,
+    base = {**case.params, "run": run.meta["run_id"], "job": case.job, "case": case.id,
             "benchmark": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
             "cpus_used": format_list(m.get("cpus", [])),
             "placement_method": m.get("placement", {}).get("method"), "verified": counts,

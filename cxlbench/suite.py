@@ -37,11 +37,13 @@ class Case:
     params: dict = field(hash=False)
 
     def label(self) -> str:
-        shown = {k: v for k, v in self.params.items()
-                 if k not in ("repeat", "warmup", "tolerance", "timeout")}
+        """The parameters worth showing in progress lines: size, mem, and what differs
+        from the defaults, leaving out the run-control options."""
         opts = benchmarks.get(self.bench).OPTIONS
-        return " ".join(f"{k}={opts[k].show(v)}" for k, v in shown.items()
-                        if v not in ("", None) and v != opts[k].default or k in ("size", "mem"))
+        shown = [k for k, v in self.params.items()
+                 if k in ("size", "mem") or (v != opts[k].default and
+                                             k not in ("repeat", "warmup", "tolerance", "timeout"))]
+        return " ".join(f"{k}={opts[k].show(self.params[k])}" for k in shown)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "job": self.job, "bench": self.bench, "params": self.params}

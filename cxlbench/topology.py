@@ -201,10 +201,11 @@ def format_size_mib(n: int) -> str:
 
 
 # ---- readers ----------------------------------------------------------------------------
-def _node_meminfo(path: Path) -> dict[str, int]:
+def _meminfo(path: Path) -> dict[str, int]:
+    """/proc/meminfo or a node's meminfo ("Node 0 MemFree: ... kB") -> bytes by field."""
     out = {}
     for line in (_read(path, "") or "").splitlines():
-        m = re.match(r"Node\s+\d+\s+(\S+):\s+(\d+)(\s+kB)?", line)
+        m = re.match(r"(?:Node\s+\d+\s+)?(\S+):\s+(\d+)(\s+kB)?", line)
         if m:
             out[m.group(1)] = int(m.group(2)) * (1024 if m.group(3) else 1)
     return out
@@ -214,7 +215,7 @@ def _read_nodes(sysfs: Path, procfs: Path) -> list[Node]:
     base = sysfs / "devices/system/node"
     nodes, rows = [], {}
     for node_id, d in _numbered(base, "node"):
-        info = _node_meminfo(d / "meminfo")
+        info = _meminfo(d / "meminfo")
         cpus = parse_list(_read(d / "cpulist")) if _read(d / "cpulist") else []
         rows[node_id] = [int(x) for x in (_read(d / "distance", "") or "").split()]
         hugepages = {}
@@ -238,20 +239,11 @@ def _read_nodes(sysfs: Path, procfs: Path) -> list[Node]:
     if len(nodes) == 1:
         # Some VMs hot-plug memory that the node's meminfo does not count; on one node the
         # whole machine's figures are the node's.
-        sysinfo = _node_meminfo_global(procfs / "meminfo")
+        sysinfo = _meminfo(procfs / "meminfo")
         n = nodes[0]
         n.mem_total = max(n.mem_total, sysinfo.get("MemTotal", 0))
         n.mem_free = max(n.mem_free, sysinfo.get("MemFree", 0))
     return nodes
-
-
-def _node_meminfo_global(path: Path) -> dict[str, int]:
-    out = {}
-    for line in (_read(path, "") or "").splitlines():
-        m = re.match(r"(\S+):\s+(\d+)(\s+kB)?", line)
-        if m:
-            out[m.group(1)] = int(m.group(2)) * (1024 if m.group(3) else 1)
-    return out
 
 
 def _read_tiers(sysfs: Path) -> dict[int, list[int]]:
