@@ -170,6 +170,7 @@ class Verification:
 
     def to_dict(self) -> dict:
         return {"counts": {str(k): v for k, v in self.counts.items() if v}, "other": self.other,
+                "text": self.counts_text(),
                 "step": self.step, "expected": {str(k): round(v, 4) for k, v in self.expected.items()},
                 "deviation": round(self.deviation, 6), "ok": self.ok}
 

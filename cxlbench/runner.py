@@ -26,11 +26,13 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def git_describe() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", _PACKAGE_PARENT, "describe", "--always", "--dirty", "--tags"],
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", _PACKAGE_PARENT, "describe", "--always", "--dirty",
+                              "--tags"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
 
 
 def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
@@ -75,7 +77,7 @@ def run_worker(case: Case) -> dict:
 
 def rows_for(run: Run, case: Case, m: dict) -> list[dict]:
     verified = m.get("placement", {}).get("verified", [])
-    counts = " ".join(";".join(f"{n}:{c}" for n, c in v["counts"].items()) for v in verified)
+    counts = " ".join(v["text"] for v in verified)         # one entry per buffer
     base = {**case.params, "run": run.meta["run_id"], "job": case.job, "case": case.id,
             "benchmark": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
             "cpus_used": format_list(m.get("cpus", [])),
