@@ -69,6 +69,9 @@ def run(suite_name, bench, sets, resume, results_dir, as_json, dry_run):
             return
         run_ = runner.start(s, cases, topo, results_dir)
         echo(f"run {run_.path}: {len(cases)} cases")
+    if run_.meta.get("emulated"):
+        echo(f"EMULATED ({run_.meta['emulated']['topology']} guest): figures come from QEMU, "
+             "not from hardware")
     try:
         journal = runner.execute(run_, echo)
     except KeyboardInterrupt:
@@ -109,6 +112,36 @@ def topology(as_json, sys_root, proc_root):
     """What memory this machine has: nodes, tiers, HMAT, CXL, DAX, CPU, GPUs."""
     topo = Topology.read(sys_root, proc_root)
     click.echo(topo.to_json() if as_json else topo.render())
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--topology", "topology_name", required=True,
+              type=click.Choice(["hmat", "cxl", "cxl-2way"]),
+              help="the emulated machine (see README: Emulation)")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="a topology parameter, e.g. far=1G (repeatable)")
+@click.option("--timeout", default=900.0, show_default=True, help="seconds before the guest is killed")
+@click.option("--accel", type=click.Choice(["tcg", "kvm"]), default="tcg", show_default=True,
+              help="kvm only where it works; it does not on the development VMs")
+@click.option("--kernel", "kernel_package", help="Debian kernel package for the guest "
+              "(default: what linux-image-amd64 depends on)")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@_errors
+def emulate(topology_name, params, timeout, accel, kernel_package, command):
+    """Run `cxlbench COMMAND` in a QEMU guest with emulated far memory.
+
+    Example: cxlbench emulate --topology cxl -- run suites/ci.toml"""
+    from . import emulate as emu
+
+    overrides = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--param {item!r}: use KEY=VALUE")
+        overrides[key.strip()] = value.strip()
+    rc = emu.run(topology_name, overrides, list(command), timeout=timeout, accel=accel,
+                 kernel_package=kernel_package, log=functools.partial(click.echo, err=True))
+    sys.exit(rc)
 
 
 @main.command("list")

@@ -44,6 +44,7 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "suite": {"name": suite.name, "source": suite.source, "text": suite.text,
                   "jobs": suite.data},
+        "emulated": topo.machine.get("emulated"),
         "settings": topo.settings,
         "topology": topo.to_dict(),
         "timer": native.timer_calibrate(),

@@ -109,7 +109,7 @@ class Topology:
                    dax=dax, cpu=_read_cpu(sysfs, procfs),
                    gpus=_read_gpus() if probe_gpus else [],
                    machine={"hostname": socket.gethostname(), "kernel": platform.release(),
-                            "arch": platform.machine()})
+                            "arch": platform.machine(), "emulated": _emulated()})
 
     # ---- queries ----------------------------------------------------------------------
     def node(self, node_id: int) -> Node:
@@ -144,6 +144,10 @@ class Topology:
     def render(self) -> str:
         lines = [f"{self.machine['hostname']}: {self.cpu.get('model') or 'unknown CPU'}, "
                  f"kernel {self.machine['kernel']}"]
+        emulated = self.machine.get("emulated")
+        if emulated:
+            lines.append(f"EMULATED: QEMU {emulated['qemu']} '{emulated['topology']}' guest "
+                         f"({emulated['accel']}); figures here are not hardware figures")
         lines.append(f"available: {len(self.nodes)} nodes ({format_list(n.id for n in self.nodes)})")
         for n in self.nodes:
             kind = "far memory (no CPUs)" if n.far_memory else ("no memory" if not n.has_memory else "")
@@ -153,7 +157,9 @@ class Topology:
                          f"free {format_size_mib(n.mem_free)}{tier}  {kind}".rstrip())
             for cls_name, values in sorted(n.hmat.items()):
                 lines.append(f"  hmat {cls_name}: " + "  ".join(
-                    f"{k} {v}{' ns' if 'latency' in k else ' MB/s'}" for k, v in values.items()))
+                    f"{k} {values[k]}{' ns' if 'latency' in k else ' MB/s'}"
+                    for k in HMAT_KEYS if k in values)
+                    + f"  (from node {format_list(values.get('initiators', []))})")
             pools = [f"{k} {v['free']}/{v['total']} free" for k, v in sorted(n.hugepages.items())
                      if v["total"]]
             if pools:
@@ -194,6 +200,15 @@ class Topology:
         lines.append("gpus: " + ("none" if not self.gpus else ", ".join(
             f"{g['name']} ({g['memory']}, NUMA {g.get('numa_node')})" for g in self.gpus)))
         return "\n".join(lines)
+
+
+def _emulated() -> dict | None:
+    """What `cxlbench emulate` says of the guest this runs in (None on real machines)."""
+    text = os.environ.get("CXLBENCH_EMULATED")
+    try:
+        return json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return {"topology": "unknown", "qemu": "?", "accel": "?", "raw": text}
 
 
 def format_size_mib(n: int) -> str:
@@ -324,17 +339,21 @@ def _read_cxl(sysfs: Path) -> dict:
             elif re.fullmatch(r"endpoint\d+", parent.name):
                 uport = parent / "uport"
                 memdev = uport.resolve().name if uport.exists() else _cxl_parent(parent, "mem")
-                endpoints[name] = memdev
+                endpoints[name] = (memdev, _read(p / "mode"))
     for p in sorted(devices.iterdir()):
         if re.fullmatch(r"region\d+", p.name):
             ways = _int(p / "interleave_ways", 0) or 0
-            targets = []
+            targets, modes = [], set()
             for i in range(ways):
                 decoder = _read(p / f"target{i}")
                 if decoder:
-                    targets.append({"decoder": decoder, "memdev": endpoints.get(decoder)})
+                    memdev, mode = endpoints.get(decoder, (None, None))
+                    targets.append({"decoder": decoder, "memdev": memdev})
+                    modes.add(mode)
+            # Before Linux 6.3 a region has no mode file; its endpoint decoders say it.
+            mode = _read(p / "mode") or (modes.pop() if len(modes) == 1 else None)
             regions.append({
-                "name": p.name, "mode": _read(p / "mode"), "size": _hex_or_int(p / "size"),
+                "name": p.name, "mode": mode, "size": _hex_or_int(p / "size"),
                 "resource": _hex_or_int(p / "resource"), "interleave_ways": ways,
                 "interleave_granularity": _int(p / "interleave_granularity"),
                 "root_decoder": _cxl_parent(p.resolve().parent, "decoder"),

@@ -1,0 +1,118 @@
+"""`cxlbench emulate`: run any cxlbench command in a QEMU guest whose extra NUMA node is
+emulated far memory (a CPU-less HMAT node, or CXL type-3 devices onlined with kmem).
+
+The guest runs the host's own Python and cxlbench: the host root is shared read-only
+under a writable overlay, the working directory is shared writable (so results/ lands
+on the host), and an exchange folder carries the script in and the outputs back."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import CxlbenchError
+from . import kit as _kit
+from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
+
+ENV = "CXLBENCH_EMULATED"       # set in the guest: the run is marked as emulated
+
+
+def qemu_version() -> str:
+    out = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True)
+    first = out.stdout.split("\n", 1)[0]
+    return first.split("version", 1)[-1].strip().split()[0] if "version" in first else first
+
+
+def _share(tag: str, path: str, readonly: bool = False) -> list[str]:
+    ro = ",readonly=on" if readonly else ""
+    return ["-fsdev", f"local,id={tag},path={path},security_model=none{ro},multidevs=remap",
+            "-device", f"virtio-9p-pci,fsdev={tag},mount_tag={tag},bus=pcie.0"]
+
+
+def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "HOME": "/tmp", ENV: json.dumps(marker), "PYTHONDONTWRITEBYTECODE": "1"}
+    for key in ("PYTHONPATH", "CXLBENCH_TEST_KERNELS"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    py = shlex.quote(sys.executable)
+    lines = ["#!/bin/sh", *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
+             f"cd {shlex.quote(os.getcwd())}", "set -ex", *topo.guest_setup(params), "set +ex",
+             # Trust no figure until the far memory has held data.
+             f"{py} -m cxlbench.emulate.probe > /.xchg/probe.json || exit 3",
+             f"{py} -m cxlbench {' '.join(shlex.quote(a) for a in command)} "
+             "> /.xchg/stdout 2> /.xchg/stderr",
+             "echo $? > /.xchg/rc"]
+    return "\n".join(lines) + "\n"
+
+
+def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout: float = 900,
+        accel: str = "tcg", kernel_package: str | None = None, log=print) -> int:
+    """Boot the guest, run `cxlbench COMMAND` inside, relay its output; its exit code."""
+    topo = get(topology)
+    params = topo.resolve(overrides)
+    _kit.require(_kit.TOOLS)
+    if topo.cxl_devices:
+        _kit.require(_kit.GUEST_TOOLS)
+    kit = _kit.ensure(kernel_package, log)
+    marker = {"topology": topo.name, "params": params, "qemu": qemu_version(), "accel": accel,
+              "guest_kernel": kit.version,
+              "note": "QEMU emulation: figures come from an emulator, not from hardware"}
+    with tempfile.TemporaryDirectory(prefix="cxlbench-emulate-") as scratch:
+        xchg = Path(scratch) / "xchg"
+        xchg.mkdir()
+        (xchg / "workdir").write_text(os.getcwd())
+        (xchg / "guest.sh").write_text(_guest_script(topo, params, command, marker))
+        console = Path(scratch) / "console.log"
+        cmd = ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
+               "-accel", accel, "-cpu", "max", "-smp", str(params["cpus"]),
+               "-kernel", str(kit.kernel), "-initrd", str(kit.initramfs),
+               "-append", "console=ttyS0 panic=-1 quiet",
+               "-serial", f"file:{console}",
+               *topo.qemu_args(params, scratch),
+               *_share("hostroot", "/", readonly=True), *_share("work", os.getcwd()),
+               *_share("xchg", str(xchg))]
+        log(f"booting the {topo.name} guest (QEMU {marker['qemu']}, {accel}, kernel "
+            f"{kit.version}); limit {timeout:g} s")
+        t0 = time.monotonic()
+        try:
+            # subprocess kills with SIGKILL on time-out: QEMU has been seen to ignore SIGTERM.
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            problem = None if proc.returncode == 0 else \
+                f"QEMU exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
+        except subprocess.TimeoutExpired:
+            problem = f"the guest did not finish within {timeout:g} s"
+        log(f"guest finished in {time.monotonic() - t0:.1f} s")
+        rc_file = xchg / "rc"
+        if problem is None and not rc_file.exists():
+            probe = xchg / "probe.json"
+            problem = ("the far-memory check failed: " + probe.read_text().strip()
+                       if probe.exists() and probe.read_text().strip()
+                       else "the guest's set-up failed before the command ran")
+        if problem:
+            where = _keep_logs(console, xchg, topo.name)
+            raise CxlbenchError(f"emulation failed: {problem}. Console and guest logs: {where}")
+        for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+            path = xchg / name
+            if path.exists():
+                stream.write(path.read_text())
+                stream.flush()
+        return int(rc_file.read_text().strip() or 1)
+
+
+def _keep_logs(console: Path, xchg: Path, name: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    where = Path("results") / "emulate-failures" / f"{stamp}-{name}"
+    where.mkdir(parents=True, exist_ok=True)
+    for src in (console, xchg / "guest.log", xchg / "guest.sh", xchg / "probe.json",
+                xchg / "stderr"):
+        if src.exists():
+            shutil.copy(src, where / src.name)
+    return where

@@ -1,0 +1,180 @@
+"""The guest kit: a Debian kernel and a busybox initramfs holding the modules that CXL,
+DAX, kmem, NUMA and 9p need. Built once from Debian packages (never installed on the
+host) and cached under ~/.cache/cxlbench/guest/<kernel package>/."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ..errors import UserError
+
+# Loaded in this order in the guest; modprobe adds their dependencies.
+MODULES = ("virtio_pci 9pnet_virtio 9p overlay libnvdimm nd_btt nd_pmem cxl_acpi cxl_pci "
+           "cxl_mem cxl_pmem dax_pmem device_dax kmem dax_hmem").split()
+
+# Host commands and the Debian packages that provide them.
+TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static",
+         "apt-get": "apt", "dpkg": "dpkg", "depmod": "kmod", "modprobe": "kmod"}
+GUEST_TOOLS = {"cxl": "ndctl", "ndctl": "ndctl", "daxctl": "daxctl"}
+
+
+@dataclass(frozen=True)
+class Kit:
+    kernel: Path            # uncompressed vmlinux (PVH entry) or the vmlinuz itself
+    initramfs: Path
+    version: str            # uname -r of the guest
+    package: str
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench")) / "guest"
+
+
+def missing_tools(names) -> list[str]:
+    return [f"{tool} (Debian package {pkg})" for tool, pkg in names.items()
+            if shutil.which(tool) is None]
+
+
+def require(names) -> None:
+    missing = missing_tools(names)
+    if missing:
+        raise UserError("emulation needs " + ", ".join(missing) + ": apt-get install "
+                        + " ".join(sorted({names[m.split()[0]] for m in missing})))
+
+
+def default_kernel_package() -> str:
+    """The image linux-image-amd64 points at now (its name changes with updates)."""
+    override = os.environ.get("CXLBENCH_GUEST_KERNEL")
+    if override:
+        return override
+    out = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True,
+                         text=True).stdout
+    m = re.search(r"Depends:\s+(linux-image-\S+)", out)
+    if not m:
+        raise UserError("cannot find the Debian kernel package (apt-cache depends "
+                        "linux-image-amd64 named none): run apt-get update, or set "
+                        "CXLBENCH_GUEST_KERNEL to a package such as linux-image-6.1.0-57-amd64")
+    return m.group(1)
+
+
+def ensure(package: str | None = None, log=print) -> Kit:
+    """The cached kit for a kernel package, built first if need be."""
+    require(TOOLS)
+    package = package or default_kernel_package()
+    home = cache_root() / package
+    meta = home / "kit.json"
+    if meta.exists():
+        info = json.loads(meta.read_text())
+        return Kit(home / info["kernel"], home / "initramfs.gz", info["version"], package)
+    log(f"building the guest kit from {package} (once; cached in {home})")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
+        tmp = Path(tmp)
+        _build(package, tmp)
+        shutil.rmtree(home, ignore_errors=True)
+        (tmp / "kit").rename(home)
+    return ensure(package, log)
+
+
+def _build(package: str, tmp: Path) -> None:
+    r = subprocess.run(["apt-get", "download", package], cwd=tmp, capture_output=True, text=True)
+    debs = list(tmp.glob("*.deb"))
+    if r.returncode != 0 or not debs:
+        raise UserError(f"apt-get download {package} failed: {r.stderr.strip()[-300:]}")
+    root = tmp / "root"
+    subprocess.run(["dpkg", "-x", str(debs[0]), str(root)], check=True)
+    (version,) = [p.name for p in (root / "lib/modules").iterdir()]
+    subprocess.run(["depmod", "-b", str(root), version], check=True)
+    kit = tmp / "kit"
+    kit.mkdir()
+    (vmlinuz,) = list((root / "boot").glob("vmlinuz-*"))
+    kernel_name = "vmlinux" if _extract_vmlinux(vmlinuz, kit / "vmlinux") else "vmlinuz"
+    if kernel_name == "vmlinuz":
+        shutil.copy(vmlinuz, kit / "vmlinuz")
+    modules = _module_closure(root, version)
+    _write_initramfs(kit / "initramfs.gz", modules)
+    (kit / "kit.json").write_text(json.dumps({"version": version, "kernel": kernel_name,
+                                              "package": package,
+                                              "modules": [m.name for m in modules]}))
+
+
+def _extract_vmlinux(vmlinuz: Path, out: Path) -> bool:
+    """The ELF kernel inside an xz bzImage: QEMU boots it through its PVH entry, about
+    twice as fast under TCG as decompressing in the guest."""
+    data = vmlinuz.read_bytes()
+    at = data.find(b"\xfd7zXZ\x00")
+    if at < 0:
+        return False
+    try:
+        elf = lzma.LZMADecompressor().decompress(data[at:])
+    except lzma.LZMAError:
+        return False
+    if not elf.startswith(b"\x7fELF"):
+        return False
+    out.write_bytes(elf)
+    return True
+
+
+def _module_closure(root: Path, version: str) -> list[Path]:
+    """Every .ko the MODULES need, dependencies first, each once. `-C /dev/null` because
+    ndctl's modprobe.d file would hide libnvdimm."""
+    ordered: list[Path] = []
+    for name in MODULES:
+        r = subprocess.run(["modprobe", "-C", "/dev/null", "-d", str(root), "-S", version,
+                            "--show-depends", name], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise UserError(f"the guest kernel {version} lacks module {name}: {r.stderr.strip()}")
+        for line in r.stdout.splitlines():
+            if line.startswith("insmod "):
+                path = Path(line.split()[1])
+                if path not in ordered:
+                    ordered.append(path)
+    return ordered
+
+
+class _Cpio:
+    """A newc archive, the format the kernel unpacks as its initramfs."""
+
+    def __init__(self):
+        self.buf, self.ino = io.BytesIO(), 1
+
+    def add(self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0)):
+        fields = [self.ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1],
+                  len(name) + 1, 0]
+        self.ino += 1
+        self.buf.write(b"070701" + b"".join(b"%08X" % f for f in fields))
+        self.buf.write(name.encode() + b"\0")
+        self._pad()
+        self.buf.write(data)
+        self._pad()
+
+    def _pad(self):
+        self.buf.write(b"\0" * (-self.buf.tell() % 4))
+
+    def finish(self) -> bytes:
+        self.add("TRAILER!!!", 0)
+        return self.buf.getvalue()
+
+
+def _write_initramfs(out: Path, modules: list[Path]) -> None:
+    init = (resources.files("cxlbench.emulate") / "init.sh").read_bytes()
+    c = _Cpio()
+    for d in ("bin", "dev", "proc", "sys", "modules"):
+        c.add(d, 0o040755)
+    c.add("dev/console", 0o020600, rdev=(5, 1))
+    c.add("bin/busybox", 0o100755, Path(shutil.which("busybox")).read_bytes())
+    c.add("init", 0o100755, init)
+    for m in modules:
+        c.add(f"modules/{m.name}", 0o100644, m.read_bytes())
+    c.add("modules/order", 0o100644, "".join(f"{m.name}\n" for m in modules).encode())
+    out.write_bytes(gzip.compress(c.finish(), compresslevel=6))

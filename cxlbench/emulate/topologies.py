@@ -1,0 +1,124 @@
+"""The emulated machines: each a row of parameters, the QEMU arguments they become, and
+the guest commands that bring the far memory online. Sizes and HMAT values are
+parameters (`cxlbench emulate --param far=1G ...`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UserError
+from ..units import format_size, parse_size
+
+# HMAT as QEMU declares it: latency in ns, bandwidth in bytes/s ("5G" = 5 GiB/s, which the
+# guest reads back as 5120 MB/s).
+COMMON_PARAMS = {"dram": "1536M", "cpus": "2"}
+
+
+@dataclass(frozen=True)
+class EmuTopology:
+    name: str
+    description: str
+    params: dict                          # defaults; values as users type them
+    cxl_devices: int = 0                  # type-3 devices; 0: an HMAT node instead
+
+    def resolve(self, overrides: dict[str, str]) -> dict:
+        params = {**COMMON_PARAMS, **self.params}
+        for key, value in overrides.items():
+            if key not in params:
+                raise UserError(f"topology {self.name} has no parameter {key!r} "
+                                f"(parameters: {', '.join(params)})")
+            params[key] = value
+        try:
+            out = {k: (parse_size(v) if k in ("dram", "far", "local_bandwidth", "far_bandwidth")
+                       else int(v)) for k, v in params.items()}
+        except ValueError as e:
+            raise UserError(f"topology {self.name}: {e}") from None
+        if out["cpus"] < 1 or out["dram"] < 512 << 20:
+            raise UserError(f"topology {self.name}: needs at least 1 CPU and 512M of DRAM")
+        if out["far"] < 256 << 20 or out["far"] % (256 << 20):
+            raise UserError(f"topology {self.name}: far must be a multiple of 256M (memory "
+                            f"blocks online in those steps); got {format_size(out['far'])}")
+        return out
+
+    def qemu_args(self, p: dict, scratch: str) -> list[str]:
+        if self.cxl_devices:
+            return _cxl_args(p, scratch, self.cxl_devices)
+        return _hmat_args(p)
+
+    def guest_setup(self, p: dict) -> list[str]:
+        if not self.cxl_devices:
+            return []
+        mems = " ".join(f"mem{i}" for i in range(self.cxl_devices))
+        return [
+            # Devices probe asynchronously after the modules load.
+            f"for i in $(seq 100); do [ $(cxl list -M | grep -c '\"memdev\"') -ge "
+            f"{self.cxl_devices} ] && break; sleep 0.1; done",
+            f"cxl create-region -m -d decoder0.0 -w {self.cxl_devices} -g 256 -t pmem {mems}",
+            "ndctl create-namespace -f -r region0 -m devdax -a 4096",
+            "daxctl reconfigure-device --mode=system-ram dax0.0",
+        ]
+
+    def declared_hmat(self, p: dict) -> dict | None:
+        """The HMAT values the guest must read back for the far node, in sysfs units."""
+        if self.cxl_devices:
+            return None
+        return {"read_latency": p["far_latency"], "write_latency": p["far_latency"],
+                "read_bandwidth": p["far_bandwidth"] >> 20,
+                "write_bandwidth": p["far_bandwidth"] >> 20}
+
+
+def _hmat_args(p: dict) -> list[str]:
+    total = p["dram"] + p["far"]
+    args = ["-machine", "q35,hmat=on", "-m", f"{total >> 20}M",
+            "-object", f"memory-backend-ram,id=m0,size={p['dram'] >> 20}M",
+            "-object", f"memory-backend-ram,id=m1,size={p['far'] >> 20}M",
+            "-numa", f"node,nodeid=0,memdev=m0,cpus=0-{p['cpus'] - 1},initiator=0",
+            "-numa", "node,nodeid=1,memdev=m1,initiator=0",
+            "-numa", f"dist,src=0,dst=1,val={p['distance']}"]
+    for target, lat, bw in ((0, p["local_latency"], p["local_bandwidth"]),
+                            (1, p["far_latency"], p["far_bandwidth"])):
+        base = f"hmat-lb,initiator=0,target={target},hierarchy=memory"
+        args += ["-numa", f"{base},data-type=access-latency,latency={lat}",
+                 "-numa", f"{base},data-type=access-bandwidth,bandwidth={bw >> 20}M"]
+    return args
+
+
+def _cxl_args(p: dict, scratch: str, devices: int) -> list[str]:
+    # An explicit node 0 gives the guest an SRAT; without one Linux runs without NUMA
+    # and the CXL window gets no node of its own.
+    args = ["-machine", "q35,cxl=on", "-m", f"{p['dram'] >> 20}M",
+            "-object", f"memory-backend-ram,id=m0,size={p['dram'] >> 20}M",
+            "-numa", f"node,nodeid=0,memdev=m0,cpus=0-{p['cpus'] - 1}",
+            "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"]
+    per_device = p["far"] // devices
+    # One more root port than devices: with every port occupied QEMU 7.2 accepted
+    # writes and read back zeros (seen with one device and one port).
+    for i in range(devices + 1):
+        args += ["-device", f"cxl-rp,port={i},bus=cxl.1,id=rp{i},chassis=0,slot={i + 2}"]
+    for i in range(devices):
+        args += ["-object", f"memory-backend-file,id=cxl-mem{i},share=on,"
+                            f"mem-path={scratch}/cxl-mem{i}.raw,size={per_device >> 20}M",
+                 "-object", f"memory-backend-file,id=cxl-lsa{i},share=on,"
+                            f"mem-path={scratch}/cxl-lsa{i}.raw,size=256M",
+                 "-device", f"cxl-type3,bus=rp{i},memdev=cxl-mem{i},lsa=cxl-lsa{i},"
+                            f"id=cxl-pmem{i}"]
+    window = max(4 << 30, 1 << (p["far"] - 1).bit_length())
+    args += ["-M", f"cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size={window >> 30}G"]
+    return args
+
+
+TOPOLOGIES = {t.name: t for t in [
+    EmuTopology("hmat", "a CPU-less far-memory node with HMAT latency and bandwidth declared",
+                {"far": "512M", "distance": "20", "local_latency": "100",
+                 "local_bandwidth": "20G", "far_latency": "300", "far_bandwidth": "5G"}),
+    EmuTopology("cxl", "one CXL type-3 device, its region onlined as a CPU-less node (kmem)",
+                {"far": "512M"}, cxl_devices=1),
+    EmuTopology("cxl-2way", "two CXL type-3 devices, one region interleaved across both",
+                {"far": "1G"}, cxl_devices=2),
+]}
+
+
+def get(name: str) -> EmuTopology:
+    if name not in TOPOLOGIES:
+        raise UserError(f"unknown emulated topology {name!r}: choose from "
+                        f"{', '.join(TOPOLOGIES)}")
+    return TOPOLOGIES[name]
