@@ -29,6 +29,13 @@ RESOLVED = {"kernel", "isa"}
 
 
 def machine_id() -> str:
+    """The host name; emulated guests file their runs apart, under emulated-<topology>."""
+    emulated = os.environ.get("CXLBENCH_EMULATED")
+    if emulated:
+        try:
+            return "emulated-" + re.sub(r"[^A-Za-z0-9_.-]", "_", json.loads(emulated)["topology"])
+        except (ValueError, KeyError, TypeError):
+            return "emulated"
     return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "machine"
 
 

@@ -205,10 +205,16 @@ class Topology:
 def _emulated() -> dict | None:
     """What `cxlbench emulate` says of the guest this runs in (None on real machines)."""
     text = os.environ.get("CXLBENCH_EMULATED")
+    if not text:
+        return None
     try:
-        return json.loads(text) if text else None
+        marker = json.loads(text)
     except json.JSONDecodeError:
         return {"topology": "unknown", "qemu": "?", "accel": "?", "raw": text}
+    probe = _read(Path(marker.get("probe_file", "/nonexistent")))
+    if probe:
+        marker["far_memory_check"] = json.loads(probe)
+    return marker
 
 
 def format_size_mib(n: int) -> str:

@@ -9,6 +9,7 @@ int cxb_read_scalar(struct cxb_kargs *a);
 int cxb_read_avx2(struct cxb_kargs *a);
 int cxb_read_avx512(struct cxb_kargs *a);
 int cxb_chase_kernel(struct cxb_kargs *a);
+int cxb_move_pages_kernel(struct cxb_kargs *a);
 
 /* Test-only: dies the way a broken kernel would, so the runner's isolation is testable. */
 static int crash_kernel(struct cxb_kargs *a)
@@ -39,6 +40,9 @@ static const struct row table[] = {
     {INFO("chase", "chase", "dependent loads around a random cycle, one pointer per line",
           8, 8, 0, 1, 0),
      {cxb_chase_kernel, NULL, NULL}},
+    {INFO("move_pages", "migrate", "move_pages(2) of every 4 KiB page to node `count`; "
+          "a page is read on one node and written on the other", 4096, 4096, 4096, 1, 0),
+     {cxb_move_pages_kernel, NULL, NULL}},
     {INFO("crash", "selftest", "raises SIGSEGV (test-only)", 8, 0, 0, 0, 1),
      {crash_kernel, NULL, NULL}},
 };

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from ..errors import UserError
-from . import bandwidth, chase, selftest
+from . import bandwidth, chase, migrate, selftest
 
-_ALL = {m.NAME: m for m in (chase, bandwidth, selftest)}
+_ALL = {m.NAME: m for m in (chase, bandwidth, migrate, selftest)}
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
 
 

@@ -63,7 +63,7 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
         _kit.require(_kit.GUEST_TOOLS)
     kit = _kit.ensure(kernel_package, log)
     marker = {"topology": topo.name, "params": params, "qemu": qemu_version(), "accel": accel,
-              "guest_kernel": kit.version,
+              "guest_kernel": kit.version, "probe_file": "/.xchg/probe.json",
               "note": "QEMU emulation: figures come from an emulator, not from hardware"}
     with tempfile.TemporaryDirectory(prefix="cxlbench-emulate-") as scratch:
         xchg = Path(scratch) / "xchg"

@@ -1,0 +1,61 @@
+"""Page migration between two nodes: move_pages(2) of a whole buffer, timed in C, each
+move checked (every page on the destination, the data unchanged) and then undone."""
+from __future__ import annotations
+
+from .. import native
+from ..errors import CheckError
+from ..options import Option, pick
+from .common import Measurement, check_placement, measure, place, resolve_cpus
+
+NAME = "migrate"
+DESCRIPTION = "move_pages(2) of a buffer from one node to another and back (GB/s migrated)"
+OPTIONS = {
+    **pick("size", "cpus", "repeat", "warmup", "tolerance", "timeout", size=64 << 20),
+    "from": Option("from", "int", 0, "node the buffer starts on", min=0),
+    "to": Option("to", "int", 1, "node the pages move to", min=0),
+    "page": Option("page", "choice", "4k", "page size (hugetlb pages are not moved here)",
+                   choices=("4k", "thp")),
+}
+
+
+def _buffer_params(params: dict) -> dict:
+    return {**params, "mem": f"bind:{params['from']}"}
+
+
+def check(params: dict, topology) -> None:
+    cpu = resolve_cpus({**params, "threads": 1})
+    for node in (params["from"], params["to"]):
+        check_placement({**params, "mem": f"bind:{node}"}, cpu, topology)
+
+
+def run(params: dict) -> Measurement:
+    src, dst, size = params["from"], params["to"], params["size"]
+    cpu = resolve_cpus({**params, "threads": 1})
+    (buf,) = place(_buffer_params(params), cpu)
+    buf.alloc.fill_index(cpu)
+    mover, reader = native.kernel("move_pages"), native.kernel("read")
+    pages, n = buf.alloc.map_size // 4096, size // 8
+    want = n * (n - 1) // 2 % (1 << 64)
+    maxnode = max(src, dst) + 1
+
+    def move(node: int) -> int:
+        r = native.run_kernel(mover, "scalar", [buf.addr], buf.alloc.map_size, node, cpu)
+        if r.checksum:
+            raise CheckError(f"{r.checksum} of {pages} pages did not move to node {node}")
+        counts, _ = buf.alloc.query_nodes(4096, maxnode)
+        if counts[node] != pages:
+            raise CheckError(f"after the move node {node} holds {counts[node]} of {pages} pages")
+        if native.run_kernel(reader, reader.best_isa(), [buf.addr], size, 1, cpu).checksum != want:
+            raise CheckError(f"data changed while moving to node {node}")
+        return r.ns
+
+    def once() -> dict[str, float]:
+        there = move(dst)
+        back = move(src)
+        return {"bandwidth": buf.alloc.map_size / there,
+                "return_bandwidth": buf.alloc.map_size / back}
+
+    m = Measurement(kernel="move_pages", isa="scalar", cpus=cpu,
+                    units={"bandwidth": "GB/s", "return_bandwidth": "GB/s"},
+                    info={"pages": pages, "from": src, "to": dst})
+    return measure(m, _buffer_params(params), [buf], once)

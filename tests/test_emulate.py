@@ -1,0 +1,151 @@
+"""QEMU guests with emulated far memory (cxlbench emulate). Each topology boots once per
+session and runs suites/ci.toml; the tests read what it left on the host. They skip, with
+the reason, where QEMU is not installed."""
+import json
+import shutil
+
+import pytest
+
+from cxlbench import results
+from cxlbench.emulate import topologies
+
+from .conftest import cxlbench
+
+needs_qemu = pytest.mark.skipif(
+    shutil.which("qemu-system-x86_64") is None,
+    reason="QEMU not installed (apt-get install qemu-system-x86 busybox-static ndctl daxctl)")
+
+
+def guest_run(tmp_path_factory, topology: str) -> dict:
+    cwd = tmp_path_factory.mktemp(topology)
+    r = cxlbench("emulate", "--topology", topology, "--", "run", "ci", "--json", cwd=cwd,
+                 timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run_dir,) = [p.parent for p in cwd.glob("results/*/*/run.json")]
+    df = results.load(run_dir)
+    return {"records": json.loads(r.stdout), "df": df, "meta": df.attrs["run"],
+            "stderr": r.stderr, "run_dir": run_dir}
+
+
+@pytest.fixture(scope="module")
+def cxl(tmp_path_factory):
+    return guest_run(tmp_path_factory, "cxl")
+
+
+@pytest.fixture(scope="module")
+def hmat(tmp_path_factory):
+    return guest_run(tmp_path_factory, "hmat")
+
+
+def median(df, **where):
+    sel = df
+    for key, value in where.items():
+        sel = sel[sel[key] == value]
+    assert len(sel), f"no rows for {where}"
+    return sel["value"].median()
+
+
+@needs_qemu
+def test_cxl_node_discovered_as_far_memory_in_a_lower_tier(cxl):
+    topo = cxl["meta"]["topology"]
+    far = [n for n in topo["nodes"] if n["far_memory"]]
+    assert [n["id"] for n in far] == [1] and far[0]["cpus"] == []
+    assert far[0]["cxl_regions"] == ["region0"]
+    (region,) = topo["cxl"]["regions"]
+    assert region["node"] == 1 and region["targets"][0]["memdev"] == "mem0"
+    dram = topo["nodes"][0]
+    # Linux 6.1 ranks kmem-onlined CXL memory below DRAM (a larger tier id).
+    assert far[0]["tier"] is not None and far[0]["tier"] > dram["tier"]
+
+
+@needs_qemu
+def test_cxl_run_is_marked_emulated_and_held_data(cxl):
+    emulated = cxl["meta"]["emulated"]
+    assert emulated["topology"] == "cxl" and emulated["accel"] in ("tcg", "kvm")
+    assert cxl["run_dir"].parent.name == "emulated-cxl"
+    check = emulated["far_memory_check"]
+    assert check["far_nodes"] == [1] and check["nodes"]["1"]["wrong"] == 0
+    assert "EMULATED" in cxl["stderr"]
+
+
+@needs_qemu
+def test_buffer_bound_to_cxl_node_verifies_there(cxl):
+    df = cxl["df"]
+    bound = df[df["mem"] == "bind:1"]
+    assert len(bound) and bound["placement_ok"].all()
+    # every verified page on node 1, none elsewhere
+    assert all(v.startswith("1:") and ";" not in v for v in bound["verified"])
+
+
+@needs_qemu
+def test_weighted_interleave_3_to_1(cxl):
+    df = cxl["df"]
+    (verified,) = set(df[df["mem"] == "weighted:0=3,1=1"]["verified"])
+    counts = dict(part.split(":") for part in verified.split(";"))
+    share0 = int(counts["0"]) / (int(counts["0"]) + int(counts["1"]))
+    assert abs(share0 - 0.75) <= 0.02, verified
+
+
+@needs_qemu
+def test_pages_moved_to_cxl_node_read_back_and_verify(cxl):
+    rec = [r for r in cxl["records"] if r["benchmark"] == "migrate"]
+    assert rec and all(r["status"] == "ok" for r in rec), rec
+    assert {r["metric"] for r in rec} == {"bandwidth", "return_bandwidth"}
+    assert all(r["median"] > 0 for r in rec)
+
+
+@needs_qemu
+def test_cxl_chase_slower_than_node0(cxl):
+    df = cxl["df"]
+    near = median(df, benchmark="chase", mem="bind:0", size=16 << 20)
+    far = median(df, benchmark="chase", mem="bind:1", size=16 << 20)
+    assert far > near
+
+
+@needs_qemu
+def test_every_ci_case_passed(cxl, hmat):
+    for run in (cxl, hmat):
+        failed = [r for r in run["records"] if r["status"] != "ok"]
+        assert not failed, failed
+
+
+@needs_qemu
+def test_hmat_values_read_back_as_declared(hmat):
+    spec = topologies.get("hmat")
+    declared = spec.declared_hmat(spec.resolve({}))
+    (far,) = [n for n in hmat["meta"]["topology"]["nodes"] if n["far_memory"]]
+    for access in ("access0", "access1"):
+        got = {k: far["hmat"][access][k] for k in declared}
+        assert got == declared
+    assert far["hmat"]["access0"]["initiators"] == [0]
+    assert far["tier"] is not None         # ranked below DRAM from Linux 6.12 on
+
+
+@needs_qemu
+def test_cxl_2way_region_interleaves_two_devices(tmp_path):
+    r = cxlbench("emulate", "--topology", "cxl-2way", "--", "topology", "--json",
+                 cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    topo = json.loads(r.stdout)
+    (region,) = topo["cxl"]["regions"]
+    assert region["interleave_ways"] == 2
+    assert [t["memdev"] for t in region["targets"]] == ["mem0", "mem1"]
+    assert region["node"] == 1 and topo["machine"]["emulated"]["topology"] == "cxl-2way"
+    assert topo["machine"]["emulated"]["far_memory_check"]["nodes"]["1"]["wrong"] == 0
+
+
+def test_missing_qemu_is_a_clear_error(tmp_path):
+    r = cxlbench("emulate", "--topology", "cxl", "--", "topology", cwd=tmp_path,
+                 env={"PATH": "/nonexistent"})
+    assert r.returncode == 2
+    assert "qemu-system-x86_64 (Debian package qemu-system-x86)" in r.stderr
+    assert "apt-get install" in r.stderr
+
+
+def test_bad_topology_parameter(tmp_path):
+    r = cxlbench("emulate", "--topology", "hmat", "--param", "far=100M", "--", "topology",
+                 cwd=tmp_path)
+    assert r.returncode == 2 and "multiple of 256M" in r.stderr
+    r = cxlbench("emulate", "--topology", "hmat", "--param", "nope=1", "--", "topology",
+                 cwd=tmp_path)
+    assert r.returncode == 2 and "has no parameter 'nope'" in r.stderr
