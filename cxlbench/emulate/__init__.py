@@ -98,7 +98,10 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
                        else "the guest's set-up failed before the command ran")
         if problem:
             where = _keep_logs(console, xchg, topo.name)
-            raise CxlbenchError(f"emulation failed: {problem}. Console and guest logs: {where}")
+            guest_log = xchg / "guest.log"
+            tail = guest_log.read_text().strip().splitlines()[-4:] if guest_log.exists() else []
+            raise CxlbenchError(f"emulation failed: {problem}. Last guest lines: "
+                                f"{' | '.join(tail) or '-'}. Console and guest logs: {where}")
         for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
             path = xchg / name
             if path.exists():

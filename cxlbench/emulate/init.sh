@@ -14,11 +14,11 @@ mount -t 9p -o "$opts" xchg /xchg
 mount -t tmpfs -o size=256m tmpfs /rw
 mkdir -p /rw/upper /rw/work
 mount -t overlay overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work /newroot
-for fs in proc sys dev tmp run; do mkdir -p "/newroot/$fs"; done
+# /tmp stays the host's, under the overlay: checkouts and venvs may live there.
+for fs in proc sys dev run; do mkdir -p "/newroot/$fs"; done
 mount -t proc proc /newroot/proc
 mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev
-mount -t tmpfs tmpfs /newroot/tmp
 mount -t tmpfs tmpfs /newroot/run
 work=$(cat /xchg/workdir)
 mkdir -p "/newroot$work" /newroot/.xchg
