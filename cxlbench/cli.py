@@ -123,8 +123,8 @@ def topology(as_json, sys_root, proc_root):
 @click.option("--timeout", default=900.0, show_default=True, help="seconds before the guest is killed")
 @click.option("--accel", type=click.Choice(["tcg", "kvm"]), default="tcg", show_default=True,
               help="kvm only where it works; it does not on the development VMs")
-@click.option("--kernel", "kernel_package", help="Debian kernel package for the guest "
-              "(default: what linux-image-amd64 depends on)")
+@click.option("--kernel", "kernel_package", help="the guest's Debian kernel: a package name or "
+              "a series such as 6.12 (default: what linux-image-amd64 depends on)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @_errors
 def emulate(topology_name, params, timeout, accel, kernel_package, command):

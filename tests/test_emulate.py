@@ -149,3 +149,15 @@ def test_bad_topology_parameter(tmp_path):
     r = cxlbench("emulate", "--topology", "hmat", "--param", "nope=1", "--", "topology",
                  cwd=tmp_path)
     assert r.returncode == 2 and "has no parameter 'nope'" in r.stderr
+
+
+@needs_qemu
+def test_hmat_node_ranked_below_dram_on_linux_612(tmp_path):
+    """Linux 6.1 puts the HMAT node in DRAM's tier; 6.12 ranks it lower from its HMAT."""
+    r = cxlbench("emulate", "--kernel", "6.12", "--topology", "hmat", "--", "topology",
+                 "--json", cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    topo = json.loads(r.stdout)
+    assert topo["machine"]["emulated"]["guest_kernel"].startswith("6.12.")
+    dram, far = topo["nodes"]
+    assert far["far_memory"] and far["tier"] > dram["tier"]

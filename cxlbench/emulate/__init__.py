@@ -71,10 +71,16 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
         (xchg / "workdir").write_text(os.getcwd())
         (xchg / "guest.sh").write_text(_guest_script(topo, params, command, marker))
         console = Path(scratch) / "console.log"
+        # Hot-added memory stays offline until daxctl onlines it (as movable): Debian's
+        # 6.12 onlines it itself otherwise, and daxctl then refuses.
+        cpu, append = "max", "console=ttyS0 panic=-1 quiet memhp_default_state=offline"
+        if _version_tuple(kit.version) >= (6, 12):
+            # Seen with Debian's 6.12 under QEMU 7.2: CXL devices need these to probe.
+            cpu, append = "max,hypervisor=off", append + " pci=nomsi"
         cmd = ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
-               "-accel", accel, "-cpu", "max", "-smp", str(params["cpus"]),
+               "-accel", accel, "-cpu", cpu, "-smp", str(params["cpus"]),
                "-kernel", str(kit.kernel), "-initrd", str(kit.initramfs),
-               "-append", "console=ttyS0 panic=-1 quiet",
+               "-append", append,
                "-serial", f"file:{console}",
                *topo.qemu_args(params, scratch),
                *_share("hostroot", "/", readonly=True), *_share("work", os.getcwd()),
@@ -108,6 +114,12 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
                 stream.write(path.read_text())
                 stream.flush()
         return int(rc_file.read_text().strip() or 1)
+
+
+def _version_tuple(release: str) -> tuple[int, ...]:
+    """'6.12.107+deb12-amd64' -> (6, 12)."""
+    parts = release.split(".")[:2]
+    return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts)
 
 
 def _keep_logs(console: Path, xchg: Path, name: str) -> Path:

@@ -52,11 +52,21 @@ def require(names) -> None:
                         + " ".join(sorted({names[m.split()[0]] for m in missing})))
 
 
-def default_kernel_package() -> str:
-    """The image linux-image-amd64 points at now (its name changes with updates)."""
-    override = os.environ.get("CXLBENCH_GUEST_KERNEL")
-    if override:
-        return override
+def kernel_package(wanted: str | None = None) -> str:
+    """A Debian kernel package: a full name, a series such as "6.12" (its newest build),
+    or by default what linux-image-amd64 points at now (the name changes with updates)."""
+    wanted = wanted or os.environ.get("CXLBENCH_GUEST_KERNEL")
+    if wanted and re.fullmatch(r"\d+\.\d+", wanted):
+        out = subprocess.run(["apt-cache", "search", "--names-only",
+                              rf"^linux-image-{re.escape(wanted)}\.[0-9]+\+deb[0-9]+-amd64$"],
+                             capture_output=True, text=True).stdout
+        names = [line.split()[0] for line in out.splitlines() if line.strip()]
+        if not names:
+            raise UserError(f"no Debian kernel package of series {wanted} (apt-cache search "
+                            f"found none; run apt-get update?)")
+        return max(names, key=lambda n: [int(x) for x in re.findall(r"\d+", n)])
+    if wanted:
+        return wanted
     out = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True,
                          text=True).stdout
     m = re.search(r"Depends:\s+(linux-image-\S+)", out)
@@ -70,7 +80,7 @@ def default_kernel_package() -> str:
 def ensure(package: str | None = None, log=print) -> Kit:
     """The cached kit for a kernel package, built first if need be."""
     require(TOOLS)
-    package = package or default_kernel_package()
+    package = kernel_package(package)
     home = cache_root() / package
     meta = home / "kit.json"
     if meta.exists():
