@@ -71,20 +71,7 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
         (xchg / "workdir").write_text(os.getcwd())
         (xchg / "guest.sh").write_text(_guest_script(topo, params, command, marker))
         console = Path(scratch) / "console.log"
-        # Hot-added memory stays offline until daxctl onlines it (as movable): Debian's
-        # 6.12 onlines it itself otherwise, and daxctl then refuses.
-        cpu, append = "max", "console=ttyS0 panic=-1 quiet memhp_default_state=offline"
-        if _version_tuple(kit.version) >= (6, 12):
-            # Seen with Debian's 6.12 under QEMU 7.2: CXL devices need these to probe.
-            cpu, append = "max,hypervisor=off", append + " pci=nomsi"
-        cmd = ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
-               "-accel", accel, "-cpu", cpu, "-smp", str(params["cpus"]),
-               "-kernel", str(kit.kernel), "-initrd", str(kit.initramfs),
-               "-append", append,
-               "-serial", f"file:{console}",
-               *topo.qemu_args(params, scratch),
-               *_share("hostroot", "/", readonly=True), *_share("work", os.getcwd()),
-               *_share("xchg", str(xchg))]
+        cmd = _qemu_command(topo, params, kit, accel, scratch, xchg, console)
         log(f"booting the {topo.name} guest (QEMU {marker['qemu']}, {accel}, kernel "
             f"{kit.version}); limit {timeout:g} s")
         t0 = time.monotonic()
@@ -114,6 +101,22 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
                 stream.write(path.read_text())
                 stream.flush()
         return int(rc_file.read_text().strip() or 1)
+
+
+def _qemu_command(topo, params: dict, kit, accel: str, scratch: str, xchg: Path,
+                  console: Path) -> list[str]:
+    # Hot-added memory stays offline until daxctl onlines it (as movable): Debian's 6.12
+    # onlines it itself otherwise, and daxctl then refuses.
+    cpu, append = "max", "console=ttyS0 panic=-1 quiet memhp_default_state=offline"
+    if _version_tuple(kit.version) >= (6, 12):
+        # Seen with Debian's 6.12 under QEMU 7.2: CXL devices need these to probe.
+        cpu, append = "max,hypervisor=off", append + " pci=nomsi"
+    return ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
+            "-accel", accel, "-cpu", cpu, "-smp", str(params["cpus"]),
+            "-kernel", str(kit.kernel), "-initrd", str(kit.initramfs), "-append", append,
+            "-serial", f"file:{console}", *topo.qemu_args(params, scratch),
+            *_share("hostroot", "/", readonly=True), *_share("work", os.getcwd()),
+            *_share("xchg", str(xchg))]
 
 
 def _version_tuple(release: str) -> tuple[int, ...]:
