@@ -57,6 +57,7 @@ class KernelInfo:
     bytes_read: int
     bytes_written: int
     streams: int
+    write_allocate: bool      # stores pull lines in first: memory sees the written bytes twice
     isas: tuple[str, ...]     # variants compiled in
     test_only: bool
 
@@ -80,6 +81,7 @@ def kernels() -> tuple[KernelInfo, ...]:
             description=ffi.string(info.description).decode(),
             elem_bytes=info.elem_bytes, bytes_read=info.bytes_read,
             bytes_written=info.bytes_written, streams=info.streams,
+            write_allocate=bool(info.write_allocate),
             isas=tuple(name for b, name in enumerate(ISAS) if info.isa_mask >> b & 1),
             test_only=bool(info.test_only)))
     return tuple(out)
@@ -159,11 +161,12 @@ class RunResult:
     end: int          # address of chase's last pointer
 
 
-def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, count: int, cpus) -> RunResult:
+def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, count: int, cpus,
+               value: int = 0) -> RunResult:
     """One timed region: kernel k on len(cpus) pinned threads (or one unpinned)."""
     cpus = list(cpus)
     bufs = ffi.new("void *[]", [ffi.cast("void *", a) for a in addrs] or [ffi.NULL])
     out = ffi.new("struct cxb_run_result *")
-    _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), bufs, nbytes, count,
+    _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), bufs, nbytes, count, value,
                                           _int_array(cpus), max(len(cpus), 1), out))
     return RunResult(out.ns, out.checksum, int(ffi.cast("uintptr_t", out.end)))

@@ -1,7 +1,11 @@
-/* Bandwidth kernels, one function per instruction set. Each read kernel sums the buffer
- * as uint64 lanes: a filled buffer's sum is known in closed form, which proves every byte
- * was loaded and that the compiler kept the loop. */
+/* Bandwidth kernels. One template, instantiated per instruction set, defines every
+ * streaming kernel from a handful of vector primitives, so the variants cannot drift
+ * apart. Each kernel leaves a result that Python checks independently:
+ *   read, rw_*   sum the uint64 words they load (closed form from the index fill);
+ *   write*       store `value` everywhere; copy* and triad* compute doubles that numpy
+ *                recomputes. */
 #include <errno.h>
+#include <string.h>
 #include "internal.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -9,85 +13,221 @@
 
 /* The scalar variant stays scalar so "isa=scalar" means what it says. */
 #if defined(__GNUC__) && !defined(__clang__)
-#define SCALAR_ONLY __attribute__((optimize("no-tree-vectorize")))
+#define SCALAR_ATTR __attribute__((optimize("no-tree-vectorize")))
 #else
-#define SCALAR_ONLY
+#define SCALAR_ATTR
 #endif
 
-SCALAR_ONLY int cxb_read_scalar(struct cxb_kargs *a)
+/* ---- primitives ------------------------------------------------------------------ */
+/* scalar: one double or uint64 per "vector" */
+#define S_VD double
+#define S_VI uint64_t
+#define S_N 8
+#define S_LD(p) (*(const double *)(p))
+#define S_ST(p, v) (*(double *)(p) = (v))
+#define S_SET1(x) (x)
+#define S_FMA(b, s, c) ((b) + (s) * (c))
+#define S_LDI(p) (*(const uint64_t *)(p))
+#define S_STI(p, v) (*(uint64_t *)(p) = (v))
+#define S_ADDI(a, b) ((a) + (b))
+#define S_ZEROI() ((uint64_t)0)
+#define S_SETI(x) ((uint64_t)(x))
+#define S_SUMI(v) (v)
+#if defined(__x86_64__)
+static inline void s_stream(void *p, double v)
 {
-    const uint64_t *p = a->buf[0];
-    size_t n = a->bytes / 8;
-    uint64_t total = 0;
-    for (uint64_t pass = 0; pass < a->count; pass++) {
-        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-        size_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            s0 += p[i]; s1 += p[i + 1]; s2 += p[i + 2]; s3 += p[i + 3];
-            s4 += p[i + 4]; s5 += p[i + 5]; s6 += p[i + 6]; s7 += p[i + 7];
-        }
-        for (; i < n; i++)
-            s0 += p[i];
-        total += s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
-    }
-    a->checksum = total;
-    return 0;
+    long long bits;
+    memcpy(&bits, &v, sizeof bits);
+    _mm_stream_si64((long long *)p, bits);          /* movnti */
 }
+static inline void s_streami(void *p, uint64_t v) { _mm_stream_si64((long long *)p, (long long)v); }
+#define S_FENCE() _mm_sfence()
+#else
+static inline void s_stream(void *p, double v) { *(double *)p = v; }
+static inline void s_streami(void *p, uint64_t v) { *(uint64_t *)p = v; }
+#define S_FENCE() __sync_synchronize()
+#endif
+#define S_NT(p, v) s_stream((p), (v))
+#define S_NTI(p, v) s_streami((p), (v))
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) int cxb_read_avx2(struct cxb_kargs *a)
+#define A2_VD __m256d
+#define A2_VI __m256i
+#define A2_N 32
+#define A2_LD(p) _mm256_load_pd((const double *)(p))
+#define A2_ST(p, v) _mm256_store_pd((double *)(p), (v))
+#define A2_NT(p, v) _mm256_stream_pd((double *)(p), (v))
+#define A2_SET1(x) _mm256_set1_pd(x)
+#define A2_FMA(b, s, c) _mm256_add_pd((b), _mm256_mul_pd((s), (c)))
+#define A2_LDI(p) _mm256_load_si256((const __m256i *)(p))
+#define A2_STI(p, v) _mm256_store_si256((__m256i *)(p), (v))
+#define A2_NTI(p, v) _mm256_stream_si256((__m256i *)(p), (v))
+#define A2_ADDI(a, b) _mm256_add_epi64((a), (b))
+#define A2_ZEROI() _mm256_setzero_si256()
+#define A2_SETI(x) _mm256_set1_epi64x((long long)(x))
+#define A2_FENCE() _mm_sfence()
+__attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
 {
-    const char *p = a->buf[0];
-    size_t blocks = a->bytes / 256, tail = a->bytes % 256 / 8;
-    uint64_t total = 0;
-    for (uint64_t pass = 0; pass < a->count; pass++) {
-        __m256i s[8];
-        for (int k = 0; k < 8; k++)
-            s[k] = _mm256_setzero_si256();
-        for (size_t b = 0; b < blocks; b++) {
-            const __m256i *q = (const __m256i *)(p + b * 256);
-            for (int k = 0; k < 8; k++)
-                s[k] = _mm256_add_epi64(s[k], _mm256_load_si256(q + k));
-        }
-        for (int k = 1; k < 8; k++)
-            s[0] = _mm256_add_epi64(s[0], s[k]);
-        uint64_t lanes[4];
-        _mm256_storeu_si256((__m256i *)lanes, s[0]);
-        total += lanes[0] + lanes[1] + lanes[2] + lanes[3];
-        const uint64_t *t = (const uint64_t *)(p + blocks * 256);
-        for (size_t i = 0; i < tail; i++)
-            total += t[i];
-    }
-    a->checksum = total;
-    return 0;
+    uint64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)lanes, v);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
+#define A2_SUMI(v) a2_sum(v)
 
-__attribute__((target("avx512f"))) int cxb_read_avx512(struct cxb_kargs *a)
-{
-    const char *p = a->buf[0];
-    size_t blocks = a->bytes / 512, tail = a->bytes % 512 / 8;
-    uint64_t total = 0;
-    for (uint64_t pass = 0; pass < a->count; pass++) {
-        __m512i s[8];
-        for (int k = 0; k < 8; k++)
-            s[k] = _mm512_setzero_si512();
-        for (size_t b = 0; b < blocks; b++) {
-            const __m512i *q = (const __m512i *)(p + b * 512);
-            for (int k = 0; k < 8; k++)
-                s[k] = _mm512_add_epi64(s[k], _mm512_load_si512(q + k));
-        }
-        for (int k = 1; k < 8; k++)
-            s[0] = _mm512_add_epi64(s[0], s[k]);
-        total += (uint64_t)_mm512_reduce_add_epi64(s[0]);
-        const uint64_t *t = (const uint64_t *)(p + blocks * 512);
-        for (size_t i = 0; i < tail; i++)
-            total += t[i];
-    }
-    a->checksum = total;
-    return 0;
-}
+#define A5_VD __m512d
+#define A5_VI __m512i
+#define A5_N 64
+#define A5_LD(p) _mm512_load_pd((const double *)(p))
+#define A5_ST(p, v) _mm512_store_pd((double *)(p), (v))
+#define A5_NT(p, v) _mm512_stream_pd((double *)(p), (v))
+#define A5_SET1(x) _mm512_set1_pd(x)
+#define A5_FMA(b, s, c) _mm512_add_pd((b), _mm512_mul_pd((s), (c)))
+#define A5_LDI(p) _mm512_load_si512((const void *)(p))
+#define A5_STI(p, v) _mm512_store_si512((void *)(p), (v))
+#define A5_NTI(p, v) _mm512_stream_si512((void *)(p), (v))
+#define A5_ADDI(a, b) _mm512_add_epi64((a), (b))
+#define A5_ZEROI() _mm512_setzero_si512()
+#define A5_SETI(x) _mm512_set1_epi64((long long)(x))
+#define A5_SUMI(v) ((uint64_t)_mm512_reduce_add_epi64(v))
+#define A5_FENCE() _mm_sfence()
 #endif
 
+/* ---- the template ---------------------------------------------------------------- */
+/* U vectors per unrolled step; every slice is a whole number of 64-byte lines, and a
+ * line is a whole number of vectors, so no partial vector is ever left. */
+#define U 4
+#define ALL_VECTORS(P, N, body)                                                      \
+    for (size_t i = 0; i + U * (N) <= bytes; i += U * (N)) {                        \
+        for (int u = 0; u < U; u++) { size_t o = i + u * (N); body; }               \
+    }                                                                               \
+    for (size_t o = bytes / (U * (N)) * (U * (N)); o < bytes; o += (N)) { body; }
+
+/* A read:write mix over one buffer: of every R+W lines, R are summed and W stored. */
+#define RW_KERNEL(P, ATTR, R, W)                                                     \
+    ATTR int cxb_rw_##R##_##W##_##P(struct cxb_kargs *a)                             \
+    {                                                                                \
+        char *base = a->buf[0];                                                      \
+        size_t lines = a->bytes / CXB_LINE;                                          \
+        uint64_t total = 0;                                                          \
+        const P##_VI v = P##_SETI(a->value);                                         \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            P##_VI acc0 = P##_ZEROI(), acc1 = P##_ZEROI();                           \
+            for (size_t l = 0; l < lines; l++) {                                     \
+                char *line = base + l * CXB_LINE;                                    \
+                if (l % ((R) + (W)) < (R)) {                                         \
+                    for (int k = 0; k < CXB_LINE / P##_N; k += 2) {                  \
+                        acc0 = P##_ADDI(acc0, P##_LDI(line + k * P##_N));            \
+                        if (k + 1 < CXB_LINE / P##_N)                                \
+                            acc1 = P##_ADDI(acc1, P##_LDI(line + (k + 1) * P##_N));  \
+                    }                                                                \
+                } else {                                                             \
+                    for (int k = 0; k < CXB_LINE / P##_N; k++)                       \
+                        P##_STI(line + k * P##_N, v);                                \
+                }                                                                    \
+            }                                                                        \
+            total += P##_SUMI(acc0) + P##_SUMI(acc1);                                \
+        }                                                                            \
+        a->checksum = total;                                                         \
+        return 0;                                                                    \
+    }
+
+#define STREAM_KERNELS(P, ATTR)                                                      \
+    ATTR int cxb_read_##P(struct cxb_kargs *a)                                       \
+    {                                                                                \
+        const char *p = a->buf[0];                                                   \
+        size_t bytes = a->bytes;                                                     \
+        uint64_t total = 0;                                                          \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            P##_VI s[U];                                                             \
+            for (int u = 0; u < U; u++)                                              \
+                s[u] = P##_ZEROI();                                                  \
+            for (size_t i = 0; i + U * P##_N <= bytes; i += U * P##_N)               \
+                for (int u = 0; u < U; u++)                                          \
+                    s[u] = P##_ADDI(s[u], P##_LDI(p + i + u * P##_N));               \
+            for (size_t o = bytes / (U * P##_N) * (U * P##_N); o < bytes; o += P##_N) \
+                s[0] = P##_ADDI(s[0], P##_LDI(p + o));                               \
+            for (int u = 0; u < U; u++)                                              \
+                total += P##_SUMI(s[u]);                                             \
+        }                                                                            \
+        a->checksum = total;                                                         \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_write_##P(struct cxb_kargs *a)                                      \
+    {                                                                                \
+        char *p = a->buf[0];                                                         \
+        size_t bytes = a->bytes;                                                     \
+        const P##_VD v = P##_SET1((double)a->value);                                 \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, P##_ST(p + o, v))                                  \
+        }                                                                            \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_write_nt_##P(struct cxb_kargs *a)                                   \
+    {                                                                                \
+        char *p = a->buf[0];                                                         \
+        size_t bytes = a->bytes;                                                     \
+        const P##_VD v = P##_SET1((double)a->value);                                 \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, P##_NT(p + o, v))                                  \
+        }                                                                            \
+        P##_FENCE();                                                                 \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_copy_##P(struct cxb_kargs *a)                                       \
+    {                                                                                \
+        char *d = a->buf[0];                                                         \
+        const char *s = a->buf[1];                                                   \
+        size_t bytes = a->bytes;                                                     \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, P##_ST(d + o, P##_LD(s + o)))                      \
+        }                                                                            \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_copy_nt_##P(struct cxb_kargs *a)                                    \
+    {                                                                                \
+        char *d = a->buf[0];                                                         \
+        const char *s = a->buf[1];                                                   \
+        size_t bytes = a->bytes;                                                     \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, P##_NT(d + o, P##_LD(s + o)))                      \
+        }                                                                            \
+        P##_FENCE();                                                                 \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_triad_##P(struct cxb_kargs *a)                                      \
+    {                                                                                \
+        char *d = a->buf[0];                                                         \
+        const char *b = a->buf[1], *c = a->buf[2];                                   \
+        size_t bytes = a->bytes;                                                     \
+        const P##_VD s = P##_SET1((double)a->value);                                 \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, P##_ST(d + o, P##_FMA(P##_LD(b + o), s, P##_LD(c + o)))) \
+        }                                                                            \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_triad_nt_##P(struct cxb_kargs *a)                                   \
+    {                                                                                \
+        char *d = a->buf[0];                                                         \
+        const char *b = a->buf[1], *c = a->buf[2];                                   \
+        size_t bytes = a->bytes;                                                     \
+        const P##_VD s = P##_SET1((double)a->value);                                 \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, P##_NT(d + o, P##_FMA(P##_LD(b + o), s, P##_LD(c + o)))) \
+        }                                                                            \
+        P##_FENCE();                                                                 \
+        return 0;                                                                    \
+    }                                                                                \
+    RW_KERNEL(P, ATTR, 3, 1)                                                         \
+    RW_KERNEL(P, ATTR, 2, 1)                                                         \
+    RW_KERNEL(P, ATTR, 1, 1)
+
+STREAM_KERNELS(S, SCALAR_ATTR)
+#if defined(__x86_64__)
+STREAM_KERNELS(A2, __attribute__((target("avx2"))))
+STREAM_KERNELS(A5, __attribute__((target("avx512f"))))
+#endif
+
+/* ---- fills (not timed) ----------------------------------------------------------- */
 struct fill {
     uint64_t *p;
     size_t n;

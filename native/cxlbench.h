@@ -71,6 +71,7 @@ struct cxb_kargs {
     void *buf[3];           /* streams; chase: buf[0] is the start pointer */
     size_t bytes;           /* bytes of each stream this thread covers */
     uint64_t count;         /* stream kernels: passes; chase: dependent loads */
+    uint64_t value;         /* stream kernels: the value stored (write) or the scalar (triad) */
     uint64_t checksum;      /* out: stream kernels' independent check value */
     void *end;              /* out: chase's last pointer */
 };
@@ -83,6 +84,7 @@ struct cxb_kernel_info {
     uint32_t bytes_read;    /* application bytes read per iteration */
     uint32_t bytes_written; /* application bytes written per iteration */
     int streams;            /* buffers the kernel takes */
+    int write_allocate;     /* its stores pull lines in first (not non-temporal) */
     int isa_mask;           /* bit i set: variant for ISA i compiled in */
     int test_only;          /* runs only under CXLBENCH_TEST_KERNELS=1 */
 };
@@ -95,9 +97,10 @@ struct cxb_run_result {
     void *end;              /* thread 0's end pointer */
 };
 /* Run kernel `index` in its `isa` variant on nthreads threads, thread i pinned to cpus[i],
- * all released together at a barrier. Streams are split into 64-byte aligned slices. */
+ * all released together at a barrier. Streams are split into slices of whole steps
+ * (elem_bytes, at least a 64-byte line); the last thread also takes any remainder. */
 int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
-            const int *cpus, int nthreads, struct cxb_run_result *out);
+            uint64_t value, const int *cpus, int nthreads, struct cxb_run_result *out);
 
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: groups of group_bytes are

@@ -5,9 +5,13 @@
 #include <stdlib.h>
 #include "internal.h"
 
-int cxb_read_scalar(struct cxb_kargs *a);
-int cxb_read_avx2(struct cxb_kargs *a);
-int cxb_read_avx512(struct cxb_kargs *a);
+/* bandwidth.c: each kernel in three variants, suffixes _S (scalar), _A2, _A5 */
+#define DECLARE3(name) \
+    int cxb_##name##_S(struct cxb_kargs *); \
+    int cxb_##name##_A2(struct cxb_kargs *); \
+    int cxb_##name##_A5(struct cxb_kargs *);
+DECLARE3(read) DECLARE3(write) DECLARE3(write_nt) DECLARE3(copy) DECLARE3(copy_nt)
+DECLARE3(triad) DECLARE3(triad_nt) DECLARE3(rw_3_1) DECLARE3(rw_2_1) DECLARE3(rw_1_1)
 int cxb_chase_kernel(struct cxb_kargs *a);
 int cxb_move_pages_kernel(struct cxb_kargs *a);
 
@@ -30,21 +34,38 @@ struct row {
     cxb_kernel_fn fn[CXB_ISA_COUNT];    /* scalar, avx2, avx512 */
 };
 
-#define INFO(key, bench, desc, elem, rd, wr, streams, test) \
-    {key, bench, desc, elem, rd, wr, streams, 0, test}
+#define INFO(key, bench, desc, elem, rd, wr, streams, wa, test) \
+    {key, bench, desc, elem, rd, wr, streams, wa, 0, test}
+#define VARIANTS(name) {cxb_##name##_S, X86(cxb_##name##_A2), X86(cxb_##name##_A5)}
+#define SCALAR_ONLY(fn) {fn, NULL, NULL}
 
 static const struct row table[] = {
-    /* key, benchmark, description, bytes per step, read, written, streams, test-only */
-    {INFO("read", "bandwidth", "sequential read, summed as uint64 lanes", 8, 8, 0, 1, 0),
-     {cxb_read_scalar, X86(cxb_read_avx2), X86(cxb_read_avx512)}},
+    /* key, benchmark, description, bytes per step, read, written, streams,
+     * write-allocate, test-only */
+    {INFO("read", "bandwidth", "sequential read: a is summed as uint64 lanes", 8, 8, 0, 1, 0, 0),
+     VARIANTS(read)},
+    {INFO("write", "bandwidth", "a[i] = s", 8, 0, 8, 1, 1, 0), VARIANTS(write)},
+    {INFO("write_nt", "bandwidth", "a[i] = s, non-temporal stores", 8, 0, 8, 1, 0, 0),
+     VARIANTS(write_nt)},
+    {INFO("copy", "bandwidth", "a[i] = b[i]", 8, 8, 8, 2, 1, 0), VARIANTS(copy)},
+    {INFO("copy_nt", "bandwidth", "a[i] = b[i], non-temporal stores", 8, 8, 8, 2, 0, 0),
+     VARIANTS(copy_nt)},
+    {INFO("triad", "bandwidth", "a[i] = b[i] + s * c[i]", 8, 16, 8, 3, 1, 0), VARIANTS(triad)},
+    {INFO("triad_nt", "bandwidth", "a[i] = b[i] + s * c[i], non-temporal stores", 8, 16, 8, 3,
+          0, 0), VARIANTS(triad_nt)},
+    {INFO("rw_3_1", "bandwidth", "of every 4 lines read 3, write 1 (MLC's 3:1)", 256, 192, 64,
+          1, 1, 0), VARIANTS(rw_3_1)},
+    {INFO("rw_2_1", "bandwidth", "of every 3 lines read 2, write 1 (MLC's 2:1)", 192, 128, 64,
+          1, 1, 0), VARIANTS(rw_2_1)},
+    {INFO("rw_1_1", "bandwidth", "of every 2 lines read 1, write 1 (MLC's 1:1)", 128, 64, 64,
+          1, 1, 0), VARIANTS(rw_1_1)},
     {INFO("chase", "chase", "dependent loads around a random cycle, one pointer per line",
-          8, 8, 0, 1, 0),
-     {cxb_chase_kernel, NULL, NULL}},
+          8, 8, 0, 1, 0, 0), SCALAR_ONLY(cxb_chase_kernel)},
     {INFO("move_pages", "migrate", "move_pages(2) of every 4 KiB page to node `count`; "
-          "a page is read on one node and written on the other", 4096, 4096, 4096, 1, 0),
-     {cxb_move_pages_kernel, NULL, NULL}},
-    {INFO("crash", "selftest", "raises SIGSEGV (test-only)", 8, 0, 0, 0, 1),
-     {crash_kernel, NULL, NULL}},
+          "a page is read on one node and written on the other", 4096, 4096, 4096, 1, 0, 0),
+     SCALAR_ONLY(cxb_move_pages_kernel)},
+    {INFO("crash", "selftest", "raises SIGSEGV (test-only)", 8, 0, 0, 0, 0, 1),
+     SCALAR_ONLY(crash_kernel)},
 };
 enum { ROWS = sizeof table / sizeof table[0] };
 
@@ -78,7 +99,7 @@ static int timed_slice(void *p, int t)
 }
 
 int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
-            const int *cpus, int nthreads, struct cxb_run_result *out)
+            uint64_t value, const int *cpus, int nthreads, struct cxb_run_result *out)
 {
     enum { MAXT = 4096 };
     if (index < 0 || index >= ROWS || !out)
@@ -101,12 +122,14 @@ int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
         free(t1);
         return cxb_fail(ENOMEM, "cannot allocate %d thread slots", nthreads);
     }
-    /* Slices are whole lines; the last thread takes the remainder. */
-    size_t lines = bytes / CXB_LINE, off = 0;
+    /* Slices are whole steps (at least a line), so a kernel's pattern over the buffer
+     * does not depend on the thread count; the last thread takes the remainder. */
+    size_t unit = row->info.elem_bytes > CXB_LINE ? row->info.elem_bytes : CXB_LINE;
+    size_t steps = bytes / unit, off = 0;
     for (int t = 0; t < nthreads; t++) {
-        size_t n = lines * (size_t)(t + 1) / (size_t)nthreads - lines * (size_t)t / (size_t)nthreads;
-        size_t len = t == nthreads - 1 ? bytes - off : n * CXB_LINE;
-        args[t] = (struct cxb_kargs){{0}, len, count, 0, NULL};
+        size_t n = steps * (size_t)(t + 1) / (size_t)nthreads - steps * (size_t)t / (size_t)nthreads;
+        size_t len = t == nthreads - 1 ? bytes - off : n * unit;
+        args[t] = (struct cxb_kargs){{0}, len, count, value, 0, NULL};
         for (int s = 0; s < row->info.streams; s++)
             args[t].buf[s] = (char *)bufs[s] + off;
         off += len;

@@ -76,3 +76,48 @@ def test_timer_calibration_is_measured():
     assert t["clock"] == "CLOCK_MONOTONIC_RAW" and t["clock_overhead_ns"] > 0
     if t["tsc_available"]:
         assert 1e8 < t["tsc_hz"] < 1e10
+
+
+def _bandwidth_cases():
+    from cxlbench.benchmarks import bandwidth
+    return [(k, isa) for k in bandwidth._kernels() for isa in native.ISAS]
+
+
+@pytest.mark.parametrize("key,isa", _bandwidth_cases())
+def test_every_bandwidth_kernel_checked_in_every_isa(key, isa):
+    """Each kernel's output recomputed independently, on a size that is not a whole
+    number of steps (the remainder path runs too)."""
+    from cxlbench.benchmarks import bandwidth
+    k = native.kernel(key)
+    if not native.isa_supported(isa):
+        pytest.skip(f"this CPU cannot run {isa}")
+    params = {name: opt.default for name, opt in bandwidth.OPTIONS.items()}
+    params.update(kernel=key, isa=isa, size=(1 << 20) + 64 * 7, cpus="0", threads=1,
+                  repeat=2, warmup=1, passes=2)
+    m = bandwidth.run(params)
+    assert m.status == "ok" and m.isa == isa and len(m.reps) == 2
+    assert ("bandwidth_memory" in m.reps[0]) == k.write_allocate
+
+
+def test_bandwidth_check_catches_a_kernel_that_skipped_work(monkeypatch):
+    from cxlbench.benchmarks import bandwidth
+    from cxlbench.errors import CheckError
+    real = native.run_kernel
+
+    def half(k, isa, addrs, nbytes, count, cpus, value=0):
+        return real(k, isa, addrs, nbytes // 2, count, cpus, value)
+    monkeypatch.setattr(native, "run_kernel", half)
+    for key in ("read", "write_nt", "copy", "triad_nt", "rw_2_1"):
+        params = {name: opt.default for name, opt in bandwidth.OPTIONS.items()}
+        params.update(kernel=key, size=1 << 20, repeat=1, warmup=0, passes=1)
+        with pytest.raises(CheckError):
+            bandwidth.run(params)
+
+
+def test_read_sum_closed_form():
+    from cxlbench.benchmarks.bandwidth import read_sum
+    import numpy as np
+    for lines, period, reads in ((10, 4, 3), (7, 3, 2), (5, 2, 1), (2, 4, 3)):
+        words = np.arange(lines * 8, dtype=np.uint64).reshape(lines, 8)
+        mask = np.arange(lines) % period < reads
+        assert read_sum(lines, period, reads) == int(words[mask].sum())
