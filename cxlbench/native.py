@@ -146,12 +146,26 @@ class Allocation:
         return arr if shape is None else arr.reshape(shape)
 
 
-def chase_build(buf: Allocation, nbytes: int, group_bytes: int, seed: int) -> np.ndarray:
+def chase_build(buf: Allocation, nbytes: int, group_bytes: int, seed: int,
+                run_lines: int = 0) -> np.ndarray:
     """Link the chase cycle; returns the visiting order (line indices)."""
     order = np.empty(nbytes // 64, dtype=np.uint32)
     _check("cxb_chase_build", lib.cxb_chase_build(
-        buf._mem, nbytes, group_bytes, seed, ffi.cast("uint32_t *", ffi.from_buffer(order))))
+        buf._mem, nbytes, group_bytes, run_lines, seed,
+        ffi.cast("uint32_t *", ffi.from_buffer(order))))
     return order
+
+
+def aligned_empty(n: int, dtype) -> np.ndarray:
+    """A numpy array whose data starts on a 64-byte line, as kernel streams must."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + 64, dtype=np.uint8)
+    skip = -raw.__array_interface__["data"][0] % 64
+    return raw[skip:skip + n * dtype.itemsize].view(dtype)
+
+
+def address(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
 
 
 @dataclass(frozen=True)

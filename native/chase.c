@@ -23,7 +23,8 @@ static void shuffle(uint32_t *v, size_t n, uint64_t *seed)
     }
 }
 
-int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, uint64_t seed, uint32_t *order)
+int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, size_t run_lines,
+                    uint64_t seed, uint32_t *order)
 {
     size_t lines = bytes / CXB_LINE;
     if (!buf || !order || lines < 2 || lines > UINT32_MAX)
@@ -31,15 +32,21 @@ int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, uint64_t seed, 
     if (group_bytes < CXB_LINE || group_bytes % CXB_LINE)
         return cxb_fail(EINVAL, "chase group of %zu bytes is not a whole number of lines", group_bytes);
     size_t per = group_bytes / CXB_LINE, groups = (lines + per - 1) / per;
+    if (run_lines == 0 || run_lines > per)
+        run_lines = per;
     uint32_t *g = malloc(groups * sizeof *g), *l = malloc(per * sizeof *l);
-    if (!g || !l) {
+    uint32_t *tmp = run_lines < per ? malloc(lines * sizeof *tmp) : order;
+    if (!g || !l || !tmp) {
         free(g);
         free(l);
+        if (tmp != order)
+            free(tmp);
         return cxb_fail(ENOMEM, "cannot allocate the shuffle arrays");
     }
     for (size_t i = 0; i < groups; i++)
         g[i] = (uint32_t)i;
     shuffle(g, groups, &seed);
+    /* tmp: the groups in random order, each group's lines in random order */
     size_t k = 0;
     for (size_t gi = 0; gi < groups; gi++) {
         size_t first = (size_t)g[gi] * per, n = lines - first < per ? lines - first : per;
@@ -47,7 +54,22 @@ int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, uint64_t seed, 
             l[i] = (uint32_t)i;
         shuffle(l, n, &seed);
         for (size_t i = 0; i < n; i++)
-            order[k++] = (uint32_t)(first + l[i]);
+            tmp[k++] = (uint32_t)(first + l[i]);
+    }
+    if (tmp != order) {
+        /* Visit run_lines lines of a group, then move on to the next group: the TLB knob.
+         * Group gi's lines sit at tmp[start(gi) ...]; only the last group may be short. */
+        size_t out = 0;
+        for (size_t round = 0; round * run_lines < per; round++) {
+            size_t start = 0;
+            for (size_t gi = 0; gi < groups; gi++) {
+                size_t first = (size_t)g[gi] * per, n = lines - first < per ? lines - first : per;
+                for (size_t i = round * run_lines; i < n && i < (round + 1) * run_lines; i++)
+                    order[out++] = tmp[start + i];
+                start += n;
+            }
+        }
+        free(tmp);
     }
     free(g);
     free(l);
@@ -70,6 +92,53 @@ int cxb_chase_kernel(struct cxb_kargs *a)
     for (; n; n--)
         HOP
 #undef HOP
+    a->end = p;
+    return 0;
+}
+
+/* Memory-level parallelism: `value` chains (1..16) walked in lockstep by one thread.
+ * buf[0] is an array of the chains' start pointers; their end pointers replace them. */
+#define MLP(N)                                                                       \
+    static void walk_##N(void **start, uint64_t n)                                   \
+    {                                                                                \
+        void **p[N];                                                                 \
+        for (int c = 0; c < N; c++)                                                  \
+            p[c] = start[c];                                                         \
+        for (; n; n--)                                                               \
+            for (int c = 0; c < N; c++)                                              \
+                p[c] = (void **)*p[c];                                               \
+        for (int c = 0; c < N; c++)                                                  \
+            start[c] = p[c];                                                         \
+    }
+MLP(1) MLP(2) MLP(3) MLP(4) MLP(5) MLP(6) MLP(7) MLP(8)
+MLP(9) MLP(10) MLP(11) MLP(12) MLP(13) MLP(14) MLP(15) MLP(16)
+
+int cxb_chase_mlp_kernel(struct cxb_kargs *a)
+{
+    static void (*const walk[17])(void **, uint64_t) = {
+        NULL, walk_1, walk_2, walk_3, walk_4, walk_5, walk_6, walk_7, walk_8,
+        walk_9, walk_10, walk_11, walk_12, walk_13, walk_14, walk_15, walk_16};
+    if (a->value < 1 || a->value > 16)
+        return cxb_fail(EINVAL, "chains must be 1 to 16, got %llu", (unsigned long long)a->value);
+    walk[a->value](a->buf[0], a->count);
+    a->end = ((void **)a->buf[0])[0];
+    return 0;
+}
+
+/* Latency distribution: `count` batches of `value` dependent loads, each timed with
+ * rdtscp (or the monotonic clock where there is no TSC) into buf[1] as uint64 ticks. */
+int cxb_chase_dist_kernel(struct cxb_kargs *a)
+{
+    void **p = a->buf[0];
+    uint64_t *ticks = a->buf[1], batch = a->value;
+    int tsc = cxb_rdtscp() != 0;
+    for (uint64_t b = 0; b < a->count; b++) {
+        uint64_t t0 = tsc ? cxb_rdtscp() : cxb_now_ns();
+        for (uint64_t i = 0; i < batch; i++)
+            p = (void **)*p;
+        uint64_t t1 = tsc ? cxb_rdtscp() : cxb_now_ns();
+        ticks[b] = t1 - t0;
+    }
     a->end = p;
     return 0;
 }

@@ -103,10 +103,11 @@ int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
             uint64_t value, const int *cpus, int nthreads, struct cxb_run_result *out);
 
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
-/* Link one pointer per 64-byte line into one random cycle: groups of group_bytes are
- * shuffled, then lines within each group. order[i] receives the i-th line visited. */
-int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, uint64_t seed,
-                    uint32_t *order);
+/* Link one pointer per 64-byte line into one random cycle: groups of group_bytes (pages)
+ * are shuffled, then lines within each group; run_lines lines of a group are visited
+ * before moving to the next group (0: all of them). order[i] is the i-th line visited. */
+int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, size_t run_lines,
+                    uint64_t seed, uint32_t *order);
 /* buf[i] = i for each uint64 in the buffer: read kernels' checksum is then known. */
 int cxb_fill_index(void *buf, size_t bytes, const int *cpus, int ncpus);
 

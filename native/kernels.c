@@ -13,6 +13,8 @@
 DECLARE3(read) DECLARE3(write) DECLARE3(write_nt) DECLARE3(copy) DECLARE3(copy_nt)
 DECLARE3(triad) DECLARE3(triad_nt) DECLARE3(rw_3_1) DECLARE3(rw_2_1) DECLARE3(rw_1_1)
 int cxb_chase_kernel(struct cxb_kargs *a);
+int cxb_chase_mlp_kernel(struct cxb_kargs *a);
+int cxb_chase_dist_kernel(struct cxb_kargs *a);
 int cxb_move_pages_kernel(struct cxb_kargs *a);
 
 /* Test-only: dies the way a broken kernel would, so the runner's isolation is testable. */
@@ -61,6 +63,10 @@ static const struct row table[] = {
           1, 1, 0), VARIANTS(rw_1_1)},
     {INFO("chase", "chase", "dependent loads around a random cycle, one pointer per line",
           8, 8, 0, 1, 0, 0), SCALAR_ONLY(cxb_chase_kernel)},
+    {INFO("chase_mlp", "chase", "`value` independent chains walked in lockstep by one thread",
+          8, 8, 0, 1, 0, 0), SCALAR_ONLY(cxb_chase_mlp_kernel)},
+    {INFO("chase_dist", "chase", "batches of `value` dependent loads, each timed with rdtscp",
+          8, 8, 0, 2, 0, 0), SCALAR_ONLY(cxb_chase_dist_kernel)},
     {INFO("move_pages", "migrate", "move_pages(2) of every 4 KiB page to node `count`; "
           "a page is read on one node and written on the other", 4096, 4096, 4096, 1, 0, 0),
      SCALAR_ONLY(cxb_move_pages_kernel)},

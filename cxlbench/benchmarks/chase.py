@@ -1,8 +1,14 @@
-"""Idle latency: one thread chases pointers around a random cycle, one pointer per line."""
+"""Idle latency: one thread chases pointers around a random cycle, one pointer per line.
+
+Knobs: `lines_per_page` (TLB reach: lines visited in a page before moving to the next),
+`chains` (memory-level parallelism: independent chains walked in lockstep), and `dist`
+(the distribution of short rdtscp-timed batches: p50, p90, p99, p99.9 and a histogram)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import native
-from ..errors import CheckError
+from ..errors import CheckError, UserError
 from ..memory import PAGE_SIZES
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
@@ -15,37 +21,125 @@ OPTIONS = {
     "loads": Option("loads", "int", 0, "loads per repetition; 0 picks max(lines, 2^20) "
                     "capped at 2^22", min=0),
     "seed": Option("seed", "int", 1, "seed of the random cycle", min=0),
+    "lines_per_page": Option("lines_per_page", "int", 0, "lines visited in a page before "
+                             "moving to another (TLB reach); 0: the whole page", min=0),
+    "chains": Option("chains", "int", 1, "independent chains walked by one thread "
+                     "(memory-level parallelism)", min=1, max=16),
+    "dist": Option("dist", "bool", False, "time batches with rdtscp: percentiles and a "
+                   "histogram"),
+    "batch": Option("batch", "int", 16, "dependent loads per timed batch (with dist)",
+                    min=1, max=4096),
 }
+PERCENTILES = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9}
 
 
 def check(params: dict, topology) -> None:
+    if params["dist"] and params["chains"] > 1:
+        raise UserError("chase: dist and chains > 1 do not mix (the distribution is of one chain)")
+    if params["size"] // 64 < 2 * params["chains"]:
+        raise UserError(f"chase: {params['size']} bytes is too small for {params['chains']} chains")
     check_placement(params, resolve_cpus({**params, "threads": 1}), topology)
 
 
 def run(params: dict) -> Measurement:
-    kernel = native.kernel("chase")
     cpu = resolve_cpus({**params, "threads": 1})
     (buf,) = place(params, cpu)
-    size = params["size"]
+    size, chains = params["size"], params["chains"]
     lines = size // 64
     # Shuffle page by page: one TLB entry serves a page's lines, so page size is the knob.
     order = native.chase_build(buf.alloc, size, min(PAGE_SIZES[params["page"]], size),
-                               params["seed"])
+                               params["seed"], params["lines_per_page"])
     loads = params["loads"] or min(max(lines, 1 << 20), 1 << 22)
-    pos = 0
+    walker = Walker(buf.addr, order)
+    info = {"loads": loads, "lines": lines}
+    if params["dist"]:
+        once, units = _distribution(walker, loads, params["batch"], cpu, info)
+    elif chains > 1:
+        once, units = _parallel(walker, loads, chains, cpu)
+    else:
+        once, units = _single(walker, loads, cpu)
+    m = Measurement(kernel="chase", isa="scalar", cpus=cpu, units=units, info=info)
+    return measure(m, params, [buf], once)
+
+
+class Walker:
+    """Positions on the cycle, and the check that each walk ended where the recorded
+    order says (else loads were skipped or the links are wrong)."""
+
+    def __init__(self, base: int, order: np.ndarray):
+        self.base, self.order, self.lines = base, order, len(order)
+
+    def addr(self, pos: int) -> int:
+        return self.base + int(self.order[pos % self.lines]) * 64
+
+    def expect(self, end: int, pos: int, loads: int) -> int:
+        pos = (pos + loads) % self.lines
+        if end != self.addr(pos):
+            raise CheckError(f"chase ended at line {(end - self.base) // 64}, expected line "
+                             f"{int(self.order[pos])} after {loads} loads")
+        return pos
+
+
+def _single(w: Walker, loads: int, cpu):
+    kernel, pos = native.kernel("chase"), 0
 
     def once() -> dict[str, float]:
         nonlocal pos
-        start = buf.addr + int(order[pos]) * 64
-        r = native.run_kernel(kernel, "scalar", [start], 64, loads, cpu)
-        pos = (pos + loads) % lines
-        # The cycle's order was recorded when it was built: the walk must end where the
-        # order says, or loads were skipped or the links are wrong.
-        if r.end != buf.addr + int(order[pos]) * 64:
-            raise CheckError(f"chase ended at line {(r.end - buf.addr) // 64}, expected "
-                             f"line {int(order[pos])} after {loads} loads")
+        r = native.run_kernel(kernel, "scalar", [w.addr(pos)], 64, loads, cpu)
+        pos = w.expect(r.end, pos, loads)
         return {"latency": r.ns / loads}
+    return once, {"latency": "ns"}
 
-    m = Measurement(kernel="chase", isa="scalar", cpus=cpu, units={"latency": "ns"},
-                    info={"loads": loads, "lines": lines})
-    return measure(m, params, [buf], once)
+
+def _parallel(w: Walker, loads: int, chains: int, cpu):
+    """N chains a fixed distance apart on the one cycle: their loads are independent."""
+    one, mlp = native.kernel("chase"), native.kernel("chase_mlp")
+    per_chain = max(loads // chains, 1)
+    spacing = w.lines // chains
+    starts = native.aligned_empty(chains, np.uint64)
+    pos = [c * spacing for c in range(chains)]
+
+    def once() -> dict[str, float]:
+        starts[:] = [w.addr(p) for p in pos]
+        r = native.run_kernel(mlp, "scalar", [native.address(starts)], 64, per_chain, cpu,
+                              chains)
+        for c in range(chains):
+            pos[c] = w.expect(int(starts[c]), pos[c], per_chain)
+        latency = r.ns / (per_chain * chains)
+        base = native.run_kernel(one, "scalar", [w.addr(pos[0])], 64, per_chain, cpu)
+        pos[0] = w.expect(base.end, pos[0], per_chain)
+        # achieved parallelism: how many loads were in flight, against a single chain
+        return {"latency": latency, "parallelism": (base.ns / per_chain) / latency}
+    return once, {"latency": "ns", "parallelism": "loads"}
+
+
+def _distribution(w: Walker, loads: int, batch: int, cpu, info: dict):
+    kernel = native.kernel("chase_dist")
+    timer = native.timer_calibrate(20)
+    batches = max(loads // batch, 1)
+    ticks = native.aligned_empty(batches, np.uint64)
+    if timer["tsc_available"]:
+        scale, overhead = 1e9 / timer["tsc_hz"], timer["tsc_overhead_cycles"]
+    else:
+        scale, overhead = 1.0, timer["clock_overhead_ns"]
+    info.update(batch=batch, batches=batches, timer="rdtscp" if timer["tsc_available"]
+                else "CLOCK_MONOTONIC_RAW", timer_overhead=overhead)
+    pos, pooled = 0, []
+
+    def once() -> dict[str, float]:
+        nonlocal pos
+        r = native.run_kernel(kernel, "scalar", [w.addr(pos), native.address(ticks)], 64,
+                              batches, cpu, batch)
+        pos = w.expect(r.end, pos, batches * batch)
+        per_load = np.maximum(ticks - overhead, 0) * scale / batch
+        pooled.append(per_load.copy())
+        out = {"latency": float(per_load.mean())}
+        out.update({name: float(np.percentile(per_load, q)) for name, q in PERCENTILES.items()})
+        # a histogram of everything seen so far, on log-spaced bins
+        allv = np.concatenate(pooled)
+        edges = np.geomspace(max(allv.min(), 0.1), max(allv.max(), 0.2), 25)
+        counts, _ = np.histogram(allv, bins=edges)
+        info["histogram"] = {"edges_ns": [round(float(e), 3) for e in edges],
+                             "counts": counts.tolist()}
+        return out
+    return once, {"latency": "ns", **{name: "ns" for name in PERCENTILES}}
