@@ -7,9 +7,10 @@ import sys
 
 import click
 
-from . import __version__, benchmarks, results, runner, suite
+from . import __version__, analysis, benchmarks, results, runner, suite
 from .errors import CxlbenchError, UserError
 from .topology import Topology
+from .units import format_size
 
 
 def _errors(fn):
@@ -38,13 +39,15 @@ def main():
 @click.option("--bench", help="run one benchmark ad hoc instead of a suite")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="an option of --bench (repeatable)")
+@click.option("--var", "variables", multiple=True, metavar="KEY=VALUE",
+              help="a suite variable from its [vars] (repeatable), e.g. node=1")
 @click.option("--resume", type=click.Path(), help="finish an interrupted run directory")
 @click.option("--results-dir", default="results", show_default=True,
               help="where results/<machine>/<run>/ go")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
 @click.option("--dry-run", is_flag=True, help="list the cases and stop")
 @_errors
-def run(suite_name, bench, sets, resume, results_dir, as_json, dry_run):
+def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_run):
     """Run SUITE_NAME (a file, or a suite under suites/; default: quick) or --bench."""
     echo = functools.partial(click.echo, err=True)
     if resume:
@@ -59,9 +62,12 @@ def run(suite_name, bench, sets, resume, results_dir, as_json, dry_run):
             raise UserError("give a suite or --bench, not both")
         if sets and not bench:
             raise UserError("--set applies to --bench")
-        s = suite.adhoc(bench, list(sets)) if bench else suite.load(suite_name or "quick")
+        if variables and bench:
+            raise UserError("--var applies to suites; use --set with --bench")
+        s = suite.adhoc(bench, list(sets)) if bench else \
+            suite.load(suite_name or "quick", _pairs(variables, "--var"))
         topo = Topology.read()
-        cases = suite.expand(s, topo.memory_nodes)
+        cases = suite.expand(s, topo.memory_nodes, [n.id for n in topo.nodes if n.cpus])
         benchmarks.precheck(cases, topo)
         if dry_run:
             for c in cases:
@@ -80,13 +86,25 @@ def run(suite_name, bench, sets, resume, results_dir, as_json, dry_run):
         sys.exit(130)
     records = runner.summary_records(run_, journal)
     failed = sum(1 for e in journal.values() if e["status"] != "ok")
+    found = _analyse(run_, records)
     if as_json:
         click.echo(json.dumps(records, indent=1))
     else:
         _print_summary(records)
+        _print_analysis(found)
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
     if failed:
         sys.exit(1)
+
+
+def _pairs(items, flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{flag} {item!r}: use KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _print_summary(records: list[dict]) -> None:
@@ -101,6 +119,47 @@ def _print_summary(records: list[dict]) -> None:
         click.echo(f"{r['case']:<22} {r['benchmark']:<10} {r['kernel'] or '':<7} "
                    f"{r['metric']:<10} {r['median']:>10.4g} {ci:>21} {r['cv']:>6.1%} "
                    f"{r['n']:>3} {r['unit']}{flag}")
+
+
+def _analyse(run_, records: list[dict]) -> dict:
+    """Cache levels of each latency sweep (5 sizes or more) and the node matrices; kept
+    in run.json under "analysis"."""
+    sweeps: dict[tuple, list] = {}
+    for r in records:
+        if r["benchmark"] == "chase" and r["metric"] == "latency" and r["status"] == "ok":
+            p = r["parameters"]
+            key = (r["case"].split("/")[0],) + tuple(sorted(
+                (k, str(v)) for k, v in p.items() if k not in ("size", "repeat", "warmup")))
+            sweeps.setdefault(key, []).append((p["size"], r["median"]))
+    caches = run_.meta["topology"]["cpu"]["caches"]
+    found = {"cache_levels": [], "matrices": analysis.matrices(records)}
+    for key, points in sweeps.items():
+        if len(points) >= 5:
+            params = dict(key[1:])
+            found["cache_levels"].append({
+                "job": key[0], "mem": params.get("mem"), "page": params.get("page"),
+                "levels": analysis.compare_with_sysfs(analysis.cache_levels(points), caches)})
+    found["matrices"] = {m: {**v, "cells": [[i, t, x] for (i, t), x in v["cells"].items()]}
+                         for m, v in found["matrices"].items()}
+    run_.update_meta(analysis=found)
+    return found
+
+
+def _print_analysis(found: dict) -> None:
+    for sweep in found["cache_levels"]:
+        parts = [f"{row['level']} {format_size(row['detected'], exact=False)}"
+                 + (f" (sysfs {format_size(row['sysfs'])})" if "sysfs" in row else "")
+                 for row in sweep["levels"]]
+        click.echo(f"cache levels from {sweep['job']} ({sweep['mem']}, {sweep['page']} pages): "
+                   + ", ".join(parts))
+    for metric, m in found["matrices"].items():
+        cells = {(i, t): x for i, t, x in m["cells"]}
+        click.echo(f"\n{metric} matrix ({m['unit']}), initiator rows x target columns")
+        click.echo("node " + "".join(f"{t:>10}" for t in m["targets"]))
+        for i in m["initiators"]:
+            click.echo(f"{i:>4} " + "".join(
+                f"{cells[(i, t)]:>10.4g}" if (i, t) in cells else f"{'-':>10}"
+                for t in m["targets"]))
 
 
 @main.command()
@@ -133,13 +192,7 @@ def emulate(topology_name, params, timeout, accel, kernel_package, command):
     Example: cxlbench emulate --topology cxl -- run suites/ci.toml"""
     from . import emulate as emu
 
-    overrides = {}
-    for item in params:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UserError(f"--param {item!r}: use KEY=VALUE")
-        overrides[key.strip()] = value.strip()
-    rc = emu.run(topology_name, overrides, list(command), timeout=timeout, accel=accel,
+    rc = emu.run(topology_name, _pairs(params, "--param"), list(command), timeout=timeout, accel=accel,
                  kernel_package=kernel_package, log=functools.partial(click.echo, err=True))
     sys.exit(rc)
 

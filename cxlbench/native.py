@@ -184,3 +184,29 @@ def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, count: int, cpus,
     _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), bufs, nbytes, count, value,
                                           _int_array(cpus), max(len(cpus), 1), out))
     return RunResult(out.ns, out.checksum, int(ffi.cast("uintptr_t", out.end)))
+
+
+LOAD_MODES = ("read", "rw_3_1", "rw_2_1", "rw_1_1", "write", "write_nt")   # C's mode numbers
+
+
+@dataclass(frozen=True)
+class LoadedResult:
+    chase_ns: int
+    end: int
+    moved: int          # bytes the generators touched
+    gen_ns: int
+
+
+def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, generators: int,
+                   mode: str, delay: int, cpus) -> LoadedResult:
+    """One loaded-latency point: a timed chase on cpus[0] while `generators` threads on
+    cpus[1:] stream with `delay` pauses after every 8 lines."""
+    a = ffi.new("struct cxb_loaded_args *")
+    a.chase_start, a.chase_loads = ffi.cast("void *", start), loads
+    a.gen_buf, a.gen_bytes = ffi.cast("void *", gen_addr), gen_bytes
+    a.generators, a.mode, a.delay = generators, LOAD_MODES.index(mode), delay
+    cpu_array = _int_array(cpus)
+    a.cpus = cpu_array
+    _check("cxb_loaded_latency", lib.cxb_loaded_latency(a))
+    return LoadedResult(a.chase_ns, int(ffi.cast("uintptr_t", a.chase_end)), a.gen_moved,
+                        a.gen_ns)

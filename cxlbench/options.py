@@ -11,7 +11,7 @@ from .units import format_list, format_size, parse_list, parse_size
 @dataclass(frozen=True)
 class Option:
     name: str
-    kind: str                 # size, int, float, bool, choice, placement, cpus, threads
+    kind: str                 # size, int, float, bool, choice, placement, cpus
     default: object
     help: str
     unit: str | None = None
@@ -19,6 +19,9 @@ class Option:
     max: float | None = None
     choices: tuple = ()
     multiple: int | None = None   # sizes must be a multiple of this
+    words: tuple = ()             # int options: words allowed besides numbers ("all", "idle")
+    expand: dict | None = None    # a word that a suite expands into several values (a sweep)
+    nodes: str | None = None      # node options: "*" expands to the "memory" or "cpu" nodes
 
     def convert(self, raw) -> object:
         """A raw value (TOML value or --set text) -> its canonical form. ValueError on bad input."""
@@ -26,7 +29,7 @@ class Option:
         if kind == "size":
             value = parse_size(raw)
         elif kind == "int":
-            value = _to_int(raw)
+            value = str(raw) if str(raw) in self.words else _to_int(raw)
         elif kind == "float":
             value = float(raw)
         elif kind == "bool":
@@ -39,8 +42,6 @@ class Option:
             value = str(Placement.parse(raw))
         elif kind == "cpus":
             value = "" if raw in ("", None) else format_list(parse_list(raw))
-        elif kind == "threads":
-            value = "all" if str(raw) == "all" else _to_int(raw)
         else:
             raise AssertionError(f"option {self.name} has unknown kind {kind}")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -57,6 +58,8 @@ class Option:
 
     def describe(self) -> str:
         parts = [self.kind if self.kind != "choice" else "|".join(map(str, self.choices))]
+        if self.words:
+            parts[0] += "|" + "|".join(self.words)
         if self.unit:
             parts.append(self.unit)
         bounds = [f">= {self.show(self.min)}" if self.min is not None else "",
@@ -97,7 +100,8 @@ COMMON = {o.name: o for o in [
     Option("page", "choice", "4k", "page size: 4k, transparent huge pages, hugetlb 2m or 1g",
            choices=tuple(PAGE_SIZES)),
     Option("cpus", "cpus", "", "CPUs to run on (list like 0-3,8); default: those allowed"),
-    Option("threads", "threads", 1, "threads, pinned one per CPU from cpus; or all", min=1),
+    Option("threads", "int", 1, "threads, pinned one per CPU from cpus; or all", min=1,
+           words=("all",)),
     Option("isa", "choice", "auto", "kernel variant; auto picks the widest this CPU runs",
            choices=("auto", "scalar", "avx2", "avx512")),
     Option("repeat", "int", 5, "timed repetitions", min=1, max=10000),

@@ -11,6 +11,7 @@ inherit from it (fio's model). List values sweep; every combination becomes a ca
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -93,14 +94,39 @@ def shipped_names() -> list[str]:
     return sorted(p.name[:-5] for p in where.iterdir() if p.name.endswith(".toml"))
 
 
-def load(name_or_path: str) -> Suite:
+def load(name_or_path: str, variables: dict[str, str] | None = None) -> Suite:
+    """A suite file, its [vars] defaults overridden by `variables` (--var KEY=VALUE) and
+    substituted where a value is "${KEY}" or contains it."""
     path = find(name_or_path)
     text = path.read_text()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SuiteError(f"{path}: not valid TOML: {e}") from None
-    return Suite(name=path.stem, source=str(path), text=text, data=data)
+    defaults = data.pop("vars", {})
+    for key in variables or {}:
+        if key not in defaults:
+            raise SuiteError(f"{path}: --var {key}: the suite declares no such variable "
+                             f"(its [vars]: {', '.join(defaults) or 'none'})")
+    values = {**defaults, **(variables or {})}
+    return Suite(name=path.stem, source=str(path), text=text,
+                 data=_substitute(data, values, str(path)))
+
+
+def _substitute(value, values: dict, where: str):
+    if isinstance(value, dict):
+        return {k: _substitute(v, values, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, values, where) for v in value]
+    if isinstance(value, str) and "${" in value:
+        for name in re.findall(r"\$\{(\w+)\}", value):
+            if name not in values:
+                raise SuiteError(f"{where}: ${{{name}}} is not declared in [vars]")
+        whole = re.fullmatch(r"\$\{(\w+)\}", value)
+        if whole:
+            return values[whole.group(1)]
+        return re.sub(r"\$\{(\w+)\}", lambda m: str(values[m.group(1)]), value)
+    return value
 
 
 def adhoc(bench: str, sets: list[str]) -> Suite:
@@ -114,7 +140,10 @@ def adhoc(bench: str, sets: list[str]) -> Suite:
     return Suite(name=bench, source="--bench", text="", data={bench: job})
 
 
-def expand(suite: Suite, memory_nodes: list[int]) -> list[Case]:
+def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = None) -> list[Case]:
+    """Every case of the suite. `*` stands for every node with memory (or, for options
+    naming an initiator, every node with CPUs)."""
+    nodes = {"memory": memory_nodes, "cpu": memory_nodes if cpu_nodes is None else cpu_nodes}
     data = dict(suite.data)
     glob = data.pop("global", {})
     where = suite.source
@@ -131,13 +160,13 @@ def expand(suite: Suite, memory_nodes: list[int]) -> list[Case]:
             continue
         if not isinstance(body, dict):
             raise SuiteError(f"{where}: {job!r} must be a job table ([{job}])")
-        cases += _expand_job(where, job, glob, body, memory_nodes)
+        cases += _expand_job(where, job, glob, body, nodes)
     if not cases:
         raise SuiteError(f"{where}: no jobs")
     return cases
 
 
-def _expand_job(where: str, job: str, glob: dict, body: dict, memory_nodes) -> list[Case]:
+def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict) -> list[Case]:
     ctx = f"--bench {job}" if where == "--bench" else f"{where}: job {job!r}"
     bench_name = body.get("bench")
     if not bench_name:
@@ -156,7 +185,7 @@ def _expand_job(where: str, job: str, glob: dict, body: dict, memory_nodes) -> l
         raw = body.get(name, glob.get(name, opt.default))
         values = []
         for item in _as_list(raw):
-            for v in _unfold(item, opt, memory_nodes, f"{ctx}: option {name!r}"):
+            for v in _unfold(item, opt, nodes, f"{ctx}: option {name!r}"):
                 try:
                     values.append(opt.convert(v))
                 except (ValueError, UserError) as e:
@@ -172,14 +201,19 @@ def _as_list(raw) -> list:
     return list(raw) if isinstance(raw, list) else [raw]
 
 
-def _unfold(item, opt, memory_nodes, ctx) -> list:
-    """Ranges ({from, to, factor|step}) and node wildcards (bind:*) become value lists."""
+def _unfold(item, opt, nodes: dict, ctx) -> list:
+    """Ranges ({from, to, factor|step}), sweep words (delay = "sweep") and node wildcards
+    (bind:*, target = "*") become value lists."""
     if isinstance(item, dict):
         return _range(item, opt, ctx)
-    if opt.kind == "placement" and isinstance(item, str) and "*" in item:
-        if not memory_nodes:
-            raise SuiteError(f"{ctx}: {item!r} needs nodes with memory, and none were found")
-        return [item.replace("*", str(n)) for n in memory_nodes]
+    if opt.expand and isinstance(item, str) and item in opt.expand:
+        return list(opt.expand[item])
+    wildcard = opt.kind == "placement" or opt.nodes
+    if wildcard and isinstance(item, str) and "*" in item:
+        which = opt.nodes or "memory"
+        if not nodes[which]:
+            raise SuiteError(f"{ctx}: {item!r} needs nodes with {which}, and none were found")
+        return [item.replace("*", str(n)) for n in nodes[which]]
     return [item]
 
 

@@ -21,12 +21,13 @@ def parse_size(text: str | int) -> int:
     return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 
-def format_size(n: int) -> str:
-    """Bytes -> the shortest exact binary form: 16384 -> '16K'."""
+def format_size(n: int, exact: bool = True) -> str:
+    """Bytes -> the shortest binary form: 16384 -> '16K'; exact=False rounds, 802980 ->
+    '784K'."""
     for suffix in ("T", "G", "M", "K"):
         unit = _SUFFIX[suffix]
-        if n >= unit and n % unit == 0:
-            return f"{n // unit}{suffix}"
+        if n >= unit and (n % unit == 0 or not exact):
+            return f"{n // unit}{suffix}" if n % unit == 0 else f"{n / unit:.3g}{suffix}"
     return str(n)
 
 

@@ -102,6 +102,23 @@ struct cxb_run_result {
 int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
             uint64_t value, const int *cpus, int nthreads, struct cxb_run_result *out);
 
+/* ---- loaded latency (loaded.c) --------------------------------------------------- */
+struct cxb_loaded_args {
+    void *chase_start;      /* a pointer of a linked chase cycle */
+    uint64_t chase_loads;   /* loads thread 0 times */
+    void *gen_buf;          /* the generators' buffer, split between them */
+    size_t gen_bytes;
+    int generators;         /* load threads (0: idle latency) */
+    int mode;               /* 0 read, 1 3:1, 2 2:1, 3 1:1 read:write, 4 write, 5 NT write */
+    uint32_t delay;         /* pause instructions after each batch of 8 lines */
+    const int *cpus;        /* cpus[0] chases, cpus[1..generators] load */
+    uint64_t chase_ns;      /* out */
+    void *chase_end;        /* out */
+    uint64_t gen_moved;     /* out: bytes the generators touched */
+    uint64_t gen_ns;        /* out: the longest generator's run */
+};
+int cxb_loaded_latency(struct cxb_loaded_args *a);
+
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: groups of group_bytes (pages)
  * are shuffled, then lines within each group; run_lines lines of a group are visited

@@ -12,6 +12,7 @@
     int cxb_##name##_A5(struct cxb_kargs *);
 DECLARE3(read) DECLARE3(write) DECLARE3(write_nt) DECLARE3(copy) DECLARE3(copy_nt)
 DECLARE3(triad) DECLARE3(triad_nt) DECLARE3(rw_3_1) DECLARE3(rw_2_1) DECLARE3(rw_1_1)
+DECLARE3(random_64) DECLARE3(random_256) DECLARE3(random_4096)
 int cxb_chase_kernel(struct cxb_kargs *a);
 int cxb_chase_mlp_kernel(struct cxb_kargs *a);
 int cxb_chase_dist_kernel(struct cxb_kargs *a);
@@ -61,6 +62,12 @@ static const struct row table[] = {
           1, 1, 0), VARIANTS(rw_2_1)},
     {INFO("rw_1_1", "bandwidth", "of every 2 lines read 1, write 1 (MLC's 1:1)", 128, 64, 64,
           1, 1, 0), VARIANTS(rw_1_1)},
+    {INFO("random_64", "random_bw", "64 B blocks read in a random order, each once a pass",
+          64, 64, 0, 1, 0, 0), VARIANTS(random_64)},
+    {INFO("random_256", "random_bw", "256 B blocks read in a random order, each once a pass",
+          256, 256, 0, 1, 0, 0), VARIANTS(random_256)},
+    {INFO("random_4096", "random_bw", "4 KiB blocks read in a random order, each once a pass",
+          4096, 4096, 0, 1, 0, 0), VARIANTS(random_4096)},
     {INFO("chase", "chase", "dependent loads around a random cycle, one pointer per line",
           8, 8, 0, 1, 0, 0), SCALAR_ONLY(cxb_chase_kernel)},
     {INFO("chase_mlp", "chase", "`value` independent chains walked in lockstep by one thread",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 
 from ..errors import UserError
-from . import bandwidth, chase, migrate, selftest
+from . import (bandwidth, chase, interleave_sweep, loaded_latency, matrix, migrate, random_bw,
+               selftest)
 
-_ALL = {m.NAME: m for m in (chase, bandwidth, migrate, selftest)}
+_ALL = {m.NAME: m for m in (chase, bandwidth, random_bw, loaded_latency, matrix,
+                            interleave_sweep, migrate, selftest)}
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
 
 

@@ -60,7 +60,7 @@ class Streams:
         self.words = [b.array(np.uint64) for b in buffers]
         self.doubles = [b.array(np.float64) for b in buffers]
         key = kernel.key
-        if key == "read" or key.startswith("rw_"):
+        if key == "read" or key.startswith(("rw_", "random_")):
             buffers[0].alloc.fill_index(cpus)
         elif key.startswith("copy"):
             buffers[1].alloc.fill_index(cpus)
@@ -73,10 +73,11 @@ class Streams:
 
     def check(self, r: native.RunResult, passes: int, value: int) -> None:
         key, n = self.k.key, self.n
-        if key == "read":
+        if key == "read" or key.startswith("random_"):
+            # every word read once a pass, sequentially or in random blocks
             want = passes * (n * (n - 1) // 2) & MASK
             if r.checksum != want:
-                raise CheckError(f"read checksum {r.checksum:#x}, expected {want:#x}")
+                raise CheckError(f"{key} checksum {r.checksum:#x}, expected {want:#x}")
         elif key.startswith("rw_"):
             reads, writes = (int(x) for x in key.split("_")[1:])
             lines = self.size // 64

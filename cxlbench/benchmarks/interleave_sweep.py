@@ -1,0 +1,72 @@
+"""Interleave sweeps: read bandwidth, triad bandwidth, idle latency and loaded latency for
+weighted-interleave ratios between two nodes, from all on the first to all on the second.
+Each ratio's verified page shares go into the results with its figures."""
+from __future__ import annotations
+
+import re
+
+from ..errors import UserError
+from ..options import Option, pick
+from ..topology import Topology
+from ..units import format_list, parse_list
+from . import bandwidth, chase, loaded_latency
+
+NAME = "interleave_sweep"
+DESCRIPTION = "weighted-interleave ratios between two nodes: bandwidth and (loaded) latency"
+RATIOS = ("1:0", "9:1", "4:1", "3:1", "2:1", "1:1", "1:2", "0:1")
+MEASURES = ("read", "triad", "latency", "loaded")
+OPTIONS = {
+    "nodes": Option("nodes", "cpus", "", "the two nodes (e.g. 0,1); default: the first two "
+                    "nodes with memory (or the only one)"),
+    "ratio": Option("ratio", "choice", "all", "pages on the first node : on the second",
+                    choices=RATIOS + ("all",), expand={"all": RATIOS}),
+    "measure": Option("measure", "choice", "all", "read or triad bandwidth, idle or loaded "
+                      "latency", choices=MEASURES + ("all",), expand={"all": MEASURES}),
+    **pick("size", "page", "cpus", "threads", "repeat", "warmup", "tolerance", "timeout",
+           size=256 << 20, page="thp", threads="all"),
+}
+
+
+def placement(ratio: str, first: int, second: int) -> str:
+    """'3:1' between nodes 0 and 2 -> 'weighted:0=3,2=1'; one-sided ratios bind."""
+    a, b = (int(x) for x in re.fullmatch(r"(\d+):(\d+)", ratio).groups())
+    if b == 0 or first == second:
+        return f"bind:{first}"
+    if a == 0:
+        return f"bind:{second}"
+    return f"weighted:{first}={a},{second}={b}"
+
+
+def _nodes(params: dict, topology: Topology) -> tuple[int, int]:
+    nodes = parse_list(params["nodes"]) if params["nodes"] else topology.memory_nodes[:2]
+    if not nodes or len(nodes) > 2:
+        raise UserError(f"interleave_sweep: nodes names {len(nodes)} nodes; give two (or one)")
+    return nodes[0], nodes[-1]
+
+
+def _delegate(params: dict, topology: Topology | None = None):
+    topology = topology or Topology.read(probe_gpus=False)
+    first, second = _nodes(params, topology)
+    measure = params["measure"]
+    bench = {"read": bandwidth, "triad": bandwidth, "latency": chase,
+             "loaded": loaded_latency}[measure]
+    out = {name: opt.default for name, opt in bench.OPTIONS.items()}
+    out.update({k: v for k, v in params.items() if k in bench.OPTIONS})
+    out["mem"] = placement(params["ratio"], first, second)
+    if bench is bandwidth:
+        out["kernel"] = measure
+    if bench is loaded_latency:
+        out.update(delay=0, load_size=params["size"])
+    return bench, out
+
+
+def check(params: dict, topology) -> None:
+    bench, p = _delegate(params, topology)
+    bench.check(p, topology)
+
+
+def run(params: dict):
+    bench, p = _delegate(params)
+    m = bench.run(p)
+    m.info["placement"] = p["mem"]
+    return m

@@ -1,0 +1,53 @@
+"""Node matrices (MLC's latency and bandwidth matrices): threads on the initiator node's
+CPUs, memory bound to the target node, CPU-less targets included. One case per pair;
+`cxlbench run` prints the cases as one initiator x target table."""
+from __future__ import annotations
+
+from ..errors import UserError
+from ..options import Option, pick
+from ..topology import Topology
+from ..units import format_list
+from . import bandwidth, chase
+
+NAME = "matrix"
+DESCRIPTION = "initiator node x target node: idle latency (ns) or read bandwidth (GB/s)"
+OPTIONS = {
+    "metric": Option("metric", "choice", "latency", "what each cell measures",
+                     choices=("latency", "bandwidth"), expand={"all": ("latency", "bandwidth")}),
+    "initiator": Option("initiator", "int", "*", "node whose CPUs run the threads; * = every "
+                        "node with CPUs", min=0, words=("*",), nodes="cpu"),
+    "target": Option("target", "int", "*", "node the memory is bound to; * = every node "
+                     "with memory", min=0, words=("*",), nodes="memory"),
+    **pick("size", "page", "threads", "repeat", "warmup", "tolerance", "timeout",
+           size=256 << 20, page="thp", threads="all"),
+}
+
+
+def _delegate(params: dict, topology: Topology | None = None):
+    """The chase or bandwidth case this cell is."""
+    topology = topology or Topology.read(probe_gpus=False)
+    try:
+        node = topology.node(params["initiator"])
+    except KeyError:
+        raise UserError(f"matrix: initiator node {params['initiator']} does not exist") from None
+    if not node.cpus:
+        raise UserError(f"matrix: initiator node {node.id} has no CPUs")
+    bench = chase if params["metric"] == "latency" else bandwidth
+    out = {name: opt.default for name, opt in bench.OPTIONS.items()}
+    out.update({k: v for k, v in params.items() if k in bench.OPTIONS})
+    out.update(cpus=format_list(node.cpus), mem=f"bind:{params['target']}")
+    if bench is bandwidth:
+        out["kernel"] = "read"
+    return bench, out
+
+
+def check(params: dict, topology) -> None:
+    bench, p = _delegate(params, topology)
+    bench.check(p, topology)
+
+
+def run(params: dict):
+    bench, p = _delegate(params)
+    m = bench.run(p)
+    m.info["cell"] = {"initiator": params["initiator"], "target": params["target"]}
+    return m

@@ -1,0 +1,35 @@
+"""Random-access bandwidth: blocks of 64 B, 256 B or 4 KiB read in a random order, every
+block once a pass, on pinned threads (each thread over its own slice)."""
+from __future__ import annotations
+
+from ..errors import UserError
+from ..options import Option, pick
+from . import bandwidth
+
+NAME = "random_bw"
+DESCRIPTION = "random-access read bandwidth at a block granularity (GB/s)"
+OPTIONS = {
+    "granularity": Option("granularity", "int", 64, "bytes read at each random place",
+                          "bytes", expand={"all": (64, 256, 4096)}),
+    **pick("size", "threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
+           "timeout"),
+    "passes": bandwidth.OPTIONS["passes"],
+}
+GRANULARITIES = (64, 256, 4096)
+
+
+def _as_bandwidth(params: dict) -> dict:
+    g = params["granularity"]
+    if g not in GRANULARITIES:
+        raise UserError(f"random_bw: granularity {g} is not one of 64, 256, 4096")
+    if params["size"] % g:
+        raise UserError(f"random_bw: size {params['size']} is not a multiple of {g}")
+    return {**params, "kernel": f"random_{g}"}
+
+
+def check(params: dict, topology) -> None:
+    bandwidth.check(_as_bandwidth(params), topology)
+
+
+def run(params: dict):
+    return bandwidth.run(_as_bandwidth(params))

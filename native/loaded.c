@@ -1,0 +1,112 @@
+/* Loaded latency (Mess, MLC --loaded_latency): thread 0 chases pointers while the other
+ * threads stream over their slices of a second buffer with a pause after every batch of
+ * lines. The pause sets the load; the chase's ns per load and the generators' bytes per
+ * second give one point of the bandwidth-latency curve. */
+#include <errno.h>
+#include <stdlib.h>
+#include "internal.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PAUSE() _mm_pause()
+#else
+#define PAUSE() __asm__ __volatile__("" ::: "memory")
+#endif
+
+#define BATCH_LINES 8
+
+struct loaded {
+    struct cxb_loaded_args *a;
+    int stop;
+    uint64_t t_start[1024], t_end[1024], moved[1024], sums[1024];
+};
+
+/* One batch of lines at `line`: mode 0 reads all; 1-3 read R of every R+1 lines and
+ * write the rest; 4 writes; 5 writes non-temporally. */
+static uint64_t batch(char *base, size_t line, int mode, uint64_t *sum)
+{
+    static const int reads_of[4] = {1, 3, 2, 1};
+    uint64_t s = 0;
+    for (size_t l = line; l < line + BATCH_LINES; l++) {
+        uint64_t *p = (uint64_t *)(base + l * CXB_LINE);
+        int write = mode >= 4 || (mode > 0 && (int)(l % (size_t)(reads_of[mode] + 1)) >= reads_of[mode]);
+        if (!write) {
+            for (int w = 0; w < 8; w++)
+                s += p[w];
+        } else if (mode == 5) {
+#if defined(__x86_64__)
+            for (int w = 0; w < 8; w++)
+                _mm_stream_si64((long long *)&p[w], (long long)l);
+#else
+            for (int w = 0; w < 8; w++)
+                p[w] = l;
+#endif
+        } else {
+            for (int w = 0; w < 8; w++)
+                p[w] = l;
+        }
+    }
+    *sum += s;
+    return BATCH_LINES * CXB_LINE;
+}
+
+static int loaded_thread(void *p, int t)
+{
+    struct loaded *L = p;
+    struct cxb_loaded_args *a = L->a;
+    L->t_start[t] = cxb_now_ns();
+    if (t == 0) {
+        void **q = a->chase_start;
+        for (uint64_t n = a->chase_loads; n; n--)
+            q = (void **)*q;
+        L->t_end[0] = cxb_now_ns();
+        a->chase_end = q;
+        __atomic_store_n(&L->stop, 1, __ATOMIC_RELEASE);
+        return 0;
+    }
+    size_t lines = a->gen_bytes / CXB_LINE / (size_t)a->generators;
+    lines -= lines % BATCH_LINES;
+    char *base = (char *)a->gen_buf + (size_t)(t - 1) * lines * CXB_LINE;
+    uint64_t moved = 0, sum = 0;
+    size_t at = 0;
+    while (!__atomic_load_n(&L->stop, __ATOMIC_ACQUIRE)) {
+        moved += batch(base, at, a->mode, &sum);
+        at = at + 2 * BATCH_LINES <= lines ? at + BATCH_LINES : 0;
+        for (uint32_t d = 0; d < a->delay; d++)
+            PAUSE();
+    }
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
+    L->t_end[t] = cxb_now_ns();
+    L->moved[t] = moved;
+    L->sums[t] = sum;
+    return 0;
+}
+
+int cxb_loaded_latency(struct cxb_loaded_args *a)
+{
+    if (!a || !a->chase_start || a->chase_loads == 0)
+        return cxb_fail(EINVAL, "loaded latency needs a chase");
+    if (a->generators < 0 || a->generators > 1023 || a->mode < 0 || a->mode > 5)
+        return cxb_fail(EINVAL, "bad generator count %d or mode %d", a->generators, a->mode);
+    if (a->generators && (!a->gen_buf ||
+                          a->gen_bytes / CXB_LINE / (size_t)a->generators < 2 * BATCH_LINES))
+        return cxb_fail(EINVAL, "the load buffer is too small for %d generators", a->generators);
+    struct loaded *L = calloc(1, sizeof *L);
+    if (!L)
+        return cxb_fail(ENOMEM, "cannot allocate the loaded-latency state");
+    L->a = a;
+    int rc = cxb_parallel(loaded_thread, L, a->cpus, 1 + a->generators);
+    if (rc == 0) {
+        a->chase_ns = L->t_end[0] - L->t_start[0];
+        a->gen_moved = 0;
+        a->gen_ns = 0;
+        for (int t = 1; t <= a->generators; t++) {
+            a->gen_moved += L->moved[t];
+            uint64_t ns = L->t_end[t] - L->t_start[t];
+            a->gen_ns = ns > a->gen_ns ? ns : a->gen_ns;
+        }
+    }
+    free(L);
+    return rc;
+}
