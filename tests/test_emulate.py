@@ -161,3 +161,28 @@ def test_hmat_node_ranked_below_dram_on_linux_612(tmp_path):
     assert topo["machine"]["emulated"]["guest_kernel"].startswith("6.12.")
     dram, far = topo["nodes"]
     assert far["far_memory"] and far["tier"] > dram["tier"]
+
+
+@needs_qemu
+def test_node_matrix_includes_the_cpu_less_target(cxl):
+    cells = {(r["metric"], r["parameters"]["initiator"], r["parameters"]["target"]): r
+             for r in cxl["records"] if r["benchmark"] == "matrix"}
+    assert set(cells) == {(m, 0, t) for m in ("latency", "bandwidth") for t in (0, 1)}
+    assert all(r["status"] == "ok" for r in cells.values())
+    assert cells[("latency", 0, 1)]["median"] > cells[("latency", 0, 0)]["median"]
+    matrices = cxl["meta"]["analysis"]["matrices"]
+    assert {tuple(c[:2]) for c in matrices["latency"]["cells"]} == {(0, 0), (0, 1)}
+
+
+@needs_qemu
+def test_interleave_sweep_verified_shares(cxl):
+    df = cxl["df"]
+    sweep = df[df["job"] == "interleave"]
+    shares = {}
+    for ratio, rows in sweep.groupby("ratio"):
+        counts = dict(part.split(":") for part in rows["verified"].iloc[0].split(";"))
+        total = sum(int(v) for v in counts.values())
+        shares[ratio] = int(counts.get("0", 0)) / total
+        assert rows["placement_ok"].all(), ratio
+    assert shares["1:0"] == 1.0 and shares["0:1"] == 0.0
+    assert abs(shares["3:1"] - 0.75) <= 0.02 and abs(shares["1:1"] - 0.5) <= 0.02

@@ -192,8 +192,11 @@ def test_quick_suite_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr
     (run_dir,) = run_dirs(tmp_path)
     df = results.load(run_dir)
-    assert set(df["benchmark"]) == {"chase", "bandwidth"}
+    assert set(df["benchmark"]) == {"chase", "bandwidth", "loaded_latency"}
     lat = df[df["metric"] == "latency"].groupby("size")["value"].median()
     assert lat.index.min() == 16 << 10 and lat.index.max() == 1 << 30
     assert lat[1 << 30] > lat[16 << 10]           # memory is slower than L1
     assert "bandwidth" in r.stdout and "latency" in r.stdout
+    assert "cache levels from latency" in r.stdout
+    levels = df.attrs["run"]["analysis"]["cache_levels"][0]["levels"]
+    assert levels[0]["level"] == "L1" and levels[0]["detected"] > 0
