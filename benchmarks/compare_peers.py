@@ -9,7 +9,8 @@ likwid-bench's working-set size is the total over its streams, so cxlbench gets 
 total split over its buffers, with 4 KiB pages as likwid's malloc has here. The two sides
 alternate for --rounds rounds so drift on a shared machine hits both; each side's figure
 is the median of its rounds. Prints every figure and ratio; exits 1 when a target is
-missed. Usage: python benchmarks/compare_peers.py [--rounds 5] [--only chase|bandwidth]"""
+missed. Usage: python benchmarks/compare_peers.py [--rounds 5] [--only chase|bandwidth]
+[--threads 1 2]"""
 from __future__ import annotations
 
 import argparse
@@ -54,6 +55,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", choices=("chase", "bandwidth"))
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                    help="thread counts for the bandwidth pairs")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cxlbench-peers-")
     pairs = {}          # name -> (reference, cxlbench, target low, target high)
@@ -69,7 +72,7 @@ def main() -> int:
         else:
             for kernel, (test, streams) in LIKWID.items():
                 size = 10 ** 9 // streams // 4096 * 4096
-                for threads in (1, 2):
+                for threads in args.threads:
                     pairs[f"{kernel} x{threads} (GB/s)"] = (
                         lambda t=test, n=threads: likwid(t, n),
                         lambda k=kernel, n=threads, s=size: cxlbench(

@@ -166,6 +166,44 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
         return 0;                                                                    \
     }
 
+/* write, copy and triad, with the store given: temporal (STORE = _ST) or non-temporal
+ * (_NT, then a fence so the data is globally visible before the timer stops). */
+#define STORE_KERNELS(P, ATTR, SUFFIX, STORE, END)                                   \
+    ATTR int cxb_write##SUFFIX##_##P(struct cxb_kargs *a)                            \
+    {                                                                                \
+        char *p = a->buf[0];                                                         \
+        size_t bytes = a->bytes;                                                     \
+        const P##_VD v = P##_SET1((double)a->value);                                 \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, STORE(p + o, v))                                   \
+        }                                                                            \
+        END;                                                                         \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_copy##SUFFIX##_##P(struct cxb_kargs *a)                             \
+    {                                                                                \
+        char *d = a->buf[0];                                                         \
+        const char *s = a->buf[1];                                                   \
+        size_t bytes = a->bytes;                                                     \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, STORE(d + o, P##_LD(s + o)))                       \
+        }                                                                            \
+        END;                                                                         \
+        return 0;                                                                    \
+    }                                                                                \
+    ATTR int cxb_triad##SUFFIX##_##P(struct cxb_kargs *a)                            \
+    {                                                                                \
+        char *d = a->buf[0];                                                         \
+        const char *b = a->buf[1], *c = a->buf[2];                                   \
+        size_t bytes = a->bytes;                                                     \
+        const P##_VD s = P##_SET1((double)a->value);                                 \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+            ALL_VECTORS(P, P##_N, STORE(d + o, P##_FMA(P##_LD(b + o), s, P##_LD(c + o)))) \
+        }                                                                            \
+        END;                                                                         \
+        return 0;                                                                    \
+    }
+
 #define STREAM_KERNELS(P, ATTR)                                                      \
     ATTR int cxb_read_##P(struct cxb_kargs *a)                                       \
     {                                                                                \
@@ -187,71 +225,8 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
         a->checksum = total;                                                         \
         return 0;                                                                    \
     }                                                                                \
-    ATTR int cxb_write_##P(struct cxb_kargs *a)                                      \
-    {                                                                                \
-        char *p = a->buf[0];                                                         \
-        size_t bytes = a->bytes;                                                     \
-        const P##_VD v = P##_SET1((double)a->value);                                 \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            ALL_VECTORS(P, P##_N, P##_ST(p + o, v))                                  \
-        }                                                                            \
-        return 0;                                                                    \
-    }                                                                                \
-    ATTR int cxb_write_nt_##P(struct cxb_kargs *a)                                   \
-    {                                                                                \
-        char *p = a->buf[0];                                                         \
-        size_t bytes = a->bytes;                                                     \
-        const P##_VD v = P##_SET1((double)a->value);                                 \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            ALL_VECTORS(P, P##_N, P##_NT(p + o, v))                                  \
-        }                                                                            \
-        P##_FENCE();                                                                 \
-        return 0;                                                                    \
-    }                                                                                \
-    ATTR int cxb_copy_##P(struct cxb_kargs *a)                                       \
-    {                                                                                \
-        char *d = a->buf[0];                                                         \
-        const char *s = a->buf[1];                                                   \
-        size_t bytes = a->bytes;                                                     \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            ALL_VECTORS(P, P##_N, P##_ST(d + o, P##_LD(s + o)))                      \
-        }                                                                            \
-        return 0;                                                                    \
-    }                                                                                \
-    ATTR int cxb_copy_nt_##P(struct cxb_kargs *a)                                    \
-    {                                                                                \
-        char *d = a->buf[0];                                                         \
-        const char *s = a->buf[1];                                                   \
-        size_t bytes = a->bytes;                                                     \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            ALL_VECTORS(P, P##_N, P##_NT(d + o, P##_LD(s + o)))                      \
-        }                                                                            \
-        P##_FENCE();                                                                 \
-        return 0;                                                                    \
-    }                                                                                \
-    ATTR int cxb_triad_##P(struct cxb_kargs *a)                                      \
-    {                                                                                \
-        char *d = a->buf[0];                                                         \
-        const char *b = a->buf[1], *c = a->buf[2];                                   \
-        size_t bytes = a->bytes;                                                     \
-        const P##_VD s = P##_SET1((double)a->value);                                 \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            ALL_VECTORS(P, P##_N, P##_ST(d + o, P##_FMA(P##_LD(b + o), s, P##_LD(c + o)))) \
-        }                                                                            \
-        return 0;                                                                    \
-    }                                                                                \
-    ATTR int cxb_triad_nt_##P(struct cxb_kargs *a)                                   \
-    {                                                                                \
-        char *d = a->buf[0];                                                         \
-        const char *b = a->buf[1], *c = a->buf[2];                                   \
-        size_t bytes = a->bytes;                                                     \
-        const P##_VD s = P##_SET1((double)a->value);                                 \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            ALL_VECTORS(P, P##_N, P##_NT(d + o, P##_FMA(P##_LD(b + o), s, P##_LD(c + o)))) \
-        }                                                                            \
-        P##_FENCE();                                                                 \
-        return 0;                                                                    \
-    }                                                                                \
+    STORE_KERNELS(P, ATTR, , P##_ST, (void)0)                                       \
+    STORE_KERNELS(P, ATTR, _nt, P##_NT, P##_FENCE())                                 \
     RW_KERNEL(P, ATTR, 3, 1)                                                         \
     RW_KERNEL(P, ATTR, 2, 1)                                                         \
     RW_KERNEL(P, ATTR, 1, 1)                                                         \

@@ -29,6 +29,15 @@ class Measurement:
         return dict(self.__dict__)
 
 
+def as_case_of(bench, params: dict, **fixed) -> dict:
+    """`params` as a case of another benchmark (matrix cells, sweep points): its defaults,
+    then the options the two share, then `fixed`."""
+    out = {name: opt.default for name, opt in bench.OPTIONS.items()}
+    out.update({k: v for k, v in params.items() if k in bench.OPTIONS})
+    out.update(fixed)
+    return out
+
+
 def resolve_cpus(params: dict) -> list[int]:
     """cpus (default: the CPUs this process may use) narrowed to `threads` of them."""
     allowed = sorted(os.sched_getaffinity(0))

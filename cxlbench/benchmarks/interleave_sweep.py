@@ -10,6 +10,7 @@ from ..options import Option, pick
 from ..topology import Topology
 from ..units import format_list, parse_list
 from . import bandwidth, chase, loaded_latency
+from .common import as_case_of
 
 NAME = "interleave_sweep"
 DESCRIPTION = "weighted-interleave ratios between two nodes: bandwidth and (loaded) latency"
@@ -47,17 +48,13 @@ def _nodes(params: dict, topology: Topology) -> tuple[int, int]:
 def _delegate(params: dict, topology: Topology | None = None):
     topology = topology or Topology.read(probe_gpus=False)
     first, second = _nodes(params, topology)
-    measure = params["measure"]
-    bench = {"read": bandwidth, "triad": bandwidth, "latency": chase,
-             "loaded": loaded_latency}[measure]
-    out = {name: opt.default for name, opt in bench.OPTIONS.items()}
-    out.update({k: v for k, v in params.items() if k in bench.OPTIONS})
-    out["mem"] = placement(params["ratio"], first, second)
-    if bench is bandwidth:
-        out["kernel"] = measure
-    if bench is loaded_latency:
-        out.update(delay=0, load_size=params["size"])
-    return bench, out
+    measure, mem = params["measure"], placement(params["ratio"], first, second)
+    if measure in ("read", "triad"):
+        return bandwidth, as_case_of(bandwidth, params, mem=mem, kernel=measure)
+    if measure == "latency":
+        return chase, as_case_of(chase, params, mem=mem)
+    return loaded_latency, as_case_of(loaded_latency, params, mem=mem, delay=0,
+                                      load_size=params["size"])
 
 
 def check(params: dict, topology) -> None:

@@ -8,6 +8,7 @@ from ..options import Option, pick
 from ..topology import Topology
 from ..units import format_list
 from . import bandwidth, chase
+from .common import as_case_of
 
 NAME = "matrix"
 DESCRIPTION = "initiator node x target node: idle latency (ns) or read bandwidth (GB/s)"
@@ -32,13 +33,10 @@ def _delegate(params: dict, topology: Topology | None = None):
         raise UserError(f"matrix: initiator node {params['initiator']} does not exist") from None
     if not node.cpus:
         raise UserError(f"matrix: initiator node {node.id} has no CPUs")
-    bench = chase if params["metric"] == "latency" else bandwidth
-    out = {name: opt.default for name, opt in bench.OPTIONS.items()}
-    out.update({k: v for k, v in params.items() if k in bench.OPTIONS})
-    out.update(cpus=format_list(node.cpus), mem=f"bind:{params['target']}")
-    if bench is bandwidth:
-        out["kernel"] = "read"
-    return bench, out
+    fixed = {"cpus": format_list(node.cpus), "mem": f"bind:{params['target']}"}
+    if params["metric"] == "latency":
+        return chase, as_case_of(chase, params, **fixed)
+    return bandwidth, as_case_of(bandwidth, params, kernel="read", **fixed)
 
 
 def check(params: dict, topology) -> None:
