@@ -85,7 +85,8 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
              f"cxlbench run --resume {run_.path}")
         sys.exit(130)
     records = runner.summary_records(run_, journal)
-    failed = sum(1 for e in journal.values() if e["status"] != "ok")
+    # An instruction the CPU lacks is a finding, not a failure.
+    failed = sum(1 for e in journal.values() if e["status"] not in ("ok", "unsupported"))
     found = _analyse(run_, records)
     if as_json:
         click.echo(json.dumps(records, indent=1))
@@ -112,7 +113,8 @@ def _print_summary(records: list[dict]) -> None:
                f"{'95% CI':>21} {'cv':>6} {'n':>3}")
     for r in records:
         if r["status"] != "ok" or r["metric"] is None:
-            click.echo(f"{r['case']:<22} {r['benchmark']:<10} FAILED: {r['error']}")
+            label = "UNSUPPORTED" if r["status"] == "unsupported" else "FAILED"
+            click.echo(f"{r['case']:<22} {r['benchmark']:<10} {label}: {r['error']}")
             continue
         ci = f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
         flag = " noisy" if r.get("noisy") else ""

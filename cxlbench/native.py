@@ -210,3 +210,40 @@ def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, genera
     _check("cxb_loaded_latency", lib.cxb_loaded_latency(a))
     return LoadedResult(a.chase_ns, int(ffi.cast("uintptr_t", a.chase_end)), a.gen_moved,
                         a.gen_ns)
+
+
+FLUSH_KINDS = ("clflush", "clflushopt", "clwb", "nt")      # C's CXB_FLUSH_* order
+
+
+def _coherence(call, fn, addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
+    cpus = list(cpus)
+    a = ffi.new("struct cxb_coherence_args *")
+    thread_ns = ffi.new("uint64_t[]", max(len(cpus), 1))
+    cpu_array = _int_array(cpus)
+    a.line, a.mode, a.iterations = ffi.cast("void *", addr), mode, iterations
+    a.cpus, a.threads, a.thread_ns = cpu_array, len(cpus), thread_ns
+    _check(call, fn(a))
+    return a.ns, list(thread_ns)[:len(cpus)]
+
+
+def pingpong(addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
+    """Round trips of one line between cpus[0] and cpus[1]: (ns, per-thread ns)."""
+    return _coherence("cxb_pingpong", lib.cxb_pingpong, addr, mode, iterations, cpus)
+
+
+def atomics(addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
+    """`iterations` atomic operations per thread: (ns, per-thread ns)."""
+    return _coherence("cxb_atomics", lib.cxb_atomics, addr, mode, iterations, cpus)
+
+
+def flush_supported(kind: str) -> bool:
+    return bool(lib.cxb_flush_supported(FLUSH_KINDS.index(kind)))
+
+
+def flush(addr: int, nbytes: int, kind: str, dirty: bool, write: bool, value: int) -> int:
+    """ns to flush (or write and flush) nbytes of lines, sfence included."""
+    a = ffi.new("struct cxb_flush_args *")
+    a.buf, a.bytes, a.kind = ffi.cast("void *", addr), nbytes, FLUSH_KINDS.index(kind)
+    a.dirty, a.write, a.value = int(dirty), int(write), value
+    _check(f"flush {kind}", lib.cxb_flush(a))
+    return a.ns

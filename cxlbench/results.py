@@ -22,8 +22,8 @@ FORMAT_VERSION = 1
 UPGRADES: dict = {}
 
 FIRST_COLUMNS = ["run", "job", "case", "benchmark", "kernel", "isa"]
-LAST_COLUMNS = ["cpus_used", "placement_method", "verified", "placement_ok", "repetition",
-                "metric", "unit", "value"]
+LAST_COLUMNS = ["cpus_used", "placement_method", "verified", "placement_ok", "vmstat",
+                "repetition", "metric", "unit", "value"]
 # Parameters that already have a column of their own (resolved, not as asked).
 RESOLVED = {"kernel", "isa"}
 

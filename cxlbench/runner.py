@@ -83,7 +83,8 @@ def rows_for(run: Run, case: Case, m: dict) -> list[dict]:
             "benchmark": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
             "cpus_used": format_list(m.get("cpus", [])),
             "placement_method": m.get("placement", {}).get("method"), "verified": counts,
-            "placement_ok": all(v["ok"] for v in verified)}
+            "placement_ok": all(v["ok"] for v in verified),
+            "vmstat": ";".join(f"{k}:{v}" for k, v in (m.get("info") or {}).get("vmstat", {}).items())}
     return [{**base, "repetition": i, "metric": metric, "unit": m["units"][metric],
              "value": value}
             for i, rep in enumerate(m.get("reps", [])) for metric, value in rep.items()]
@@ -121,6 +122,8 @@ def execute(run: Run, echo: Callable[[str], None]) -> dict[str, dict]:
 
 
 def describe(entry: dict) -> str:
+    if entry["status"] == "unsupported":
+        return f"UNSUPPORTED: {entry['error']}"
     if entry["status"] != "ok":
         return f"FAILED: {entry['error']}"
     parts = []

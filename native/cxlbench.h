@@ -119,6 +119,33 @@ struct cxb_loaded_args {
 };
 int cxb_loaded_latency(struct cxb_loaded_args *a);
 
+/* ---- coherence (coherence.c) ----------------------------------------------------- */
+struct cxb_coherence_args {
+    void *line;             /* 64-byte aligned; mode 2 needs a line per thread */
+    int mode;               /* ping-pong: 0 store, 1 CAS; atomics: 0 FAA, 1 CAS, 2 private, 3 false sharing */
+    uint64_t iterations;    /* ping-pong: round trips; atomics: operations per thread */
+    const int *cpus;        /* thread i on cpus[i] */
+    int threads;            /* ping-pong: 2; atomics: 1..64 */
+    uint64_t *thread_ns;    /* out, optional: each thread's time */
+    uint64_t ns;            /* out: first start to last end */
+};
+int cxb_pingpong(struct cxb_coherence_args *a);
+int cxb_atomics(struct cxb_coherence_args *a);
+
+/* ---- flush and persistence (flush.c) --------------------------------------------- */
+enum { CXB_FLUSH_CLFLUSH = 0, CXB_FLUSH_CLFLUSHOPT = 1, CXB_FLUSH_CLWB = 2, CXB_FLUSH_NT = 3 };
+struct cxb_flush_args {
+    void *buf;
+    size_t bytes;
+    int kind;               /* CXB_FLUSH_* */
+    int dirty;              /* lines written before the timed flush (else clean, cached) */
+    int write;              /* time write + flush together (the persistence path) */
+    uint64_t value;         /* what is written */
+    uint64_t ns;            /* out: the flushes (or writes + flushes) and one sfence */
+};
+int cxb_flush_supported(int kind);
+int cxb_flush(struct cxb_flush_args *a);
+
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: groups of group_bytes (pages)
  * are shuffled, then lines within each group; run_lines lines of a group are visited

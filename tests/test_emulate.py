@@ -186,3 +186,21 @@ def test_interleave_sweep_verified_shares(cxl):
         assert rows["placement_ok"].all(), ratio
     assert shares["1:0"] == 1.0 and shares["0:1"] == 0.0
     assert abs(shares["3:1"] - 0.75) <= 0.02 and abs(shares["1:1"] - 0.5) <= 0.02
+
+
+@needs_qemu
+def test_pingpong_with_the_line_homed_on_the_cxl_node(cxl):
+    rec = {(r["parameters"]["mem"], r["parameters"]["mode"]): r for r in cxl["records"]
+           if r["benchmark"] == "pingpong"}
+    assert set(rec) == {(m, mode) for m in ("bind:0", "bind:1") for mode in ("store", "cas")}
+    assert all(r["status"] == "ok" and r["median"] > 0 for r in rec.values())
+    df = cxl["df"]
+    homed = df[(df["benchmark"] == "pingpong") & (df["mem"] == "bind:1")]
+    assert (homed["verified"] == "1:1").all()
+
+
+@needs_qemu
+def test_cross_node_migration_records_vmstat(cxl):
+    df = cxl["df"]
+    moved = df[df["benchmark"] == "migrate"]
+    assert moved["vmstat"].str.contains("pgmigrate_success").all()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 
 from ..errors import UserError
-from . import (bandwidth, chase, interleave_sweep, loaded_latency, matrix, migrate, random_bw,
-               selftest)
+from . import (bandwidth, chase, flush, interleave_sweep, loaded_latency, matrix, migrate,
+               random_bw, selftest)
+from .coherence import Atomics, PingPong
 
 _ALL = {m.NAME: m for m in (chase, bandwidth, random_bw, loaded_latency, matrix,
-                            interleave_sweep, migrate, selftest)}
+                            interleave_sweep, PingPong, Atomics, flush, migrate, selftest)}
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
 
 

@@ -29,6 +29,23 @@ class Measurement:
         return dict(self.__dict__)
 
 
+VMSTAT_PREFIXES = ("pgpromote_", "pgdemote_", "pgmigrate_", "numa_")
+
+
+def vmstat(path: str = "/proc/vmstat") -> dict[str, int]:
+    """The migration and NUMA counters of /proc/vmstat."""
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key.startswith(VMSTAT_PREFIXES):
+                    out[key] = int(value)
+    except OSError:
+        pass
+    return out
+
+
 def as_case_of(bench, params: dict, **fixed) -> dict:
     """`params` as a case of another benchmark (matrix cells, sweep points): its defaults,
     then the options the two share, then `fixed`."""
@@ -88,12 +105,17 @@ def measure(m: Measurement, params: dict, buffers: list[Buffer],
             once: Callable[[], dict[str, float]]) -> Measurement:
     """Warm up, repeat, then verify placement again. A placement that drifted fails the
     case, but the repetitions and the verified counts are kept either way."""
+    before = vmstat()
     for _ in range(params["warmup"]):
         once()
     m.reps = [once() for _ in range(params["repeat"])]
+    after = vmstat()
+    # What the kernel moved meanwhile (NUMA balancing, promotion, demotion, migration).
+    m.info["vmstat"] = {k: after[k] - before.get(k, 0) for k in after
+                        if after[k] != before.get(k, 0)}
     verified = [b.verify() for b in buffers]
     m.placement = {"spec": params["mem"], "page": params["page"],
-                   "method": buffers[0].placement_method,
+                   "method": buffers[0].placement_method if buffers else None,
                    "verified": [v.to_dict() for v in verified]}
     for b, v in zip(buffers, verified):
         if not v.ok:

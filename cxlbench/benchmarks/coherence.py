@@ -1,0 +1,103 @@
+"""Cache-line transfer and atomics on a line homed on a chosen node (CPU-less included).
+
+pingpong: two threads hand one line back and forth (a store or a compare-and-swap);
+ns per one-way transfer. atomics: threads increment a shared word (fetch-and-add or CAS),
+words on lines of their own, or neighbouring words of one line (false sharing);
+operations per second and Jain's fairness over the threads' rates."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import native
+from ..errors import CheckError, UserError
+from ..options import Option, pick
+from .common import Measurement, check_placement, measure, place, resolve_cpus
+
+PINGPONG_MODES = ("store", "cas")
+ATOMIC_MODES = ("faa", "cas", "private", "false_sharing")
+
+
+def _options(modes: tuple, default_iterations: int, extra: dict) -> dict:
+    return {
+        "mode": Option("mode", "choice", modes[0], "how the line changes hands",
+                       choices=modes, expand={"all": modes}),
+        "iterations": Option("iterations", "int", default_iterations,
+                             "round trips (pingpong) or operations per thread (atomics)",
+                             min=1),
+        **extra,
+        **pick("mem", "page", "repeat", "warmup", "tolerance", "timeout"),
+    }
+
+
+def _line_buffer(params: dict, cpus: list[int]):
+    """One page placed by `mem`; the line(s) at its start are the shared ones."""
+    (buf,) = place({**params, "size": 4096}, cpus)
+    return buf, buf.array(np.uint64)
+
+
+class PingPong:
+    NAME = "pingpong"
+    DESCRIPTION = "one cache line bounced between two CPUs; ns per one-way transfer"
+    OPTIONS = _options(PINGPONG_MODES, 200000, pick("cpus"))
+
+    @staticmethod
+    def cpus(params: dict) -> list[int]:
+        cpus = resolve_cpus({**params, "threads": "all"})
+        if len(cpus) < 2:
+            raise UserError("pingpong needs two CPUs (cpus=a,b)")
+        return cpus[:2]
+
+    @classmethod
+    def check(cls, params: dict, topology) -> None:
+        check_placement({**params, "size": 4096}, cls.cpus(params), topology)
+
+    @classmethod
+    def run(cls, params: dict) -> Measurement:
+        cpus = cls.cpus(params)
+        buf, words = _line_buffer(params, cpus)
+        mode, n = PINGPONG_MODES.index(params["mode"]), params["iterations"]
+
+        def once() -> dict[str, float]:
+            words[0] = 0
+            ns, _ = native.pingpong(buf.addr, mode, n, cpus)
+            if int(words[0]) != 2 * n:
+                raise CheckError(f"the line counted {int(words[0])} transfers, not {2 * n}")
+            return {"latency": ns / (2 * n)}
+
+        m = Measurement(kernel=f"pingpong_{params['mode']}", isa="scalar", cpus=cpus,
+                        units={"latency": "ns"}, info={"transfers": 2 * n})
+        return measure(m, params, [buf], once)
+
+
+class Atomics:
+    NAME = "atomics"
+    DESCRIPTION = "atomics on shared, private and falsely shared lines; Mops/s and fairness"
+    OPTIONS = _options(ATOMIC_MODES, 1000000, pick("threads", "cpus", threads="all"))
+
+    @classmethod
+    def check(cls, params: dict, topology) -> None:
+        cpus = resolve_cpus(params)
+        if params["mode"] == "false_sharing" and len(cpus) > 8:
+            raise UserError("atomics: false sharing fits 8 threads in a 64-byte line")
+        check_placement({**params, "size": 4096}, cpus, topology)
+
+    @classmethod
+    def run(cls, params: dict) -> Measurement:
+        cpus = resolve_cpus(params)
+        buf, words = _line_buffer(params, cpus)
+        mode, n = ATOMIC_MODES.index(params["mode"]), params["iterations"]
+
+        def once() -> dict[str, float]:
+            words[:] = 0
+            ns, per_thread = native.atomics(buf.addr, mode, n, cpus)
+            total = int(words.sum())
+            if total != len(cpus) * n:
+                raise CheckError(f"counters sum to {total}, not {len(cpus)} x {n}")
+            rates = [n / t for t in per_thread]
+            fairness = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
+            return {"throughput": len(cpus) * n / ns * 1e3, "fairness": fairness}
+
+        m = Measurement(kernel=f"atomic_{params['mode']}", isa="scalar", cpus=cpus,
+                        units={"throughput": "Mops/s", "fairness": "jain"},
+                        info={"threads": len(cpus)})
+        return measure(m, params, [buf], once)

@@ -1,0 +1,80 @@
+"""Ping-pong, atomics, flush costs, migration baselines and vmstat deltas."""
+import os
+
+import numpy as np
+import pytest
+
+from cxlbench import native
+from cxlbench.benchmarks import common, flush, migrate
+from cxlbench.benchmarks.coherence import ATOMIC_MODES, Atomics, PingPong
+
+two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+
+
+def defaults(bench, **over):
+    p = {name: opt.default for name, opt in bench.OPTIONS.items()}
+    p.update(over)
+    return p
+
+
+@two_cpus
+@pytest.mark.parametrize("mode", [0, 1])
+def test_pingpong_counts_every_transfer(mode):
+    a = native.Allocation(4096, "4k", "local")
+    words = a.array(np.uint64)
+    ns, per_thread = native.pingpong(a.addr, mode, 5000, sorted(os.sched_getaffinity(0))[:2])
+    assert int(words[0]) == 2 * 5000 and ns > 0 and len(per_thread) == 2
+
+
+@pytest.mark.parametrize("mode", range(len(ATOMIC_MODES)))
+def test_atomic_totals(mode):
+    cpus = sorted(os.sched_getaffinity(0))
+    threads = (cpus * 3)[:3]                    # three threads, CPUs shared if need be
+    a = native.Allocation(4096, "4k", "local")
+    words = a.array(np.uint64)
+    native.atomics(a.addr, mode, 20000, threads)
+    assert int(words.sum()) == 3 * 20000
+
+
+@two_cpus
+def test_pingpong_and_atomics_benchmarks_carry_home_node():
+    m = PingPong.run(defaults(PingPong, mode="cas", iterations=2000, repeat=2, mem="bind:0"))
+    assert m.status == "ok" and m.placement["spec"] == "bind:0"
+    assert m.placement["verified"][0]["counts"] == {"0": 1}
+    m = Atomics.run(defaults(Atomics, mode="false_sharing", iterations=5000, repeat=2))
+    assert m.status == "ok" and 0 < m.reps[0]["fairness"] <= 1.0
+
+
+def test_unsupported_flush_is_reported_not_replaced(monkeypatch):
+    monkeypatch.setattr(native, "flush_supported", lambda kind: kind != "clwb")
+    m = flush.run(defaults(flush, flush="clwb", repeat=1))
+    assert m.status == "unsupported" and "clwb is not supported" in m.error and not m.reps
+    assert flush.run(defaults(flush, flush="clflush", repeat=1, size=64 << 10)).status == "ok"
+
+
+def test_flush_refused_in_c_when_unsupported():
+    for kind in native.FLUSH_KINDS:
+        a = native.Allocation(64 << 10, "4k", "local")
+        if native.flush_supported(kind):
+            assert native.flush(a.addr, a.size, kind, True, False, 1) > 0
+        else:
+            with pytest.raises(native.NativeError, match="not supported"):
+                native.flush(a.addr, a.size, kind, True, False, 1)
+
+
+def test_migration_baseline_on_one_node():
+    m = migrate.run(defaults(migrate, **{"from": 0, "to": 0, "size": 4 << 20, "repeat": 2}))
+    assert m.status == "ok" and "baseline" in m.info["note"]
+    assert m.info["pages"] == 1024
+
+
+def test_vmstat_deltas_recorded(monkeypatch, tmp_path):
+    fake = tmp_path / "vmstat"
+    fake.write_text("nr_free_pages 5\npgmigrate_success 10\nnuma_hit 100\n")
+    assert common.vmstat(str(fake)) == {"pgmigrate_success": 10, "numa_hit": 100}
+    counts = iter([{"pgmigrate_success": 10, "numa_hit": 100},
+                   {"pgmigrate_success": 14, "numa_hit": 100}])
+    monkeypatch.setattr(common, "vmstat", lambda: next(counts))
+    m = common.Measurement(kernel="k", isa="scalar", cpus=[0], units={})
+    common.measure(m, {"repeat": 1, "warmup": 0, "mem": "local", "page": "4k"}, [], lambda: {})
+    assert m.info["vmstat"] == {"pgmigrate_success": 4}
