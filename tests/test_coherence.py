@@ -78,3 +78,21 @@ def test_vmstat_deltas_recorded(monkeypatch, tmp_path):
     m = common.Measurement(kernel="k", isa="scalar", cpus=[0], units={})
     common.measure(m, {"repeat": 1, "warmup": 0, "mem": "local", "page": "4k"}, [], lambda: {})
     assert m.info["vmstat"] == {"pgmigrate_success": 4}
+
+
+@pytest.mark.parametrize("method", ["move_pages", "mbind"])
+def test_migration_batches_and_methods(method):
+    m = migrate.run(defaults(migrate, **{"from": 0, "to": 0, "size": 1 << 20, "repeat": 1,
+                                         "warmup": 0, "method": method, "batch": 64}))
+    assert m.status == "ok" and m.kernel == migrate.KERNELS[method]
+    rep = m.reps[0]
+    assert rep["pages_per_s"] > 0 and rep["page_latency"] > 0
+    assert abs(rep["pages_per_s"] * rep["page_latency"] / 1e6 - 1) < 1e-6
+
+
+def test_migration_batch_sweep_expands():
+    from cxlbench import suite
+    cases = suite.expand(suite.adhoc("migrate", ["batch=all", "method=all", "from=*",
+                                                 "to=*"]), [0, 1])
+    assert len(cases) == 4 * 2 * 2 * 2
+    assert {c.params["batch"] for c in cases} == {1, 64, 512, 4096}

@@ -90,7 +90,9 @@ def test_weighted_interleave_3_to_1(cxl):
 def test_pages_moved_to_cxl_node_read_back_and_verify(cxl):
     rec = [r for r in cxl["records"] if r["benchmark"] == "migrate"]
     assert rec and all(r["status"] == "ok" for r in rec), rec
-    assert {r["metric"] for r in rec} == {"bandwidth", "return_bandwidth"}
+    assert {r["metric"] for r in rec} == {"bandwidth", "return_bandwidth", "pages_per_s",
+                                          "page_latency"}
+    assert {r["kernel"] for r in rec} == {"move_pages", "mbind_move"}
     assert all(r["median"] > 0 for r in rec)
 
 

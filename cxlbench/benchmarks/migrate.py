@@ -1,5 +1,6 @@
-"""Page migration between two nodes: move_pages(2) of a whole buffer, timed in C, each
-move checked (every page on the destination, the data unchanged) and then undone."""
+"""Page migration between two nodes: move_pages(2) or mbind(2) with MPOL_MF_MOVE, in
+batches of pages, timed in C; each move checked (every page on the destination, the data
+unchanged) and then undone."""
 from __future__ import annotations
 
 from .. import native
@@ -17,7 +18,12 @@ OPTIONS = {
                  min=0, words=("*",), nodes="memory"),
     "page": Option("page", "choice", "4k", "page size (hugetlb pages are not moved here)",
                    choices=("4k", "thp")),
+    "method": Option("method", "choice", "move_pages", "the system call that moves",
+                     choices=("move_pages", "mbind"), expand={"all": ("move_pages", "mbind")}),
+    "batch": Option("batch", "int", 0, "pages per call; 0: the whole buffer in one",
+                    min=0, expand={"all": (1, 64, 512, 4096)}),
 }
+KERNELS = {"move_pages": "move_pages", "mbind": "mbind_move"}
 
 
 def _buffer_params(params: dict) -> dict:
@@ -35,13 +41,14 @@ def run(params: dict) -> Measurement:
     cpu = resolve_cpus({**params, "threads": 1})
     (buf,) = place(_buffer_params(params), cpu)
     buf.alloc.fill_index(cpu)
-    mover, reader = native.kernel("move_pages"), native.kernel("read")
+    mover, reader = native.kernel(KERNELS[params["method"]]), native.kernel("read")
     pages, n = buf.alloc.map_size // 4096, size // 8
     want = n * (n - 1) // 2 % (1 << 64)
     maxnode = max(src, dst) + 1
 
     def move(node: int) -> int:
-        r = native.run_kernel(mover, "scalar", [buf.addr], buf.alloc.map_size, node, cpu)
+        r = native.run_kernel(mover, "scalar", [buf.addr], buf.alloc.map_size, node, cpu,
+                              params["batch"])
         if r.checksum:
             raise CheckError(f"{r.checksum} of {pages} pages did not move to node {node}")
         counts, _ = buf.alloc.query_nodes(4096, maxnode)
@@ -55,10 +62,12 @@ def run(params: dict) -> Measurement:
         there = move(dst)
         back = move(src)
         return {"bandwidth": buf.alloc.map_size / there,
-                "return_bandwidth": buf.alloc.map_size / back}
+                "return_bandwidth": buf.alloc.map_size / back,
+                "pages_per_s": pages / there * 1e9, "page_latency": there / pages / 1000}
 
-    m = Measurement(kernel="move_pages", isa="scalar", cpus=cpu,
-                    units={"bandwidth": "GB/s", "return_bandwidth": "GB/s"},
+    m = Measurement(kernel=mover.key, isa="scalar", cpus=cpu,
+                    units={"bandwidth": "GB/s", "return_bandwidth": "GB/s",
+                           "pages_per_s": "pages/s", "page_latency": "us"},
                     info={"pages": pages, "from": src, "to": dst})
     if src == dst:
         # On a one-node machine this is the baseline: the kernel checks and keeps each page.
