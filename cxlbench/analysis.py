@@ -71,3 +71,25 @@ def matrices(records: list[dict]) -> dict[str, dict]:
         m["initiators"] = sorted({i for i, _ in m["cells"]})
         m["targets"] = sorted({t for _, t in m["cells"]})
     return out
+
+
+def pingpong_matrices(records: list[dict]) -> list[dict]:
+    """Ping-pong cases as CPU x CPU tables, one per home placement and mode (symmetric:
+    a transfer a->b is measured together with b->a)."""
+    tables: dict[tuple, dict] = {}
+    for r in records:
+        if r["benchmark"] != "pingpong" or r["status"] != "ok" or r["metric"] != "latency":
+            continue
+        p = r["parameters"]
+        cpus = r.get("cpus") or []
+        if len(cpus) != 2:
+            continue
+        t = tables.setdefault((str(p.get("mem")), p.get("mode")), {"cells": {}})
+        a, b = cpus
+        t["cells"][(a, b)] = t["cells"][(b, a)] = r["median"]
+    out = []
+    for (mem, mode), t in tables.items():
+        cpus = sorted({a for a, _ in t["cells"]})
+        out.append({"mem": mem, "mode": mode, "cpus": cpus,
+                    "cells": [[a, b, x] for (a, b), x in t["cells"].items()]})
+    return out

@@ -67,7 +67,8 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         s = suite.adhoc(bench, list(sets)) if bench else \
             suite.load(suite_name or "quick", _pairs(variables, "--var"))
         topo = Topology.read()
-        cases = suite.expand(s, topo.memory_nodes, [n.id for n in topo.nodes if n.cpus])
+        cases = suite.expand(s, topo.memory_nodes, [n.id for n in topo.nodes if n.cpus],
+                             topo.cpu_pairs())
         benchmarks.precheck(cases, topo)
         if dry_run:
             for c in cases:
@@ -143,6 +144,7 @@ def _analyse(run_, records: list[dict]) -> dict:
                 "levels": analysis.compare_with_sysfs(analysis.cache_levels(points), caches)})
     found["matrices"] = {m: {**v, "cells": [[i, t, x] for (i, t), x in v["cells"].items()]}
                          for m, v in found["matrices"].items()}
+    found["pingpong"] = analysis.pingpong_matrices(records)
     run_.update_meta(analysis=found)
     return found
 
@@ -154,6 +156,14 @@ def _print_analysis(found: dict) -> None:
                  for row in sweep["levels"]]
         click.echo(f"cache levels from {sweep['job']} ({sweep['mem']}, {sweep['page']} pages): "
                    + ", ".join(parts))
+    for table in found["pingpong"]:
+        cells = {(a, b): x for a, b, x in table["cells"]}
+        cpus = table["cpus"]
+        click.echo(f"\nping-pong ({table['mode']}, line homed {table['mem']}), ns one way, CPU x CPU")
+        click.echo("cpu  " + "".join(f"{c:>10}" for c in cpus))
+        for a in cpus:
+            click.echo(f"{a:>4} " + "".join(
+                f"{cells[(a, b)]:>10.4g}" if (a, b) in cells else f"{'-':>10}" for b in cpus))
     for metric, m in found["matrices"].items():
         cells = {(i, t): x for i, t, x in m["cells"]}
         click.echo(f"\n{metric} matrix ({m['unit']}), initiator rows x target columns")

@@ -98,7 +98,7 @@ def journal_entry(case: Case, m: dict, seconds: float) -> dict:
             summary[metric] = {"unit": unit, **stats.summarize(values)}
     return {"status": m.get("status", "failed"), "error": m.get("error"),
             "bench": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
-            "params": case.params, "summary": summary, "placement": m.get("placement"),
+            "cpus": m.get("cpus"), "params": case.params, "summary": summary, "placement": m.get("placement"),
             "info": m.get("info"), "seconds": round(seconds, 3)}
 
 
@@ -142,7 +142,8 @@ def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
         if entry is None:
             continue
         common = {"case": c["id"], "benchmark": c["bench"], "kernel": entry["kernel"],
-                  "isa": entry["isa"], "parameters": c["params"], "status": entry["status"],
+                  "isa": entry["isa"], "cpus": entry.get("cpus"), "parameters": c["params"],
+                  "status": entry["status"],
                   "error": entry["error"], "run_dir": str(run.path)}
         if not entry["summary"]:
             out.append({**common, "metric": None, "unit": None, "median": None,

@@ -140,10 +140,12 @@ def adhoc(bench: str, sets: list[str]) -> Suite:
     return Suite(name=bench, source="--bench", text="", data={bench: job})
 
 
-def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = None) -> list[Case]:
+def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = None,
+           cpu_pairs: list[str] | None = None) -> list[Case]:
     """Every case of the suite. `*` stands for every node with memory (or, for options
-    naming an initiator, every node with CPUs)."""
-    nodes = {"memory": memory_nodes, "cpu": memory_nodes if cpu_nodes is None else cpu_nodes}
+    naming an initiator, every node with CPUs; for ping-pong's CPUs, the default pairs)."""
+    nodes = {"memory": memory_nodes, "cpu": memory_nodes if cpu_nodes is None else cpu_nodes,
+             "pairs": cpu_pairs or []}
     data = dict(suite.data)
     glob = data.pop("global", {})
     where = suite.source
@@ -212,7 +214,7 @@ def _unfold(item, opt, nodes: dict, ctx) -> list:
     if wildcard and isinstance(item, str) and "*" in item:
         which = opt.nodes or "memory"
         if not nodes[which]:
-            raise SuiteError(f"{ctx}: {item!r} needs nodes with {which}, and none were found")
+            raise SuiteError(f"{ctx}: {item!r} found no {'CPU pairs' if which == 'pairs' else 'nodes with ' + which}")
         return [item.replace("*", str(n)) for n in nodes[which]]
     return [item]
 

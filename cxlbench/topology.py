@@ -126,6 +126,16 @@ class Topology:
     def far_memory_nodes(self) -> list[int]:
         return [n.id for n in self.nodes if n.far_memory]
 
+    def cpu_pairs(self) -> list[str]:
+        """Ping-pong's default pairs: the first CPU of every node with CPUs against each
+        other, and two CPUs of the first such node (siblings)."""
+        firsts = [n.cpus[0] for n in self.nodes if n.cpus]
+        pairs = [f"{a},{b}" for i, a in enumerate(firsts) for b in firsts[i + 1:]]
+        local = next((n.cpus for n in self.nodes if len(n.cpus) >= 2), None)
+        if local:
+            pairs.insert(0, f"{local[0]},{local[1]}")
+        return pairs
+
     def nodes_of_cpus(self, cpus) -> list[int]:
         wanted = set(cpus)
         return [n.id for n in self.nodes if wanted & set(n.cpus)]

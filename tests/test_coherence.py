@@ -96,3 +96,33 @@ def test_migration_batch_sweep_expands():
                                                  "to=*"]), [0, 1])
     assert len(cases) == 4 * 2 * 2 * 2
     assert {c.params["batch"] for c in cases} == {1, 64, 512, 4096}
+
+
+def test_pingpong_pairs_from_topology(topo):
+    from cxlbench import suite
+    t = topo("two_socket_cxl")
+    assert t.cpu_pairs() == ["0,1", "0,4"]
+    cases = suite.expand(suite.adhoc("pingpong", ["cpus=*", "mem=bind:*"]), t.memory_nodes,
+                         [0, 1], t.cpu_pairs())
+    assert {(c.params["cpus"], c.params["mem"]) for c in cases} == {
+        (pair, f"bind:{n}") for pair in ("0-1", "0,4") for n in (0, 1, 2)}
+
+
+def test_pingpong_table_printed(tmp_path):
+    from .conftest import cxlbench
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    r = cxlbench("run", "--bench", "pingpong", "--set", "cpus=*", "--set", "iterations=2000",
+                 "--set", "repeat=2", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "ping-pong (store, line homed local), ns one way, CPU x CPU" in r.stdout
+
+
+def test_pingpong_matrix_analysis():
+    from cxlbench import analysis
+    recs = [{"benchmark": "pingpong", "status": "ok", "metric": "latency", "median": m,
+             "cpus": cpus, "parameters": {"mem": "bind:1", "mode": "cas"}}
+            for cpus, m in (([0, 1], 50.0), ([0, 4], 120.0))]
+    (table,) = analysis.pingpong_matrices(recs)
+    cells = {(a, b): x for a, b, x in table["cells"]}
+    assert table["cpus"] == [0, 1, 4] and cells[(4, 0)] == 120.0 and cells[(1, 0)] == 50.0

@@ -38,7 +38,10 @@ def _line_buffer(params: dict, cpus: list[int]):
 class PingPong:
     NAME = "pingpong"
     DESCRIPTION = "one cache line bounced between two CPUs; ns per one-way transfer"
-    OPTIONS = _options(PINGPONG_MODES, 200000, pick("cpus"))
+    OPTIONS = _options(PINGPONG_MODES, 200000, {
+        "cpus": Option("cpus", "cpus", "", "the two CPUs (a,b); * = one CPU per node against "
+                       "each other plus two CPUs of one node; default: the first two allowed",
+                       nodes="pairs")})
 
     @staticmethod
     def cpus(params: dict) -> list[int]:
