@@ -65,7 +65,7 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         if variables and bench:
             raise UserError("--var applies to suites; use --set with --bench")
         s = suite.adhoc(bench, list(sets)) if bench else \
-            suite.load(suite_name or "quick", _pairs(variables, "--var"))
+            suite.load(suite_name or "quick", suite.parse_pairs(variables, "--var"))
         topo = Topology.read()
         cases = suite.expand(s, topo.memory_nodes, [n.id for n in topo.nodes if n.cpus],
                              topo.cpu_pairs())
@@ -97,16 +97,6 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
     if failed:
         sys.exit(1)
-
-
-def _pairs(items, flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"{flag} {item!r}: use KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _print_summary(records: list[dict]) -> None:
@@ -204,7 +194,8 @@ def emulate(topology_name, params, timeout, accel, kernel_package, command):
     Example: cxlbench emulate --topology cxl -- run suites/ci.toml"""
     from . import emulate as emu
 
-    rc = emu.run(topology_name, _pairs(params, "--param"), list(command), timeout=timeout, accel=accel,
+    rc = emu.run(topology_name, suite.parse_pairs(params, "--param"), list(command),
+                 timeout=timeout, accel=accel,
                  kernel_package=kernel_package, log=functools.partial(click.echo, err=True))
     sys.exit(rc)
 

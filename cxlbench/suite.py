@@ -129,14 +129,20 @@ def _substitute(value, values: dict, where: str):
     return value
 
 
-def adhoc(bench: str, sets: list[str]) -> Suite:
-    """`--bench NAME --set KEY=VALUE ...` as a one-job suite."""
-    job: dict = {"bench": bench}
-    for item in sets:
+def parse_pairs(items, flag: str) -> dict[str, str]:
+    """Repeated KEY=VALUE arguments (--set, --var, --param) as a dict."""
+    out = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise SuiteError(f"--set {item!r}: use KEY=VALUE")
-        job[key.strip()] = value.strip()
+            raise SuiteError(f"{flag} {item!r}: use KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def adhoc(bench: str, sets: list[str]) -> Suite:
+    """`--bench NAME --set KEY=VALUE ...` as a one-job suite."""
+    job = {"bench": bench, **parse_pairs(sets, "--set")}
     return Suite(name=bench, source="--bench", text="", data={bench: job})
 
 
