@@ -138,7 +138,8 @@ def _distribution(w: Walker, loads: int, batch: int, cpu, info: dict):
         # a histogram of everything seen so far, on log-spaced bins
         allv = np.concatenate(pooled)
         edges = np.geomspace(max(allv.min(), 0.1), max(allv.max(), 0.2), 25)
-        counts, _ = np.histogram(allv, bins=edges)
+        # batches at or under the timer's overhead read as 0: count them in the first bin
+        counts, _ = np.histogram(np.clip(allv, edges[0], edges[-1]), bins=edges)
         info["histogram"] = {"edges_ns": [round(float(e), 3) for e in edges],
                              "counts": counts.tolist()}
         return out
