@@ -52,6 +52,9 @@ class EmuTopology:
             # Devices probe asynchronously after the modules load.
             f"for i in $(seq 100); do [ $(cxl list -M | grep -c '\"memdev\"') -ge "
             f"{self.cxl_devices} ] && break; sleep 0.1; done",
+            # Let port and decoder probing finish: Linux 6.1 once oopsed in create-region
+            # when it came straight after the memdevs appeared.
+            "sleep 2",
             f"cxl create-region -m -d decoder0.0 -w {self.cxl_devices} -g 256 -t pmem {mems}",
             "ndctl create-namespace -f -r region0 -m devdax -a 4096",
             "daxctl reconfigure-device --mode=system-ram dax0.0",
