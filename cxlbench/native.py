@@ -247,3 +247,28 @@ def flush(addr: int, nbytes: int, kind: str, dirty: bool, write: bool, value: in
     a.dirty, a.write, a.value = int(dirty), int(write), value
     _check(f"flush {kind}", lib.cxb_flush(a))
     return a.ns
+
+
+@dataclass
+class TouchResult:
+    samples: np.ndarray         # (n, 2): start ns since the toucher began, ns the touch took
+    touches: int                # touches made (samples holds the first max_samples)
+    move_start: int
+    move_end: int
+    unmoved: int
+
+
+def migrate_touch(addr: int, nbytes: int, node: int, method: str, batch: int, write: bool,
+                  cpus, lead_ns: int, tail_ns: int, max_samples: int) -> TouchResult:
+    """Move the pages of [addr, addr+nbytes) to `node` on cpus[0] while cpus[1] touches
+    them one word at a time; every touch is timed."""
+    a = ffi.new("struct cxb_touch_args *")
+    samples = np.zeros((max_samples, 2), dtype=np.uint64)
+    cpu_array = _int_array(cpus)
+    a.buf, a.bytes, a.node = ffi.cast("void *", addr), nbytes, node
+    a.method, a.batch, a.write = ("move_pages", "mbind").index(method), batch, int(write)
+    a.cpus, a.lead_ns, a.tail_ns = cpu_array, lead_ns, tail_ns
+    a.samples = ffi.cast("uint64_t *", samples.ctypes.data)
+    a.max_samples = max_samples
+    _check("cxb_migrate_touch", lib.cxb_migrate_touch(a))
+    return TouchResult(samples[:a.nsamples], a.touches, a.move_start, a.move_end, a.unmoved)

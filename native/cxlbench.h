@@ -146,6 +146,29 @@ struct cxb_flush_args {
 int cxb_flush_supported(int kind);
 int cxb_flush(struct cxb_flush_args *a);
 
+/* ---- touches during a page migration (migrate.c) ----------------------------- */
+/* cpus[0] moves every 4 KiB page of buf to `node` (as the move_pages/mbind_move kernels)
+ * while cpus[1] keeps reading (write: and storing back) one word of a page at a time, in
+ * a scattered page order, from lead_ns before the move until tail_ns after it. Each touch
+ * gives a sample pair (start ns since the toucher began, ns it took); the first
+ * max_samples are kept. */
+struct cxb_touch_args {
+    void *buf;
+    size_t bytes;
+    int node;
+    int method;             /* 0 move_pages, 1 mbind */
+    uint64_t batch;         /* pages per call, 0: all */
+    int write;
+    const int *cpus;
+    uint64_t lead_ns, tail_ns;
+    uint64_t *samples;      /* 2 * max_samples */
+    uint64_t max_samples;
+    uint64_t nsamples;      /* out: pairs kept */
+    uint64_t touches;       /* out: touches made */
+    uint64_t move_start, move_end;  /* out: ns since the toucher began */
+    uint64_t unmoved;       /* out: pages move_pages left elsewhere (mbind: 0) */
+};
+int cxb_migrate_touch(struct cxb_touch_args *a);
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: groups of group_bytes (pages)
  * are shuffled, then lines within each group; run_lines lines of a group are visited

@@ -206,3 +206,15 @@ def test_cross_node_migration_records_vmstat(cxl):
     df = cxl["df"]
     moved = df[df["benchmark"] == "migrate"]
     assert moved["vmstat"].str.contains("pgmigrate_success").all()
+
+
+@needs_qemu
+def test_touches_while_pages_move_to_cxl(cxl):
+    rec = [r for r in cxl["records"] if r["benchmark"] == "migrate_touch"]
+    assert rec and all(r["status"] == "ok" for r in rec), rec
+    assert {r["parameters"]["batch"] for r in rec} == {1, 0}
+    by = {(r["parameters"]["batch"], r["metric"]): r["median"] for r in rec}
+    # The move happened (pages were checked on node 1 by the benchmark) and took time.
+    assert by[(0, "move_time")] > 0 and by[(0, "touch_baseline")] > 0
+    assert {r["parameters"]["pages"] for r in cxl["records"]
+            if r["benchmark"] == "migrate"} == {"written", "untouched"}

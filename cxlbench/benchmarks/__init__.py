@@ -6,11 +6,12 @@ import os
 
 from ..errors import UserError
 from . import (bandwidth, chase, flush, interleave_sweep, loaded_latency, matrix, migrate,
-               random_bw, selftest)
+               migrate_touch, random_bw, selftest)
 from .coherence import Atomics, PingPong
 
 _ALL = {m.NAME: m for m in (chase, bandwidth, random_bw, loaded_latency, matrix,
-                            interleave_sweep, PingPong, Atomics, flush, migrate, selftest)}
+                            interleave_sweep, PingPong, Atomics, flush, migrate,
+                            migrate_touch, selftest)}
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
 
 

@@ -1,11 +1,17 @@
 """Page migration between two nodes: move_pages(2) or mbind(2) with MPOL_MF_MOVE, in
 batches of pages, timed in C; each move checked (every page on the destination, the data
-unchanged) and then undone."""
+unchanged) and then undone. `pages` sets what the pages went through just before a move:
+rewritten (dirty, in cache and TLB) or left untouched for `rest` ms while other data
+filled the caches."""
 from __future__ import annotations
+
+import time
 
 from .. import native
 from ..errors import CheckError
+from ..memory import Buffer
 from ..options import Option, pick
+from ..topology import Topology
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "migrate"
@@ -22,11 +28,16 @@ OPTIONS = {
                      choices=("move_pages", "mbind"), expand={"all": ("move_pages", "mbind")}),
     "batch": Option("batch", "int", 0, "pages per call; 0: the whole buffer in one",
                     min=0, expand={"all": (1, 64, 512, 4096)}),
+    "pages": Option("pages", "choice", "written", "pages rewritten just before each move, "
+                    "or untouched for `rest` ms with their lines evicted",
+                    choices=("written", "untouched"), expand={"all": ("written", "untouched")}),
+    "rest": Option("rest", "int", 100, "ms untouched pages rest before a move", min=0,
+                   unit="ms"),
 }
 KERNELS = {"move_pages": "move_pages", "mbind": "mbind_move"}
 
 
-def _buffer_params(params: dict) -> dict:
+def buffer_params(params: dict) -> dict:
     return {**params, "mem": f"bind:{params['from']}"}
 
 
@@ -36,33 +47,63 @@ def check(params: dict, topology) -> None:
         check_placement({**params, "mem": f"bind:{node}"}, cpu, topology)
 
 
+class Checker:
+    """After a move: every page on the node, and the data (an index fill) unchanged."""
+
+    def __init__(self, buf: Buffer, cpu: list[int], maxnode: int):
+        self.buf, self.cpu, self.maxnode = buf, cpu, maxnode
+        self.pages, n = buf.alloc.map_size // 4096, buf.alloc.size // 8
+        self.want = n * (n - 1) // 2 % (1 << 64)
+        self.reader = native.kernel("read")
+
+    def __call__(self, node: int, unmoved: int = 0) -> None:
+        if unmoved:
+            raise CheckError(f"{unmoved} of {self.pages} pages did not move to node {node}")
+        counts, _ = self.buf.alloc.query_nodes(4096, self.maxnode)
+        if counts[node] != self.pages:
+            raise CheckError(f"after the move node {node} holds {counts[node]} of "
+                             f"{self.pages} pages")
+        r = native.run_kernel(self.reader, self.reader.best_isa(), [self.buf.addr],
+                              self.buf.alloc.size, 1, self.cpu)
+        if r.checksum != self.want:
+            raise CheckError(f"data changed while moving to node {node}")
+
+
+def evictor(size: int, cpu: list[int]):
+    """A function that fills the caches (and the TLB) with other data: a read of a local
+    buffer four times the last-level cache, at least 64 MiB."""
+    caches = Topology.read(probe_gpus=False).cpu.get("caches", [])
+    llc = max((c["size"] for c in caches if c.get("size")), default=32 << 20)
+    other = native.Allocation(max(4 * llc, 64 << 20), "4k", "local")
+    other.prefault(cpu)
+    reader = native.kernel("read")
+    return lambda: native.run_kernel(reader, reader.best_isa(), [other.addr], other.size, 1, cpu)
+
+
 def run(params: dict) -> Measurement:
-    src, dst, size = params["from"], params["to"], params["size"]
+    src, dst = params["from"], params["to"]
     cpu = resolve_cpus({**params, "threads": 1})
-    (buf,) = place(_buffer_params(params), cpu)
+    (buf,) = place(buffer_params(params), cpu)
     buf.alloc.fill_index(cpu)
-    mover, reader = native.kernel(KERNELS[params["method"]]), native.kernel("read")
-    pages, n = buf.alloc.map_size // 4096, size // 8
-    want = n * (n - 1) // 2 % (1 << 64)
-    maxnode = max(src, dst) + 1
+    mover = native.kernel(KERNELS[params["method"]])
+    check_move = Checker(buf, cpu, max(src, dst) + 1)
+    pages, size = check_move.pages, buf.alloc.map_size
+    evict = evictor(size, cpu) if params["pages"] == "untouched" else None
 
     def move(node: int) -> int:
-        r = native.run_kernel(mover, "scalar", [buf.addr], buf.alloc.map_size, node, cpu,
-                              params["batch"])
-        if r.checksum:
-            raise CheckError(f"{r.checksum} of {pages} pages did not move to node {node}")
-        counts, _ = buf.alloc.query_nodes(4096, maxnode)
-        if counts[node] != pages:
-            raise CheckError(f"after the move node {node} holds {counts[node]} of {pages} pages")
-        if native.run_kernel(reader, reader.best_isa(), [buf.addr], size, 1, cpu).checksum != want:
-            raise CheckError(f"data changed while moving to node {node}")
+        if evict:
+            evict()
+            time.sleep(params["rest"] / 1000)
+        else:
+            buf.alloc.fill_index(cpu)       # rewrites the same values: dirty, hot pages
+        r = native.run_kernel(mover, "scalar", [buf.addr], size, node, cpu, params["batch"])
+        check_move(node, r.checksum)
         return r.ns
 
     def once() -> dict[str, float]:
         there = move(dst)
         back = move(src)
-        return {"bandwidth": buf.alloc.map_size / there,
-                "return_bandwidth": buf.alloc.map_size / back,
+        return {"bandwidth": size / there, "return_bandwidth": size / back,
                 "pages_per_s": pages / there * 1e9, "page_latency": there / pages / 1000}
 
     m = Measurement(kernel=mover.key, isa="scalar", cpus=cpu,
@@ -72,4 +113,4 @@ def run(params: dict) -> Measurement:
     if src == dst:
         # On a one-node machine this is the baseline: the kernel checks and keeps each page.
         m.info["note"] = "source and destination are the same node: a baseline, no page moves"
-    return measure(m, _buffer_params(params), [buf], once)
+    return measure(m, buffer_params(params), [buf], once)
