@@ -200,6 +200,58 @@ def emulate(topology_name, params, timeout, accel, kernel_package, command):
     sys.exit(rc)
 
 
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="folder for report.html, report.md and figures/ (e.g. reports/NAME)")
+@click.option("--title", help="the report's title")
+@click.option("--suite", "suite_name", help="only runs of this suite")
+@click.option("--latest", is_flag=True, help="only the newest run of each machine")
+@_errors
+def report(runs, output, title, suite_name, latest):
+    """Report on RUNS (run folders, or folders holding runs such as results/): the machine,
+    a figure per benchmark family with captions, and every case's median and CI."""
+    from . import report as rep
+
+    click.echo("building the report ...", err=True)
+    html_path, md_path = rep.build(runs, output, title=title, suite=suite_name, latest=latest)
+    click.echo(f"report: {html_path}\nmarkdown: {md_path}")
+
+
+@main.command()
+@click.argument("a", type=click.Path())
+@click.argument("b", type=click.Path())
+@click.option("-o", "--output", type=click.Path(),
+              help="also write the comparison report to this folder (e.g. reports/NAME)")
+@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0.0001, 0.5),
+              help="significance level")
+@click.option("--all", "show_all", is_flag=True, help="print every compared metric, not the 20 largest")
+@_errors
+def compare(a, b, output, alpha, show_all):
+    """Compare run B with run A: per case and metric the ratio B/A with its confidence
+    interval, or "not significant" where the difference is noise."""
+    from . import report as rep
+
+    runs, table, unpaired, written = rep.compare(a, b, output, alpha=alpha)
+    if rep.across_machines(*runs):
+        click.echo(f"ACROSS MACHINES: A on {runs[0].machine}, B on {runs[1].machine}")
+    click.echo(f"A = {runs[0].path}\nB = {runs[1].path}")
+    shown = table if show_all else table.head(20)
+    for _, r in shown.iterrows():
+        change = (f"B/A {r['ratio']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                  if r["significant"] else r["verdict"])
+        click.echo(f"  {r['case_a']:<22} {r['metric']:<16} {r['median_a']:>10.4g} -> "
+                   f"{r['median_b']:<10.4g} {r['unit']:<8} {change}")
+    if len(table) > len(shown):
+        click.echo(f"  ... {len(table) - len(shown)} more (--all)")
+    sig = int(table["significant"].sum()) if len(table) else 0
+    click.echo(f"{len(table)} metrics compared, {sig} changed significantly (p < {alpha})")
+    for u in unpaired:
+        click.echo(f"  left out: {u['side']} {u['case']}: {u['why']}")
+    if written:
+        click.echo(f"report: {written[0]}\nmarkdown: {written[1]}")
+
+
 @main.command("list")
 @_errors
 def list_():

@@ -1,0 +1,227 @@
+"""`cxlbench report`: one or more runs -> reports/NAME/{report.html, report.md, figures/}.
+Reports read results only; they never run kernels."""
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+from .. import __version__
+from ..errors import ResultsError
+from ..units import format_list, format_size
+from . import figures as _figures
+from .compare import ALPHA, across_machines, pair
+from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
+from .runs import NOT_MEASURED, RunData, load_runs, not_ok, summary
+
+FIGURE_DIR = "figures"
+FAMILY_TITLES = {
+    "chase": "Idle latency", "bandwidth": "Bandwidth", "random_bw": "Random-access bandwidth",
+    "loaded_latency": "Loaded latency", "matrix": "Node matrices",
+    "interleave_sweep": "Weighted interleave", "pingpong": "Cache-line transfer (ping-pong)",
+    "atomics": "Atomics and sharing", "flush": "Flush and persistence",
+    "migrate": "Page migration", "migrate_touch": "Touches during page migration"}
+
+
+def run_table(runs: list[RunData]) -> Table:
+    return Table(["label", "machine", "run", "suite", "started", "cxlbench", "command"],
+                 [[r.label, r.machine, r.run_id, r.suite, r.meta.get("started", ""),
+                   f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
+                   .strip(), " ".join(r.meta.get("command", []))] for r in runs])
+
+
+def _hmat(node: dict) -> str:
+    a = (node.get("hmat") or {}).get("access0") or {}
+    if not a:
+        return ""
+    return (f"read {a.get('read_latency')} ns, {a.get('read_bandwidth')} MB/s; "
+            f"write {a.get('write_latency')} ns, {a.get('write_bandwidth')} MB/s")
+
+
+def machine_blocks(run: RunData) -> list:
+    """The machine a run measured: nodes, tiers, CXL devices, GPUs, and the settings."""
+    topo = run.meta.get("topology") or {}
+    machine = topo.get("machine") or {}
+    blocks: list = [Heading(3, f"{run.label}: {machine.get('hostname', run.machine)}")]
+    if run.meta.get("emulated"):
+        em = run.meta["emulated"]
+        blocks.append(Para(f"EMULATED under QEMU ({em.get('topology')}, {em.get('accel')}, "
+                           f"guest kernel {em.get('guest_kernel', '?')}): placement and "
+                           "behaviour are real, timings are QEMU's, not hardware's.", "note"))
+    rows = []
+    for n in topo.get("nodes", []):
+        rows.append([n["id"], format_list(n["cpus"]) or "none",
+                     format_size(n["mem_total"], exact=False) if n.get("mem_total") else "",
+                     n.get("tier", ""), "yes" if n.get("far_memory") else "",
+                     " ".join(str(v) for _, v in sorted(n.get("distances", {}).items(),
+                                                        key=lambda kv: int(kv[0]))),
+                     _hmat(n), ", ".join(n.get("cxl_regions", []))])
+    blocks.append(Table(["node", "CPUs", "memory", "tier", "far memory", "distances",
+                         "HMAT access0", "CXL regions"], rows))
+    cxl = topo.get("cxl") or {}
+    if cxl.get("regions"):
+        blocks.append(Table(["CXL region", "mode", "size", "ways", "granularity", "memdevs",
+                             "node"],
+                            [[r["name"], r.get("mode"), format_size(r.get("size") or 0, exact=False),
+                              r.get("interleave_ways"), r.get("interleave_granularity"),
+                              ", ".join(t.get("memdev") or "?" for t in r.get("targets", [])),
+                              r.get("node")] for r in cxl["regions"]]))
+    if topo.get("gpus"):
+        blocks.append(Table(["GPU", "memory", "NUMA node"],
+                            [[g.get("name"), g.get("memory"), g.get("numa_node")]
+                             for g in topo["gpus"]]))
+    cpu = topo.get("cpu") or {}
+    caches = ", ".join(f"L{c['level']} {c['type']} {format_size(c['size'])}"
+                       for c in cpu.get("caches", []) if c.get("size"))
+    settings = [["kernel", machine.get("kernel", "")], ["arch", machine.get("arch", "")],
+                ["CPU", cpu.get("model", "")], ["ISAs", ", ".join(cpu.get("isas", []))],
+                ["caches", caches]]
+    settings += [[k, v] for k, v in (run.meta.get("settings") or {}).items()]
+    timer = run.meta.get("timer") or {}
+    if timer:
+        settings.append(["timer", f"{timer.get('clock')}, overhead "
+                                  f"{timer.get('clock_overhead_ns')} ns; TSC "
+                                  f"{'%.4g GHz' % (timer['tsc_hz'] / 1e9) if timer.get('tsc_hz') else 'none'}"])
+    blocks.append(Table(["setting", "value"], settings))
+    return blocks
+
+
+def results_table(frame) -> Table:
+    keys = _figures.varying(frame)
+    rows = []
+    for _, r in frame.iterrows():
+        p = r["params"]
+        rows.append([r["label"], r["case"],
+                     " ".join(f"{k}={_figures._value_text(k, p.get(k))}" for k in keys),
+                     r["metric"], r["median"], f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]",
+                     r["unit"], r["n"], f"{r['cv']:.1%}", "noisy" if r["noisy"] else ""])
+    return Table(["run", "case", "parameters", "metric", "median", "95 % CI", "unit", "n",
+                  "CV", ""], rows)
+
+
+def family_blocks(frame, runs: list[RunData]) -> list:
+    blocks: list = []
+    for family in dict.fromkeys(frame["benchmark"]):
+        sub = frame[frame["benchmark"] == family].reset_index(drop=True)
+        blocks.append(Heading(2, FAMILY_TITLES.get(family, family)))
+        blocks.extend(_figures.figures_for(family, sub, runs))
+        blocks.append(Folded(f"{family}: every case ({len(sub)} rows)", [results_table(sub)]))
+    return blocks
+
+
+def report_blocks(runs: list[RunData], frame=None) -> list:
+    frame = summary(runs) if frame is None else frame
+    blocks: list = [Para(f"Made by cxlbench {__version__} on "
+                         f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from "
+                         f"{len(runs)} run(s). Values are medians of each case's repetitions "
+                         "with distribution-free 95 % confidence intervals; CV above 5 % is "
+                         "flagged noisy."),
+                    run_table(runs)]
+    if len({r.machine for r in runs}) > 1:
+        blocks.append(Para("These runs come from different machines: each line or bar is "
+                           "labelled with its machine.", "note"))
+    blocks.append(Heading(2, "Machine"))
+    seen = set()
+    for r in runs:
+        if r.machine not in seen:
+            seen.add(r.machine)
+            blocks.extend(machine_blocks(r))
+    blocks.extend(family_blocks(frame, runs))
+    bad = not_ok(runs)
+    if bad:
+        blocks.append(Heading(2, "Cases without results"))
+        blocks.append(Table(["run", "case", "status", "why"],
+                            [[b["label"], b["case"], b["status"], b["error"]] for b in bad]))
+    return blocks
+
+
+def write(out_dir: str | Path, title: str, blocks: list) -> tuple[Path, Path]:
+    """report.html (self-contained), report.md and figures/*.png under out_dir."""
+    out = Path(out_dir)
+    (out / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
+    for fig in figures_in(blocks):
+        (out / FIGURE_DIR / f"{fig.key}.png").write_bytes(fig.png)
+    html_path, md_path = out / "report.html", out / "report.md"
+    html_path.write_text(to_html(title, blocks))
+    md_path.write_text(to_markdown(title, blocks, FIGURE_DIR))
+    return html_path, md_path
+
+
+def build(paths, out_dir, title: str | None = None, suite: str | None = None,
+          latest: bool = False) -> tuple[Path, Path]:
+    runs = load_runs(paths, suite=suite, latest=latest)
+    title = title or "cxlbench report: " + ", ".join(
+        dict.fromkeys(f"{r.suite} on {r.machine}" for r in runs))
+    return write(out_dir, title, report_blocks(runs))
+
+
+def _one_run(path, side: str) -> RunData:
+    runs = load_runs([path])
+    if len(runs) != 1:
+        raise ResultsError(f"{side}: {path} holds {len(runs)} runs; name one run folder")
+    return runs[0]
+
+
+def comparison(a_path, b_path, alpha: float = ALPHA):
+    """Load runs A and B, label them, and pair their cases: (runs, summary frame,
+    compared rows, unpaired cases)."""
+    a, b = _one_run(a_path, "A"), _one_run(b_path, "B")
+    if a.path.resolve() == b.path.resolve():
+        raise ResultsError(f"A and B are the same run ({a.path})")
+    short = [f"{r.machine}/{r.run_id}" if across_machines(a, b) else r.run_id for r in (a, b)]
+    a.label, b.label = f"A {short[0]}", f"B {short[1]}"
+    frame = summary([a, b])
+    table, unpaired = pair(frame[frame["label"] == a.label], frame[frame["label"] == b.label],
+                           alpha)
+    return [a, b], frame, table, unpaired
+
+
+def comparison_table(table, limit: int | None = None) -> Table:
+    rows = []
+    for _, r in table.head(limit).iterrows() if limit else table.iterrows():
+        params = " ".join(f"{k}={_figures._value_text(k, v)}" for k, v in r["params"].items()
+                          if k not in NOT_MEASURED and v not in ("", None))
+        rows.append([r["case_a"], params, r["metric"], r["median_a"], r["median_b"], r["unit"],
+                     f"{r['ratio']:.3f}" if r["significant"] else "",
+                     f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]", f"{r['p']:.3g}", r["verdict"]])
+    return Table(["case", "parameters", "metric", "A", "B", "unit", "B/A", "95 % CI of B/A",
+                  "p", "verdict"], rows)
+
+
+def compare_blocks(runs, frame, table, unpaired, alpha: float) -> list:
+    a, b = runs
+    blocks: list = [run_table(runs)]
+    if across_machines(a, b):
+        blocks.append(Para(f"ACROSS MACHINES: A ran on {a.machine}, B on {b.machine}. "
+                           "Differences include everything that differs between the two "
+                           "machines, not only what changed in the software.", "note"))
+    sig = int(table["significant"].sum()) if len(table) else 0
+    blocks += [Heading(2, "Changes"),
+               Para(f"{len(table)} metrics of {table['case_a'].nunique() if len(table) else 0}"
+                    f" paired cases compared; {sig} changed significantly (Mann-Whitney, "
+                    f"p < {alpha}, and the {1 - alpha:.0%} Hodges-Lehmann interval of B/A "
+                    "excludes 1). The rest read \"not significant\": their difference is "
+                    "within the noise of the repetitions. Sorted by the largest significant "
+                    "change."),
+               comparison_table(table)]
+    if unpaired:
+        blocks += [Heading(2, "Cases left out"),
+                   Para("These cases have no partner with the same benchmark and parameters "
+                        "in the other run, so they are not compared."),
+                   Table(["run", "case", "why"], [[u["side"], u["case"], u["why"]]
+                                                  for u in unpaired])]
+    blocks.append(Heading(2, "Both runs, overlaid"))
+    blocks.extend(family_blocks(frame, runs))
+    blocks.append(Heading(2, "Machines"))
+    for r in runs if across_machines(a, b) else runs[:1]:
+        blocks.extend(machine_blocks(r))
+    return blocks
+
+
+def compare(a_path, b_path, out_dir=None, alpha: float = ALPHA, title: str | None = None):
+    """Compare runs A and B; with out_dir, also write the comparison report there."""
+    runs, frame, table, unpaired = comparison(a_path, b_path, alpha)
+    written = None
+    if out_dir is not None:
+        title = title or f"cxlbench comparison: {runs[0].label} vs {runs[1].label}"
+        written = write(out_dir, title, compare_blocks(runs, frame, table, unpaired, alpha))
+    return runs, table, unpaired, written

@@ -1,0 +1,167 @@
+"""`cxlbench compare A B`: pair the cases two runs share, and for each metric give the ratio
+of medians B/A with a distribution-free confidence interval and a significance test, so a
+difference that is only noise reads "not significant" instead of a ratio.
+
+The test is Mann-Whitney's (exact null distribution for small samples, the normal
+approximation above); the interval is the Hodges-Lehmann one that goes with it: order
+statistics of the pairwise ratios b_j / a_i (differences where values are not all
+positive). Neither assumes the repetitions are normally distributed."""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from .runs import NOT_MEASURED, RunData
+
+ALPHA = 0.05
+EXACT_LIMIT = 2500          # m * n up to this: exact null distribution
+
+
+@lru_cache(maxsize=256)
+def _null_cdf(m: int, n: int) -> tuple[float, ...]:
+    """P(U <= k), k = 0..m*n, for the Mann-Whitney U of samples of m and n without ties:
+    counts of U from f(i, j) = f(i-1, j) shifted by j + f(i, j-1)."""
+    rows = [np.ones(1)] * (n + 1)                      # f(0, j): one way, U = 0
+    for i in range(1, m + 1):
+        prev, rows = rows, [np.ones(1)]                # f(i, 0): one way, U = 0
+        for j in range(1, n + 1):
+            f = np.zeros(i * j + 1)
+            f[j:j + len(prev[j])] += prev[j]
+            f[:len(rows[j - 1])] += rows[j - 1]
+            rows.append(f)
+    counts = rows[n]
+    return tuple(np.cumsum(counts) / counts.sum())
+
+
+def mann_whitney(a, b) -> float:
+    """Two-sided p-value that a and b come from one distribution."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    m, n = len(a), len(b)
+    u = float(((b[None, :] > a[:, None]).sum() + 0.5 * (b[None, :] == a[:, None]).sum()))
+    if m * n <= EXACT_LIMIT:
+        cdf = _null_cdf(m, n)
+        lo = cdf[math.floor(u)]                               # P(U <= u)
+        hi = 1 - (cdf[math.ceil(u) - 1] if math.ceil(u) >= 1 else 0.0)   # P(U >= u)
+        return min(1.0, 2 * min(lo, hi))
+    both = np.concatenate([a, b])
+    _, ties = np.unique(both, return_counts=True)
+    var = m * n / 12 * ((m + n + 1) - (ties ** 3 - ties).sum() / ((m + n) * (m + n - 1)))
+    if var <= 0:
+        return 1.0
+    z = (abs(u - m * n / 2) - 0.5) / math.sqrt(var)
+    return min(1.0, math.erfc(max(z, 0) / math.sqrt(2)))
+
+
+def _critical(m: int, n: int, alpha: float) -> int | None:
+    """The largest c with P(U <= c) <= alpha/2; None where no c is that unlikely (too few
+    repetitions for any difference to be significant)."""
+    if m * n <= EXACT_LIMIT:
+        cdf = _null_cdf(m, n)
+        c = None
+        for k, p in enumerate(cdf):
+            if p > alpha / 2:
+                break
+            c = k
+        return c
+    z = 1.959963984540054 if alpha == ALPHA else _z(alpha)
+    c = math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12))
+    return c if c >= 0 else None
+
+
+def _z(alpha: float) -> float:
+    lo, hi = 0.0, 10.0
+    for _ in range(100):                # bisection on the normal tail
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if math.erfc(mid / math.sqrt(2)) > alpha else (lo, mid)
+    return (lo + hi) / 2
+
+
+def compare_values(a, b, alpha: float = ALPHA) -> dict:
+    """Ratio of medians B/A, its (1 - alpha) interval, the p-value and a verdict."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    p = mann_whitney(a, b)
+    c = _critical(len(a), len(b), alpha)
+    positive = (a > 0).all() and (b > 0).all()
+    pairs = np.sort((b[None, :] / a[:, None] if positive else b[None, :] - a[:, None]).ravel())
+    lo, hi = (pairs[0], pairs[-1]) if c is None else (pairs[c], pairs[len(pairs) - 1 - c])
+    if not positive:        # differences -> ratios to A's median, where that means anything
+        lo, hi = ((med_a + lo) / med_a, (med_a + hi) / med_a) if med_a else (math.nan, math.nan)
+    ratio = med_b / med_a if med_a else math.nan
+    significant = c is not None and p < alpha and not (lo <= 1 <= hi)
+    if significant:
+        verdict = f"{(ratio - 1) * 100:+.1f} %"
+    elif c is None:
+        verdict = f"not significant (n={len(a)} and {len(b)}: too few to tell)"
+    else:
+        verdict = "not significant"
+    return {"median_a": med_a, "median_b": med_b, "ratio": ratio, "ci_low": float(lo),
+            "ci_high": float(hi), "p": p, "significant": bool(significant),
+            "verdict": verdict}
+
+
+def _key(row) -> str:
+    params = {k: v for k, v in row["params"].items() if k not in NOT_MEASURED}
+    return json.dumps([row["benchmark"], params], sort_keys=True, default=str)
+
+
+def _why_unpaired(case: str, params: dict, other: pd.DataFrame, side: str) -> str:
+    same_id = other[other["case"] == case]
+    if len(same_id):
+        theirs = same_id.iloc[0]["params"]
+        diff = [f"{k}={params.get(k)!s} vs {theirs.get(k)!s}"
+                for k in sorted(set(params) | set(theirs))
+                if k not in NOT_MEASURED and params.get(k) != theirs.get(k)]
+        return f"parameters differ from {side}'s {case}: " + ", ".join(diff)
+    job = case.rsplit("/", 1)[0]
+    if (other["job"] == job).any():
+        return f"{side}'s job {job} has no case with these parameters"
+    return f"{side} has no job {job}"
+
+
+def pair(frame_a: pd.DataFrame, frame_b: pd.DataFrame, alpha: float = ALPHA):
+    """(compared rows, unpaired cases with why). Cases pair when benchmark and every
+    parameter that changes the measurement are equal; then each shared metric is compared."""
+    a_cases = frame_a.drop_duplicates("case")
+    b_cases = frame_b.drop_duplicates("case")
+    b_by_key: dict[str, str] = {}
+    for _, r in b_cases.iterrows():
+        b_by_key.setdefault(_key(r), r["case"])
+    matched: dict[str, str] = {}
+    unpaired = []
+    for _, r in a_cases.iterrows():
+        partner = b_by_key.pop(_key(r), None)
+        if partner is None:
+            unpaired.append({"side": "A", "case": r["case"],
+                             "why": _why_unpaired(r["case"], r["params"], b_cases, "B")})
+        else:
+            matched[r["case"]] = partner
+    for key, case in b_by_key.items():
+        params = b_cases[b_cases["case"] == case].iloc[0]["params"]
+        unpaired.append({"side": "B", "case": case,
+                         "why": _why_unpaired(case, params, a_cases, "A")})
+    rows = []
+    b_metrics = {(r["case"], r["metric"]): r for _, r in frame_b.iterrows()}
+    for _, ra in frame_a.iterrows():
+        rb = b_metrics.get((matched.get(ra["case"]), ra["metric"]))
+        if rb is None:
+            continue
+        rows.append({"case_a": ra["case"], "case_b": rb["case"], "benchmark": ra["benchmark"],
+                     "params": ra["params"], "metric": ra["metric"], "unit": ra["unit"],
+                     "n_a": len(ra["values"]), "n_b": len(rb["values"]),
+                     **compare_values(ra["values"], rb["values"], alpha)})
+    table = pd.DataFrame(rows)
+    if len(table):
+        size = np.abs(np.log(table["ratio"].where(table["ratio"] > 0)))
+        table = table.assign(_sig=~table["significant"], _size=-size.fillna(0)) \
+                     .sort_values(["_sig", "_size"]).drop(columns=["_sig", "_size"]) \
+                     .reset_index(drop=True)
+    return table, unpaired
+
+
+def across_machines(a: RunData, b: RunData) -> bool:
+    return a.machine != b.machine

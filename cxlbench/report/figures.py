@@ -1,0 +1,419 @@
+"""The report's figures: one plotter per benchmark family, each taking that family's rows of
+the summary frame and giving figures with captions that say what was measured and how.
+A family without a plotter of its own gets bars of its first metric, so a new benchmark
+shows up in reports before anyone writes a plot for it."""
+from __future__ import annotations
+
+import io
+import math
+import re
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")   # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..units import format_size, parse_list  # noqa: E402
+from .runs import NOT_MEASURED  # noqa: E402
+
+# Parameters a caption never lists as fixed (they are in the legend, on an axis, or noise).
+QUIET = set(NOT_MEASURED) | {"cpus"}
+
+
+@dataclass
+class Figure:
+    key: str            # file stem, unique within a report
+    family: str         # the benchmark
+    title: str
+    caption: str
+    png: bytes
+
+
+# ---- shared helpers -------------------------------------------------------------------
+
+def _value_text(name: str, value) -> str:
+    if name in ("size", "load_size") and isinstance(value, (int, float)):
+        return format_size(int(value))
+    return str(value)
+
+
+def _params(frame: pd.DataFrame) -> list[dict]:
+    """Each row's parameters, with threads="all" resolved to the CPUs it ran on."""
+    out = []
+    for p, cpus in zip(frame["params"], frame["cpus_used"]):
+        p = dict(p)
+        if p.get("threads") == "all" and str(cpus) not in ("", "nan"):
+            p["threads"] = len(parse_list(str(cpus)))
+        out.append(p)
+    return out
+
+
+def varying(frame: pd.DataFrame, exclude=()) -> list[str]:
+    """Parameters whose value differs between the rows (the legend), in a stable order."""
+    ps = _params(frame)
+    names = sorted({k for p in ps for k in p} - QUIET - set(exclude))
+    return [k for k in names if len({repr(p.get(k)) for p in ps}) > 1]
+
+
+def fixed(frame: pd.DataFrame, exclude=()) -> dict:
+    ps = _params(frame)
+    names = sorted({k for p in ps for k in p} - QUIET - set(exclude))
+    return {k: ps[0].get(k) for k in names if len({repr(p.get(k)) for p in ps}) == 1}
+
+
+def series_names(frame: pd.DataFrame, exclude=()) -> list[str]:
+    """A legend entry per row: the run's label where several runs are shown, then the
+    values of the parameters that vary."""
+    keys = varying(frame, exclude)
+    multi = frame["label"].nunique() > 1
+    out = []
+    for label, p in zip(frame["label"], _params(frame)):
+        parts = ([label] if multi else []) + [f"{k}={_value_text(k, p.get(k))}" for k in keys]
+        out.append(" ".join(parts) or "all")
+    return out
+
+
+def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers") -> str:
+    """What was measured, the parameters every shown case shared, the repetitions, and
+    what the points and whiskers are."""
+    f = fixed(frame, exclude)
+    settings = ", ".join(f"{k}={_value_text(k, v)}" for k, v in f.items())
+    n_lo, n_hi = int(frame["n"].min()), int(frame["n"].max())
+    reps = f"n={n_lo}" if n_lo == n_hi else f"n={n_lo}-{n_hi}"
+    warm = {p.get("warmup") for p in frame["params"]}
+    warm_text = f" after {warm.pop()} warm-up" if len(warm) == 1 else ""
+    failed = int((~frame["placement_ok"].astype(bool)).sum())
+    placed = ("placement verified on every case (move_pages after the case)" if not failed
+              else f"placement check FAILED on {failed} rows")
+    runs = ", ".join(sorted(set(frame["label"])))
+    ci = {"whiskers": "whiskers: the 95 % distribution-free confidence interval of the "
+                      "median", "cells": "cells hold medians", "none": ""}[shown]
+    text = (f"{measured}. Each value is the median of {reps} repetitions{warm_text}"
+            f"{'; ' + ci if ci else ''}. ")
+    if settings:
+        text += f"Fixed: {settings}. "
+    legend = varying(frame, exclude)
+    if legend:
+        text += f"Varied: {', '.join(legend)}. "
+    return text + f"{placed[0].upper() + placed[1:]}. Runs: {runs}."
+
+
+def _legend(ax, names: list[str]) -> None:
+    """A legend only where there is more than one series; beside the plot when long."""
+    if names in ([], ["all"]):
+        return
+    if len(names) > 6:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=7, loc="best")
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _metric(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    return frame[frame["metric"] == metric].reset_index(drop=True)
+
+
+def _unit(frame: pd.DataFrame) -> str:
+    return str(frame["unit"].iloc[0]) if len(frame) else ""
+
+
+def _errors(sub: pd.DataFrame) -> np.ndarray:
+    med = sub["median"].to_numpy(float)
+    return np.vstack([np.clip(med - sub["ci_low"].to_numpy(float), 0, None),
+                      np.clip(sub["ci_high"].to_numpy(float) - med, 0, None)])
+
+
+def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measured: str,
+          key: str, family: str, logx=False, logy=False, xsize=False, marks=(),
+          exclude=()) -> Figure | None:
+    """Median against x (a parameter name, or a function of a row's params and info), one
+    line per series, CI whiskers."""
+    sub = _metric(frame, metric)
+    if sub.empty:
+        return None
+    xname = x if isinstance(x, str) else None
+    xs = [p.get(x) if xname else x(p, info) for p, info in zip(sub["params"], sub["info"])]
+    sub = sub.assign(_x=xs, _series=series_names(sub, exclude=(*exclude, *([xname] if xname else []))))
+    sub = sub[sub["_x"].notna()]
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for name, g in sub.groupby("_series", sort=False):
+        g = g.sort_values("_x")
+        ax.errorbar(g["_x"].astype(float), g["median"], yerr=_errors(g), marker="o",
+                    markersize=3, capsize=2, label=name)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    if xsize:
+        ticks = [t for t in sorted(set(sub["_x"].astype(float)))]
+        step = max(1, len(ticks) // 10)
+        ax.set_xticks(ticks[::step])
+        ax.set_xticklabels([format_size(int(t)) for t in ticks[::step]], rotation=45)
+    for at, text in marks:
+        ax.axvline(at, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(text, (at, 1), xycoords=("data", "axes fraction"), fontsize=8,
+                    ha="right", va="top", rotation=90, color="grey")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"{metric} ({_unit(sub)})")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend(ax, list(dict.fromkeys(sub["_series"])))
+    return Figure(key, family, title, caption(sub, measured, exclude=(*exclude, *([xname] if xname else []))), _png(fig))
+
+
+def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str, key: str,
+         family: str, logy=False, exclude=()) -> Figure | None:
+    """Grouped bars: one group per value of `groups` (parameter names), one bar per series."""
+    sub = _metric(frame, metric)
+    if sub.empty:
+        return None
+    ps = _params(sub)
+    group_of = [" ".join(_value_text(g, p.get(g)) for g in groups) for p in ps]
+    sub = sub.assign(_group=group_of,
+                     _series=series_names(sub, exclude=(*groups, *exclude)))
+    order = list(dict.fromkeys(group_of))
+    names = list(dict.fromkeys(sub["_series"]))
+    width = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(order) * len(names) + 2), 4.2))
+    for i, name in enumerate(names):
+        g = sub[sub["_series"] == name]
+        at = [order.index(v) + (i - (len(names) - 1) / 2) * width for v in g["_group"]]
+        ax.bar(at, g["median"], width, yerr=_errors(g), capsize=2, label=name)
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(order, rotation=30 if len(order) > 4 else 0, ha="right" if len(order) > 4 else "center")
+    ax.set_xlabel(" ".join(groups))
+    ax.set_ylabel(f"{metric} ({_unit(sub)})")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    _legend(ax, names)
+    return Figure(key, family, title, caption(sub, measured, exclude=(*groups, *exclude)), _png(fig))
+
+
+def heatmaps(tables: list[tuple[str, list, list, dict]], *, unit: str, title: str,
+             caption_text: str, key: str, family: str, row_label: str,
+             col_label: str) -> Figure | None:
+    """One annotated heatmap per (subtitle, rows, cols, {(row, col): value})."""
+    if not tables:
+        return None
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables) + 0.5, 3.6), squeeze=False)
+    for ax, (sub, rows, cols, cells) in zip(axes[0], tables):
+        grid = np.array([[cells.get((r, c), np.nan) for c in cols] for r in rows], float)
+        im = ax.imshow(grid, cmap="viridis")
+        for i in range(len(rows)):
+            for j in range(len(cols)):
+                if not math.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=8,
+                            color="white")
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels(cols)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(rows)
+        ax.set_xlabel(col_label)
+        ax.set_ylabel(row_label)
+        ax.set_title(sub, fontsize=9)
+        fig.colorbar(im, ax=ax, label=unit, shrink=0.8)
+    fig.suptitle(title)
+    return Figure(key, family, title, caption_text, _png(fig))
+
+
+# ---- the families ---------------------------------------------------------------------
+
+def _cache_marks(runs) -> list[tuple[float, str]]:
+    caches = runs[0].meta.get("topology", {}).get("cpu", {}).get("caches", []) if runs else []
+    return [(c["size"], f"L{c['level']} {format_size(c['size'])}") for c in caches
+            if c.get("size") and c.get("type") in ("Data", "Unified")]
+
+
+def chase(frame, runs):
+    yield lines(frame, "size", "latency", xlabel="working set", logx=True, logy=True, xsize=True,
+                marks=_cache_marks(runs), key="latency", family="chase",
+                title="Idle latency against working-set size",
+                measured="Dependent-load latency (ns per load) of a random pointer chase over "
+                         "the working set, one pointer per 64-byte line; dotted lines mark "
+                         f"the CPU caches of {runs[0].label if runs else 'the machine'}")
+
+
+def bandwidth(frame, runs):
+    yield bars(frame, ("kernel", "threads"), "bandwidth", key="bandwidth", family="bandwidth",
+               title="Bandwidth per kernel and thread count",
+               measured="Application bandwidth (bytes the kernel reads and writes, GB/s) of "
+                        "each streaming kernel on pinned threads released together")
+
+
+def random_bw(frame, runs):
+    yield bars(frame, ("granularity",), "bandwidth", key="random-bandwidth", family="random_bw",
+               title="Random-access bandwidth per block size",
+               measured="Read bandwidth (GB/s) of blocks visited in a random order, each once a "
+                        "pass")
+
+
+def loaded_latency(frame, runs):
+    lat, bw = _metric(frame, "latency"), _metric(frame, "bandwidth")
+    gbs = {(l, c): v for l, c, v in zip(bw["label"], bw["case"], bw["median"])}
+    xs = [gbs.get((l, c), 0.0) for l, c in zip(lat["label"], lat["case"])]
+    sub = lat.assign(_gbs=xs)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    # One curve per mix and placement; threads is the generators' count, "all" for every
+    # point of a sweep, though the idle point runs none.
+    sub = sub.assign(_series=series_names(sub, exclude=("delay", "threads")))
+    for name, g in sub.groupby("_series", sort=False):
+        g = g.sort_values("_gbs")
+        ax.errorbar(g["_gbs"], g["median"], yerr=_errors(g), marker="o", markersize=3,
+                    capsize=2, label=name)
+    ax.set_xlabel("generator bandwidth (GB/s)")
+    ax.set_ylabel(f"chase latency ({_unit(sub)})")
+    title = "Loaded latency: latency against the bandwidth of the load"
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    _legend(ax, list(dict.fromkeys(sub["_series"])))
+    yield Figure("loaded-latency", "loaded_latency", title,
+                 caption(sub, "Chase latency (ns per load) on the first CPU while the other "
+                              "CPUs stream with a pause (delay) after every 8 lines; each "
+                              "point is one delay, from idle to no pause",
+                         exclude=("delay", "threads")), _png(fig))
+
+
+def matrix(frame, runs):
+    for metric in ("latency", "bandwidth"):
+        sub = _metric(frame, metric)
+        tables = []
+        for label, g in sub.groupby("label", sort=False):
+            cells = {(p["initiator"], p["target"]): v for p, v in zip(g["params"], g["median"])}
+            rows = sorted({i for i, _ in cells})
+            cols = sorted({t for _, t in cells})
+            tables.append((label, rows, cols, cells))
+        if tables:
+            yield heatmaps(tables, unit=_unit(sub), key=f"matrix-{metric}", family="matrix",
+                           title=f"Node matrix: {metric}", row_label="initiator node (CPUs)",
+                           col_label="target node (memory)",
+                           caption_text=caption(sub, f"{metric.capitalize()} from each node's "
+                                                     "CPUs (rows) to memory bound to each "
+                                                     "node (columns)",
+                                                exclude=("initiator", "target"), shown="cells"))
+
+
+def _ratio_share(p, info) -> float | None:
+    m = re.fullmatch(r"(\d+):(\d+)", str(p.get("ratio", "")))
+    return int(m[1]) / (int(m[1]) + int(m[2])) * 100 if m else None
+
+
+def interleave_sweep(frame, runs):
+    for measure_, g in frame.groupby(frame["params"].map(lambda p: p.get("measure")), sort=False):
+        metric = "bandwidth" if measure_ in ("read", "triad") else "latency"
+        yield lines(g, _ratio_share, metric, xlabel="% of pages on the first node",
+                    key=f"interleave-{measure_}", family="interleave_sweep", exclude=("ratio",),
+                    title=f"Weighted interleave between two nodes: {measure_}",
+                    measured=f"{measure_.capitalize()} {metric} at each weighted-interleave "
+                             "ratio, from all pages on the second node (0 %) to all on the "
+                             "first (100 %)")
+
+
+def pingpong(frame, runs):
+    sub = _metric(frame, "latency")
+    tables = []
+    for (label, mem, mode), g in sub.groupby(
+            [sub["label"], sub["params"].map(lambda p: p.get("mem")),
+             sub["params"].map(lambda p: p.get("mode"))], sort=False):
+        cells = {}
+        for cpus, v in zip(g["cpus_used"], g["median"]):
+            a, b = (parse_list(str(cpus)) + [None, None])[:2]
+            cells[(a, b)] = cells[(b, a)] = v
+        cpus_ = sorted({a for a, _ in cells if a is not None})
+        prefix = f"{label} " if sub["label"].nunique() > 1 else ""
+        tables.append((f"{prefix}{mem} {mode}", cpus_, cpus_, cells))
+    yield heatmaps(tables, unit=_unit(sub), key="pingpong", family="pingpong",
+                   title="Cache-line transfer between CPUs (ping-pong)",
+                   row_label="CPU", col_label="CPU",
+                   caption_text=caption(sub, "One-way transfer time (ns) of one cache line "
+                                             "bounced between two CPUs, homed on the node the "
+                                             "title names, handed over by a store or a CAS",
+                                        exclude=("mem", "mode"), shown="cells"))
+
+
+def atomics(frame, runs):
+    yield bars(frame, ("mode", "threads"), "throughput", key="atomics", family="atomics",
+               title="Atomic operations on shared, private and falsely shared lines",
+               measured="Atomic operations per second (millions) over all threads")
+
+
+def flush(frame, runs):
+    yield bars(frame, ("flush", "state"), "latency", key="flush", family="flush",
+               title="Flush and write-back cost per line",
+               measured="Time per 64-byte line (ns) to flush (or write and flush) a range, "
+                        "one sfence at the end; instructions this CPU lacks are left out "
+                        "(unsupported, not replaced)")
+
+
+def _batch_pages(p, info) -> float | None:
+    return p.get("batch") or info.get("pages")
+
+
+def migrate(frame, runs):
+    yield lines(frame, _batch_pages, "bandwidth", xlabel="pages per call (the last point: "
+                "the whole buffer in one call)", logx=True, logy=True, exclude=("batch",),
+                key="migration", family="migrate", title="Page-migration throughput per batch",
+                measured="Bytes migrated per second (GB/s) by move_pages(2) or "
+                         "mbind(MPOL_MF_MOVE), each move checked (every page on the "
+                         "destination, the data unchanged)")
+
+
+def migrate_touch(frame, runs):
+    yield bars(frame, ("batch",), "touch_max", key="migration-spike", family="migrate_touch",
+               logy=True, title="Worst touch while pages migrate",
+               measured="The longest single touch (us) a second CPU saw while the pages it "
+                        "touched were being migrated")
+    sub = _metric(frame, "touch_max")
+    if sub.empty:
+        return
+    worst = sub.loc[sub["median"].idxmax()]
+    line = worst["info"].get("timeline")
+    if not line:
+        return
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    ax.step(line["t_us"], np.maximum(line["max_ns"], 1), where="post", linewidth=1)
+    ax.axvspan(line["move_start_us"], line["move_end_us"], alpha=0.2, color="orange",
+               label="the move")
+    ax.set_yscale("log")
+    ax.set_xlabel("time since the toucher began (us)")
+    ax.set_ylabel("worst touch in the bin (ns)")
+    p = worst["params"]
+    title = f"Touch latency through one move ({worst['label']} {worst['case']})"
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    yield Figure("migration-timeline", "migrate_touch", title,
+                 f"The worst touch in each of {len(line['t_us'])} time bins during the last "
+                 f"repetition of case {worst['case']} (method={p.get('method')}, "
+                 f"batch={p.get('batch')}, access={p.get('access')}, "
+                 f"{format_size(int(p.get('size', 0)))} from node {p.get('from')} to node "
+                 f"{p.get('to')}); the shaded span is the move.", _png(fig))
+
+
+PLOTTERS = {"chase": chase, "bandwidth": bandwidth, "random_bw": random_bw,
+            "loaded_latency": loaded_latency, "matrix": matrix,
+            "interleave_sweep": interleave_sweep, "pingpong": pingpong, "atomics": atomics,
+            "flush": flush, "migrate": migrate, "migrate_touch": migrate_touch}
+
+
+def generic(frame, runs):
+    family = frame["benchmark"].iloc[0]
+    metric = frame["metric"].iloc[0]
+    groups = tuple(varying(_metric(frame, metric))) or ("kernel",)
+    yield bars(frame, groups, metric, key=family, family=family, title=f"{family}: {metric}",
+               measured=f"{metric.capitalize()} of each {family} case")
+
+
+def figures_for(family: str, frame: pd.DataFrame, runs) -> list[Figure]:
+    """The figures of one family's rows (the generic bars where it has no plotter)."""
+    plot = PLOTTERS.get(family, generic)
+    return [f for f in plot(frame, runs) if f is not None]

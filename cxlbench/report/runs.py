@@ -1,0 +1,150 @@
+"""Runs as reports read them: which run directories the given paths name, and every case's
+repetitions and summary (median, confidence interval) with its parameters, in one frame
+with a label per run."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .. import results, stats
+from ..errors import ResultsError
+
+# Parameters that change how long or how carefully a case runs, not what it measures:
+# cases that differ only in these are still the same measurement.
+NOT_MEASURED = ("repeat", "warmup", "timeout", "tolerance")
+
+
+@dataclass
+class RunData:
+    path: Path
+    meta: dict
+    rows: pd.DataFrame          # one row per repetition and metric (results.csv)
+    journal: dict[str, dict]    # finished cases by id: status, params, info, placement
+    label: str = ""
+
+    @property
+    def machine(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def run_id(self) -> str:
+        return self.meta.get("run_id", self.path.name)
+
+    @property
+    def suite(self) -> str:
+        return (self.meta.get("suite") or {}).get("name") or "(ad hoc)"
+
+
+def find_runs(paths, suite: str | None = None, latest: bool = False) -> list[Path]:
+    """Run directories: each path is a run, or a folder searched for runs (results/,
+    results/<machine>/). `suite` keeps that suite's runs; `latest` the newest per machine."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise ResultsError(f"{p} does not exist")
+        if (p / "run.json").exists() or p.name == "run.json":
+            found.append(p if p.is_dir() else p.parent)
+            continue
+        below = sorted(f.parent for f in p.rglob("run.json"))
+        if not below:
+            raise ResultsError(f"{p} holds no cxlbench runs (no run.json below it)")
+        found.extend(below)
+    if suite is not None:
+        found = [p for p in found if (results.read_meta(p).get("suite") or {}).get("name") == suite]
+        if not found:
+            raise ResultsError(f"no run of suite {suite!r} in {', '.join(map(str, paths))}")
+    if latest:
+        newest: dict[str, Path] = {}
+        for p in found:
+            if p.parent.name not in newest or p.name > newest[p.parent.name].name:
+                newest[p.parent.name] = p
+        found = sorted(newest.values())
+    return list(dict.fromkeys(found))
+
+
+def _journal(path: Path) -> dict[str, dict]:
+    out = {}
+    for line in (path / "cases.jsonl").read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue        # a line cut short by a kill: that case did not finish
+        out[entry["case"]] = entry
+    return out
+
+
+def load_runs(paths, suite: str | None = None, latest: bool = False) -> list[RunData]:
+    runs = []
+    for path in find_runs(paths, suite, latest):
+        rows = results.load(path)
+        journal = _journal(path) if (path / "cases.jsonl").exists() else {}
+        runs.append(RunData(path, rows.attrs["run"], rows, journal))
+    _label(runs)
+    return runs
+
+
+def _label(runs: list[RunData]) -> None:
+    """Machine names where they tell the runs apart, else run ids, else both."""
+    for key in (lambda r: r.machine, lambda r: r.run_id, lambda r: f"{r.machine}/{r.run_id}"):
+        labels = [key(r) for r in runs]
+        if len(set(labels)) == len(labels):
+            break
+    else:
+        labels = [f"{r.machine}/{r.run_id} #{i + 1}" for i, r in enumerate(runs)]
+    for r, label in zip(runs, labels):
+        r.label = label
+
+
+def case_params(run: RunData, case: str) -> dict:
+    entry = run.journal.get(case)
+    if entry and "params" in entry:
+        return entry["params"]
+    for c in run.meta.get("cases", []):
+        if c["id"] == case:
+            return c["params"]
+    return {}
+
+
+def summary(runs: list[RunData]) -> pd.DataFrame:
+    """One row per run, case and metric: median, CI, n and CV of the repetitions, with the
+    case's parameters (column `params`, a dict) and where it ran."""
+    out = []
+    for run in runs:
+        if run.rows.empty:
+            continue
+        for (case, metric), g in run.rows.groupby(["case", "metric"], sort=False):
+            first = g.iloc[0]
+            s = stats.summarize(g["value"].astype(float).tolist())
+            entry = run.journal.get(case, {})
+            out.append({"label": run.label, "machine": run.machine, "run": run.run_id,
+                        "case": case, "job": first["job"], "benchmark": first["benchmark"],
+                        "kernel": first["kernel"], "isa": first["isa"],
+                        "cpus_used": str(first["cpus_used"]),
+                        "placement_ok": bool(first["placement_ok"]),
+                        "verified": first["verified"], "params": case_params(run, case),
+                        "info": entry.get("info") or {}, "metric": metric,
+                        "unit": first["unit"], "values": g["value"].astype(float).tolist(),
+                        **{k: s[k] for k in ("median", "ci_low", "ci_high", "n", "cv",
+                                             "noisy")}})
+    columns = ["label", "machine", "run", "case", "job", "benchmark", "kernel", "isa",
+               "cpus_used", "placement_ok", "verified", "params", "info", "metric", "unit",
+               "values", "median", "ci_low", "ci_high", "n", "cv", "noisy"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def not_ok(runs: list[RunData]) -> list[dict]:
+    """Cases that failed, were unsupported, or never finished, with why."""
+    out = []
+    for run in runs:
+        for c in run.meta.get("cases", []):
+            entry = run.journal.get(c["id"])
+            if entry is None:
+                out.append({"label": run.label, "case": c["id"], "status": "not run",
+                            "error": "the run stopped before this case (resume it)"})
+            elif entry["status"] != "ok":
+                out.append({"label": run.label, "case": c["id"], "status": entry["status"],
+                            "error": entry.get("error") or ""})
+    return out
