@@ -9,7 +9,7 @@ from .. import __version__
 from ..errors import ResultsError
 from ..units import format_list, format_size
 from . import figures as _figures
-from .compare import ALPHA, across_machines, pair
+from .compare_runs import ALPHA, across_machines, pair
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
 from .runs import NOT_MEASURED, RunData, load_runs, not_ok, summary
 
