@@ -61,7 +61,8 @@ def machine_blocks(run: RunData) -> list:
     if cxl.get("regions"):
         blocks.append(Table(["CXL region", "mode", "size", "ways", "granularity", "memdevs",
                              "node"],
-                            [[r["name"], r.get("mode"), format_size(r.get("size") or 0, exact=False),
+                            [[r["name"], r.get("mode"),
+                              format_size(r.get("size") or 0, exact=False),
                               r.get("interleave_ways"), r.get("interleave_granularity"),
                               ", ".join(t.get("memdev") or "?" for t in r.get("targets", [])),
                               r.get("node")] for r in cxl["regions"]]))
@@ -78,9 +79,9 @@ def machine_blocks(run: RunData) -> list:
     settings += [[k, v] for k, v in (run.meta.get("settings") or {}).items()]
     timer = run.meta.get("timer") or {}
     if timer:
+        tsc = f"{timer['tsc_hz'] / 1e9:.4g} GHz" if timer.get("tsc_hz") else "none"
         settings.append(["timer", f"{timer.get('clock')}, overhead "
-                                  f"{timer.get('clock_overhead_ns')} ns; TSC "
-                                  f"{'%.4g GHz' % (timer['tsc_hz'] / 1e9) if timer.get('tsc_hz') else 'none'}"])
+                                  f"{timer.get('clock_overhead_ns')} ns; TSC {tsc}"])
     blocks.append(Table(["setting", "value"], settings))
     return blocks
 

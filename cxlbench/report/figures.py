@@ -140,9 +140,12 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
     sub = _metric(frame, metric)
     if sub.empty:
         return None
-    xname = x if isinstance(x, str) else None
-    xs = [p.get(x) if xname else x(p, info) for p, info in zip(sub["params"], sub["info"])]
-    sub = sub.assign(_x=xs, _series=series_names(sub, exclude=(*exclude, *([xname] if xname else []))))
+    if isinstance(x, str):
+        exclude = (*exclude, x)
+        xs = [p.get(x) for p in sub["params"]]
+    else:
+        xs = [x(p, info) for p, info in zip(sub["params"], sub["info"])]
+    sub = sub.assign(_x=xs, _series=series_names(sub, exclude=exclude))
     sub = sub[sub["_x"].notna()]
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for name, g in sub.groupby("_series", sort=False):
@@ -154,7 +157,7 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
     if logy:
         ax.set_yscale("log")
     if xsize:
-        ticks = [t for t in sorted(set(sub["_x"].astype(float)))]
+        ticks = sorted(set(sub["_x"].astype(float)))
         step = max(1, len(ticks) // 10)
         ax.set_xticks(ticks[::step])
         ax.set_xticklabels([format_size(int(t)) for t in ticks[::step]], rotation=45)
@@ -167,7 +170,7 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     _legend(ax, list(dict.fromkeys(sub["_series"])))
-    return Figure(key, family, title, caption(sub, measured, exclude=(*exclude, *([xname] if xname else []))), _png(fig))
+    return Figure(key, family, title, caption(sub, measured, exclude=exclude), _png(fig))
 
 
 def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str, key: str,
@@ -189,7 +192,8 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
         at = [order.index(v) + (i - (len(names) - 1) / 2) * width for v in g["_group"]]
         ax.bar(at, g["median"], width, yerr=_errors(g), capsize=2, label=name)
     ax.set_xticks(range(len(order)))
-    ax.set_xticklabels(order, rotation=30 if len(order) > 4 else 0, ha="right" if len(order) > 4 else "center")
+    crowded = len(order) > 4
+    ax.set_xticklabels(order, rotation=30 if crowded else 0, ha="right" if crowded else "center")
     ax.set_xlabel(" ".join(groups))
     ax.set_ylabel(f"{metric} ({_unit(sub)})")
     if logy:
@@ -197,7 +201,8 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
     _legend(ax, names)
-    return Figure(key, family, title, caption(sub, measured, exclude=(*groups, *exclude)), _png(fig))
+    return Figure(key, family, title, caption(sub, measured, exclude=(*groups, *exclude)),
+                  _png(fig))
 
 
 def heatmaps(tables: list[tuple[str, list, list, dict]], *, unit: str, title: str,
@@ -206,7 +211,8 @@ def heatmaps(tables: list[tuple[str, list, list, dict]], *, unit: str, title: st
     """One annotated heatmap per (subtitle, rows, cols, {(row, col): value})."""
     if not tables:
         return None
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables) + 0.5, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables) + 0.5, 3.6),
+                             squeeze=False)
     for ax, (sub, rows, cols, cells) in zip(axes[0], tables):
         grid = np.array([[cells.get((r, c), np.nan) for c in cols] for r in rows], float)
         im = ax.imshow(grid, cmap="viridis")
