@@ -18,8 +18,9 @@ needs_qemu = pytest.mark.skipif(
 
 def guest_run(tmp_path_factory, topology: str) -> dict:
     cwd = tmp_path_factory.mktemp(topology)
-    r = cxlbench("emulate", "--topology", topology, "--", "run", "ci", "--json", cwd=cwd,
-                 timeout=900)
+    # The ci suite under TCG takes 5-15 minutes, with the host's speed.
+    r = cxlbench("emulate", "--topology", topology, "--timeout", "1800", "--", "run", "ci",
+                 "--json", cwd=cwd, timeout=1900)
     assert r.returncode == 0, r.stderr[-3000:]
     (run_dir,) = [p.parent for p in cwd.glob("results/*/*/run.json")]
     df = results.load(run_dir)
@@ -212,9 +213,9 @@ def test_cross_node_migration_records_vmstat(cxl):
 def test_touches_while_pages_move_to_cxl(cxl):
     rec = [r for r in cxl["records"] if r["benchmark"] == "migrate_touch"]
     assert rec and all(r["status"] == "ok" for r in rec), rec
-    assert {r["parameters"]["batch"] for r in rec} == {1, 0}
-    by = {(r["parameters"]["batch"], r["metric"]): r["median"] for r in rec}
-    # The move happened (pages were checked on node 1 by the benchmark) and took time.
-    assert by[(0, "move_time")] > 0 and by[(0, "touch_baseline")] > 0
+    by = {r["metric"]: r["median"] for r in rec}
+    # The move happened (the benchmark checked every page on node 1) and took time; the
+    # toucher saw it.
+    assert by["move_time"] > 0 and by["touch_baseline"] > 0 and "touch_max" in by
     assert {r["parameters"]["pages"] for r in cxl["records"]
             if r["benchmark"] == "migrate"} == {"written", "untouched"}
