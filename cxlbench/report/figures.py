@@ -180,7 +180,8 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     if sub.empty:
         return None
     ps = _params(sub)
-    group_of = [" ".join(_value_text(g, p.get(g)) for g in groups) for p in ps]
+    group_of = [" ".join(_value_text(g, p.get(g)) if len(groups) == 1
+                         else f"{g}={_value_text(g, p.get(g))}" for g in groups) for p in ps]
     sub = sub.assign(_group=group_of,
                      _series=series_names(sub, exclude=(*groups, *exclude)))
     order = list(dict.fromkeys(group_of))
@@ -194,7 +195,7 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     ax.set_xticks(range(len(order)))
     crowded = len(order) > 4
     ax.set_xticklabels(order, rotation=30 if crowded else 0, ha="right" if crowded else "center")
-    ax.set_xlabel(" ".join(groups))
+    ax.set_xlabel(groups[0] if len(groups) == 1 else "")
     ax.set_ylabel(f"{metric} ({_unit(sub)})")
     if logy:
         ax.set_yscale("log")
@@ -242,12 +243,26 @@ def _cache_marks(runs) -> list[tuple[float, str]]:
 
 
 def chase(frame, runs):
-    yield lines(frame, "size", "latency", xlabel="working set", logx=True, logy=True, xsize=True,
-                marks=_cache_marks(runs), key="latency", family="chase",
+    """Sweeps (3 sizes or more) as latency curves; the knobs measured at one or two sizes
+    (page size, TLB reach, chains, distribution) as bars beside them."""
+    lat = _metric(frame, "latency")
+    names = series_names(lat, exclude=("size",))
+    sizes = lat.assign(_s=names).groupby("_s")["params"].agg(
+        lambda ps: len({p.get("size") for p in ps}))
+    sweep = lat[[sizes[n] >= 3 for n in names]]
+    yield lines(sweep, "size", "latency", xlabel="working set", logx=True, logy=True,
+                xsize=True, marks=_cache_marks(runs), key="latency", family="chase",
                 title="Idle latency against working-set size",
                 measured="Dependent-load latency (ns per load) of a random pointer chase over "
                          "the working set, one pointer per 64-byte line; dotted lines mark "
                          f"the CPU caches of {runs[0].label if runs else 'the machine'}")
+    knobs = lat[[sizes[n] < 3 for n in names]]
+    if len(knobs):
+        yield bars(knobs, tuple(varying(knobs)) or ("size",), "latency", key="latency-knobs",
+                   family="chase", title="Latency knobs: page size, TLB reach, parallelism",
+                   measured="Latency (ns per load) of the chase cases outside the size "
+                            "sweeps: page size, lines visited per page (TLB reach), chains "
+                            "walked at once (memory-level parallelism), timed batches")
 
 
 def bandwidth(frame, runs):
