@@ -92,7 +92,7 @@ def results_table(frame) -> Table:
     for _, r in frame.iterrows():
         p = r["params"]
         rows.append([r["label"], r["case"],
-                     " ".join(f"{k}={_figures._value_text(k, p.get(k))}" for k in keys),
+                     " ".join(f"{k}={_figures.value_text(k, p.get(k))}" for k in keys),
                      r["metric"], r["median"], f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]",
                      r["unit"], r["n"], f"{r['cv']:.1%}", "noisy" if r["noisy"] else ""])
     return Table(["run", "case", "parameters", "metric", "median", "95 % CI", "unit", "n",
@@ -179,7 +179,7 @@ def comparison(a_path, b_path, alpha: float = ALPHA):
 def comparison_table(table, limit: int | None = None) -> Table:
     rows = []
     for _, r in table.head(limit).iterrows() if limit else table.iterrows():
-        params = " ".join(f"{k}={_figures._value_text(k, v)}" for k, v in r["params"].items()
+        params = " ".join(f"{k}={_figures.value_text(k, v)}" for k, v in r["params"].items()
                           if k not in NOT_MEASURED and v not in ("", None))
         rows.append([r["case_a"], params, r["metric"], r["median_a"], r["median_b"], r["unit"],
                      f"{r['ratio']:.3f}" if r["significant"] else "",

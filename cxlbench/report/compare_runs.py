@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from .figures import value_text
 from .runs import NOT_MEASURED, RunData
 
 ALPHA = 0.05
@@ -113,7 +114,7 @@ def _why_unpaired(case: str, params: dict, other: pd.DataFrame, side: str) -> st
     same_id = other[other["case"] == case]
     if len(same_id):
         theirs = same_id.iloc[0]["params"]
-        diff = [f"{k}={params.get(k)!s} vs {theirs.get(k)!s}"
+        diff = [f"{k}={value_text(k, params.get(k))} vs {value_text(k, theirs.get(k))}"
                 for k in sorted(set(params) | set(theirs))
                 if k not in NOT_MEASURED and params.get(k) != theirs.get(k)]
         return f"parameters differ from {side}'s {case}: " + ", ".join(diff)

@@ -34,7 +34,7 @@ class Figure:
 
 # ---- shared helpers -------------------------------------------------------------------
 
-def _value_text(name: str, value) -> str:
+def value_text(name: str, value) -> str:
     if name in ("size", "load_size") and isinstance(value, (int, float)):
         return format_size(int(value))
     return str(value)
@@ -71,7 +71,7 @@ def series_names(frame: pd.DataFrame, exclude=()) -> list[str]:
     multi = frame["label"].nunique() > 1
     out = []
     for label, p in zip(frame["label"], _params(frame)):
-        parts = ([label] if multi else []) + [f"{k}={_value_text(k, p.get(k))}" for k in keys]
+        parts = ([label] if multi else []) + [f"{k}={value_text(k, p.get(k))}" for k in keys]
         out.append(" ".join(parts) or "all")
     return out
 
@@ -80,7 +80,7 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers") ->
     """What was measured, the parameters every shown case shared, the repetitions, and
     what the points and whiskers are."""
     f = fixed(frame, exclude)
-    settings = ", ".join(f"{k}={_value_text(k, v)}" for k, v in f.items())
+    settings = ", ".join(f"{k}={value_text(k, v)}" for k, v in f.items())
     n_lo, n_hi = int(frame["n"].min()), int(frame["n"].max())
     reps = f"n={n_lo}" if n_lo == n_hi else f"n={n_lo}-{n_hi}"
     warm = {p.get("warmup") for p in frame["params"]}
@@ -180,8 +180,8 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     if sub.empty:
         return None
     ps = _params(sub)
-    group_of = [" ".join(_value_text(g, p.get(g)) if len(groups) == 1
-                         else f"{g}={_value_text(g, p.get(g))}" for g in groups) for p in ps]
+    group_of = [" ".join(value_text(g, p.get(g)) if len(groups) == 1
+                         else f"{g}={value_text(g, p.get(g))}" for g in groups) for p in ps]
     sub = sub.assign(_group=group_of,
                      _series=series_names(sub, exclude=(*groups, *exclude)))
     order = list(dict.fromkeys(group_of))
