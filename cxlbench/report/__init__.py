@@ -109,8 +109,14 @@ def family_blocks(frame, runs: list[RunData]) -> list:
     return blocks
 
 
-def report_blocks(runs: list[RunData], frame=None) -> list:
-    frame = summary(runs) if frame is None else frame
+def machines_blocks(runs: list[RunData]) -> list:
+    """machine_blocks once per machine the runs came from."""
+    firsts = {r.machine: r for r in reversed(runs)}
+    return [b for r in runs if firsts[r.machine] is r for b in machine_blocks(r)]
+
+
+def report_blocks(runs: list[RunData]) -> list:
+    frame = summary(runs)
     blocks: list = [Para(f"Made by cxlbench {__version__} on "
                          f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from "
                          f"{len(runs)} run(s). Values are medians of each case's repetitions "
@@ -121,11 +127,7 @@ def report_blocks(runs: list[RunData], frame=None) -> list:
         blocks.append(Para("These runs come from different machines: each line or bar is "
                            "labelled with its machine.", "note"))
     blocks.append(Heading(2, "Machine"))
-    seen = set()
-    for r in runs:
-        if r.machine not in seen:
-            seen.add(r.machine)
-            blocks.extend(machine_blocks(r))
+    blocks.extend(machines_blocks(runs))
     blocks.extend(family_blocks(frame, runs))
     bad = not_ok(runs)
     if bad:
@@ -213,8 +215,7 @@ def compare_blocks(runs, frame, table, unpaired, alpha: float) -> list:
     blocks.append(Heading(2, "Both runs, overlaid"))
     blocks.extend(family_blocks(frame, runs))
     blocks.append(Heading(2, "Machines"))
-    for r in runs if across_machines(a, b) else runs[:1]:
-        blocks.extend(machine_blocks(r))
+    blocks.extend(machines_blocks(runs))
     return blocks
 
 
