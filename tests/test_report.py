@@ -259,3 +259,11 @@ def test_headless_chromium_renders_without_console_errors(built, tmp_path):
     assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", r.stderr[-2000:]
     console = [line for line in r.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []
+
+
+def test_writing_again_removes_figures_that_are_gone(tmp_path):
+    stale = tmp_path / "figures" / "from-an-older-report.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"old")
+    report.build([EXAMPLE], tmp_path)
+    assert not stale.exists() and (tmp_path / "figures" / "latency.png").exists()

@@ -141,7 +141,12 @@ def write(out_dir: str | Path, title: str, blocks: list) -> tuple[Path, Path]:
     """report.html (self-contained), report.md and figures/*.png under out_dir."""
     out = Path(out_dir)
     (out / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
-    for fig in figures_in(blocks):
+    figs = figures_in(blocks)
+    # A report written again over an older one: its figures that are gone go too.
+    for stale in set((out / FIGURE_DIR).glob("*.png")) - {out / FIGURE_DIR / f"{f.key}.png"
+                                                          for f in figs}:
+        stale.unlink()
+    for fig in figs:
         (out / FIGURE_DIR / f"{fig.key}.png").write_bytes(fig.png)
     html_path, md_path = out / "report.html", out / "report.md"
     html_path.write_text(to_html(title, blocks))

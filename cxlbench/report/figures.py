@@ -213,7 +213,7 @@ def heatmaps(tables: list[tuple[str, list, list, dict]], *, unit: str, title: st
     if not tables:
         return None
     fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables) + 0.5, 3.6),
-                             squeeze=False)
+                             squeeze=False, constrained_layout=True)
     for ax, (sub, rows, cols, cells) in zip(axes[0], tables):
         grid = np.array([[cells.get((r, c), np.nan) for c in cols] for r in rows], float)
         im = ax.imshow(grid, cmap="viridis")
@@ -258,11 +258,15 @@ def chase(frame, runs):
                          f"the CPU caches of {runs[0].label if runs else 'the machine'}")
     knobs = lat[[sizes[n] < 3 for n in names]]
     if len(knobs):
-        yield bars(knobs, tuple(varying(knobs)) or ("size",), "latency", key="latency-knobs",
-                   family="chase", title="Latency knobs: page size, TLB reach, parallelism",
-                   measured="Latency (ns per load) of the chase cases outside the size "
-                            "sweeps: page size, lines visited per page (TLB reach), chains "
-                            "walked at once (memory-level parallelism), timed batches")
+        alone = sweep.empty        # no sweep: these bars are the latency figure
+        yield bars(knobs, tuple(varying(knobs)) or ("size",), "latency",
+                   key="latency" if alone else "latency-knobs", family="chase",
+                   title="Idle latency per case" if alone else
+                   "Latency outside the size sweeps: page size, TLB reach, parallelism",
+                   measured="Dependent-load latency (ns per load) of the chase cases measured "
+                            "at one or two sizes (page size, lines visited per page for TLB "
+                            "reach, chains walked at once for memory-level parallelism, timed "
+                            "batches)")
 
 
 def bandwidth(frame, runs):
