@@ -150,6 +150,10 @@ def test_several_machines_aggregate_with_a_line_each(tmp_path):
     html_path, _ = report.build([root], tmp_path / "out", latest=True)
     text = html_path.read_text()
     assert "different machines" in text
+    # One table with a column per machine; lab-b's values are lab-a's times 1.5.
+    table = report.across_table(report.summary(runs).query("benchmark == 'chase'"))
+    assert table.headers[-2:] == ["lab-a", "lab-b"]
+    assert all(b == pytest.approx(1.5 * a) for *_, a, b in table.rows)
     fig = report._figures.figures_for("chase", report.summary(runs).query("benchmark == 'chase'")
                                       .reset_index(drop=True), runs)[0]
     assert "Runs: lab-a, lab-b" in fig.caption

@@ -99,12 +99,29 @@ def results_table(frame) -> Table:
                   "CV", ""], rows)
 
 
+def across_table(frame) -> Table:
+    """Several runs side by side: a row per measurement (parameters and metric), a column
+    of medians per run; blank where a run did not measure it."""
+    labels = list(dict.fromkeys(frame["label"]))
+    keys = _figures.varying(frame)
+    rows: dict[tuple, dict] = {}
+    for _, r in frame.iterrows():
+        what = " ".join(f"{k}={_figures.value_text(k, r['params'].get(k))}" for k in keys)
+        rows.setdefault((what, r["metric"], r["unit"]), {})[r["label"]] = r["median"]
+    return Table(["parameters", "metric", "unit", *labels],
+                 [[*key, *(cells.get(label) for label in labels)]
+                  for key, cells in rows.items()])
+
+
 def family_blocks(frame, runs: list[RunData]) -> list:
     blocks: list = []
     for family in dict.fromkeys(frame["benchmark"]):
         sub = frame[frame["benchmark"] == family].reset_index(drop=True)
         blocks.append(Heading(2, FAMILY_TITLES.get(family, family)))
         blocks.extend(_figures.figures_for(family, sub, runs))
+        if sub["label"].nunique() > 1:
+            blocks.append(Para("Medians per run:"))
+            blocks.append(across_table(sub))
         blocks.append(Folded(f"{family}: every case ({len(sub)} rows)", [results_table(sub)]))
     return blocks
 
