@@ -251,7 +251,7 @@ def flush(addr: int, nbytes: int, kind: str, dirty: bool, write: bool, value: in
 
 @dataclass
 class TouchResult:
-    samples: np.ndarray         # (n, 2): start ns since the toucher began, ns the touch took
+    samples: np.ndarray         # (n, 2), a view of the caller's array: start ns, ns taken
     touches: int                # touches made (samples holds the first max_samples)
     move_start: int
     move_end: int
@@ -259,11 +259,15 @@ class TouchResult:
 
 
 def migrate_touch(addr: int, nbytes: int, node: int, method: str, batch: int, write: bool,
-                  cpus, lead_ns: int, tail_ns: int, max_samples: int) -> TouchResult:
+                  cpus, lead_ns: int, tail_ns: int, samples: np.ndarray) -> TouchResult:
     """Move the pages of [addr, addr+nbytes) to `node` on cpus[0] while cpus[1] touches
-    them one word at a time; every touch is timed."""
+    them one word at a time; every touch is timed into `samples` (n, 2) uint64, which the
+    caller has written already so the toucher takes no page faults on it."""
+    if samples.dtype != np.uint64 or samples.ndim != 2 or samples.shape[1] != 2 \
+            or not samples.flags.c_contiguous:
+        raise ValueError("samples must be a C-contiguous (n, 2) uint64 array")
+    max_samples = samples.shape[0]
     a = ffi.new("struct cxb_touch_args *")
-    samples = np.zeros((max_samples, 2), dtype=np.uint64)
     cpu_array = _int_array(cpus)
     a.buf, a.bytes, a.node = ffi.cast("void *", addr), nbytes, node
     a.method, a.batch, a.write = ("move_pages", "mbind").index(method), batch, int(write)
