@@ -69,7 +69,7 @@ class Checker:
             raise CheckError(f"data changed while moving to node {node}")
 
 
-def evictor(size: int, cpu: list[int]):
+def evictor(cpu: list[int]):
     """A function that fills the caches (and the TLB) with other data: a read of a local
     buffer four times the last-level cache, at least 64 MiB."""
     caches = Topology.read(probe_gpus=False).cpu.get("caches", [])
@@ -88,7 +88,7 @@ def run(params: dict) -> Measurement:
     mover = native.kernel(KERNELS[params["method"]])
     check_move = Checker(buf, cpu, max(src, dst) + 1)
     pages, size = check_move.pages, buf.alloc.map_size
-    evict = evictor(size, cpu) if params["pages"] == "untouched" else None
+    evict = evictor(cpu) if params["pages"] == "untouched" else None
 
     def move(node: int) -> int:
         if evict:

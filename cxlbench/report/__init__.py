@@ -92,7 +92,7 @@ def results_table(frame) -> Table:
     for _, r in frame.iterrows():
         p = r["params"]
         rows.append([r["label"], r["case"],
-                     " ".join(f"{k}={_figures.value_text(k, p.get(k))}" for k in keys),
+                     _figures.params_text(p, keys),
                      r["metric"], r["median"], f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]",
                      r["unit"], r["n"], f"{r['cv']:.1%}", "noisy" if r["noisy"] else ""])
     return Table(["run", "case", "parameters", "metric", "median", "95 % CI", "unit", "n",
@@ -106,7 +106,7 @@ def across_table(frame) -> Table:
     keys = _figures.varying(frame)
     rows: dict[tuple, dict] = {}
     for _, r in frame.iterrows():
-        what = " ".join(f"{k}={_figures.value_text(k, r['params'].get(k))}" for k in keys)
+        what = _figures.params_text(r["params"], keys)
         rows.setdefault((what, r["metric"], r["unit"]), {})[r["label"]] = r["median"]
     return Table(["parameters", "metric", "unit", *labels],
                  [[*key, *(cells.get(label) for label in labels)]
@@ -200,11 +200,11 @@ def comparison(a_path, b_path, alpha: float = ALPHA):
     return [a, b], frame, table, unpaired
 
 
-def comparison_table(table, limit: int | None = None) -> Table:
+def comparison_table(table) -> Table:
     rows = []
-    for _, r in table.head(limit).iterrows() if limit else table.iterrows():
-        params = " ".join(f"{k}={_figures.value_text(k, v)}" for k, v in r["params"].items()
-                          if k not in NOT_MEASURED and v not in ("", None))
+    for _, r in table.iterrows():
+        shown = [k for k, v in r["params"].items() if k not in NOT_MEASURED and v not in ("", None)]
+        params = _figures.params_text(r["params"], shown)
         rows.append([r["case_a"], params, r["metric"], r["median_a"], r["median_b"], r["unit"],
                      f"{r['ratio']:.3f}" if r["significant"] else "",
                      f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]", f"{r['p']:.3g}", r["verdict"]])

@@ -68,12 +68,12 @@ def _critical(m: int, n: int, alpha: float) -> int | None:
                 break
             c = k
         return c
-    z = 1.959963984540054 if alpha == ALPHA else _z(alpha)
-    c = math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12))
+    c = math.floor(m * n / 2 - _z(alpha) * math.sqrt(m * n * (m + n + 1) / 12))
     return c if c >= 0 else None
 
 
 def _z(alpha: float) -> float:
+    """The two-sided normal quantile: erfc(z / sqrt 2) = alpha."""
     lo, hi = 0.0, 10.0
     for _ in range(100):                # bisection on the normal tail
         mid = (lo + hi) / 2

@@ -40,6 +40,11 @@ def value_text(name: str, value) -> str:
     return str(value)
 
 
+def params_text(params: dict, keys) -> str:
+    """'k=v k=v' for the keys named, sizes written as sizes."""
+    return " ".join(f"{k}={value_text(k, params.get(k))}" for k in keys)
+
+
 def _params(frame: pd.DataFrame) -> list[dict]:
     """Each row's parameters, with threads="all" resolved to the CPUs it ran on."""
     out = []
@@ -71,8 +76,8 @@ def series_names(frame: pd.DataFrame, exclude=()) -> list[str]:
     multi = frame["label"].nunique() > 1
     out = []
     for label, p in zip(frame["label"], _params(frame)):
-        parts = ([label] if multi else []) + [f"{k}={value_text(k, p.get(k))}" for k in keys]
-        out.append(" ".join(parts) or "all")
+        out.append(" ".join(([label] if multi else []) + ([params_text(p, keys)] if keys else []))
+                   or "all")
     return out
 
 

@@ -3,7 +3,6 @@ repetitions and summary (median, confidence interval) with its parameters, in on
 with a label per run."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,22 +64,11 @@ def find_runs(paths, suite: str | None = None, latest: bool = False) -> list[Pat
     return list(dict.fromkeys(found))
 
 
-def _journal(path: Path) -> dict[str, dict]:
-    out = {}
-    for line in (path / "cases.jsonl").read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue        # a line cut short by a kill: that case did not finish
-        out[entry["case"]] = entry
-    return out
-
-
 def load_runs(paths, suite: str | None = None, latest: bool = False) -> list[RunData]:
     runs = []
     for path in find_runs(paths, suite, latest):
         rows = results.load(path)
-        journal = _journal(path) if (path / "cases.jsonl").exists() else {}
+        journal = results.Run.open(path).finished() if (path / "cases.jsonl").exists() else {}
         runs.append(RunData(path, rows.attrs["run"], rows, journal))
     _label(runs)
     return runs
