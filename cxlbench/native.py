@@ -43,6 +43,12 @@ def timer_calibrate(window_ms: float = 60.0) -> dict:
     }
 
 
+def build_info() -> dict:
+    """The compiler and flags that built this core; run.json records them."""
+    return {"compiler": ffi.string(lib.cxb_build_info(0)).decode(),
+            "cflags": ffi.string(lib.cxb_build_info(1)).decode()}
+
+
 def isa_supported(isa: str) -> bool:
     return bool(lib.cxb_isa_supported(ISAS.index(isa)))
 

@@ -178,4 +178,9 @@ int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, size_t run_line
 /* buf[i] = i for each uint64 in the buffer: read kernels' checksum is then known. */
 int cxb_fill_index(void *buf, size_t bytes, const int *cpus, int ncpus);
 
+/* ---- build information (buildinfo.c) ---------------------------------------------- */
+/* what 0: the compiler that built the core and its version; 1: the flags it was given
+ * (build.py passes them as CXB_CFLAGS); anything else: NULL. */
+const char *cxb_build_info(int what);
+
 #endif
