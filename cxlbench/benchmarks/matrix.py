@@ -13,8 +13,9 @@ from .common import as_case_of
 NAME = "matrix"
 DESCRIPTION = "initiator node x target node: idle latency (ns) or read bandwidth (GB/s)"
 OPTIONS = {
-    "metric": Option("metric", "choice", "latency", "what each cell measures",
-                     choices=("latency", "bandwidth"), expand={"all": ("latency", "bandwidth")}),
+    # Named as interleave_sweep's: "metric" is the results' column of what was measured.
+    "measure": Option("measure", "choice", "latency", "what each cell measures",
+                      choices=("latency", "bandwidth"), expand={"all": ("latency", "bandwidth")}),
     "initiator": Option("initiator", "int", "*", "node whose CPUs run the threads; * = every "
                         "node with CPUs", min=0, words=("*",), nodes="cpu"),
     "target": Option("target", "int", "*", "node the memory is bound to; * = every node "
@@ -34,7 +35,7 @@ def _delegate(params: dict, topology: Topology | None = None):
     if not node.cpus:
         raise UserError(f"matrix: initiator node {node.id} has no CPUs")
     fixed = {"cpus": format_list(node.cpus), "mem": f"bind:{params['target']}"}
-    if params["metric"] == "latency":
+    if params["measure"] == "latency":
         return chase, as_case_of(chase, params, **fixed)
     return bandwidth, as_case_of(bandwidth, params, kernel="read", **fixed)
 
