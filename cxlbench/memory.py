@@ -3,7 +3,8 @@
 A spec says where a buffer's pages go: `local`, `bind:N`, `preferred:N`, `interleave:0-3`
 or `weighted:0=3,2=1`. A Buffer is checked against the topology before anything is
 mapped, prefaulted from the CPUs that will use it, and its placement read back with
-move_pages(2) so a number measured on the wrong node never goes unnoticed."""
+move_pages(2) (and its page size with smaps) so a number measured on the wrong node, or
+on small pages where huge ones were asked for, never goes unnoticed."""
 from __future__ import annotations
 
 import os
@@ -21,6 +22,8 @@ from .units import format_list, format_size, parse_list
 PAGE_SIZES = {"4k": 4096, "thp": 2 << 20, "2m": 2 << 20, "1g": 1 << 30}
 HUGETLB_DIRS = {"2m": "hugepages-2048kB", "1g": "hugepages-1048576kB"}
 DEFAULT_TOLERANCE = 0.01
+SMAPS = "/proc/self/smaps"
+THP_SYSFS = "/sys/kernel/mm/transparent_hugepage"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,10 @@ def check_request(placement: Placement, page: str, size: int, topo: Topology, cp
     """Refuse, before mapping anything, what the machine cannot give. Returns the nodes the
     pages should land on."""
     check_page(page)
+    # madvise works under 'always' and 'madvise'; under 'never' no page would be huge.
+    if page == "thp" and topo.settings.get("thp_enabled") == "never":
+        raise PlacementError(f"transparent huge pages are disabled ({THP_SYSFS}/enabled is "
+                             "never): set it to madvise, or use page=4k, 2m or 1g")
     known = {n.id: n for n in topo.nodes}
     nodes = list(placement.nodes) if placement.nodes else topo.nodes_of_cpus(cpus) or \
         topo.memory_nodes[:1]
@@ -154,6 +161,54 @@ def weighted_method(placement: Placement, topo: Topology) -> str:
     return "manual"
 
 
+def huge_bytes(smaps: str, lo: int, hi: int) -> tuple[int, bool]:
+    """Bytes of [lo, hi) that huge pages map, from smaps text. The figures are per VMA: a
+    hugetlb VMA (KernelPageSize above 4 kB) is huge throughout, others count their
+    AnonHugePages. A VMA reaching outside the range (merged with a neighbour) is credited
+    only what must lie inside it; the flag says the result is then a lower bound."""
+    total, exact = 0, True
+
+    def add(vma):
+        nonlocal total, exact
+        start, end, fields = vma
+        overlap = min(end, hi) - max(start, lo)
+        if overlap <= 0:
+            return
+        if fields.get("KernelPageSize", 4) > 4:
+            total += overlap
+            return
+        huge = fields.get("AnonHugePages", 0) << 10
+        if end - start > overlap:
+            exact = exact and huge == 0
+            huge = max(0, huge - (end - start - overlap))
+        total += huge
+
+    vma = None
+    for line in smaps.splitlines():
+        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) ", line)
+        if m:
+            if vma:
+                add(vma)
+            vma = (int(m.group(1), 16), int(m.group(2), 16), {})
+        elif vma and (m := re.match(r"(\w+):\s+(\d+) kB", line)):
+            vma[2][m.group(1)] = int(m.group(2))
+    if vma:
+        add(vma)
+    return total, exact
+
+
+def thp_hint(settings: dict) -> str:
+    """Why the kernel gave small pages to a madvised range, from the THP settings."""
+    if settings.get("thp_enabled") == "never":
+        return f"transparent huge pages are disabled ({THP_SYSFS}/enabled is never)"
+    defrag = settings.get("thp_defrag")
+    if defrag in ("defer", "never"):
+        return (f"no free 2 MiB pages at fault and no compaction tried ({THP_SYSFS}/defrag "
+                f"is {defrag}; madvise lets the fault compact)")
+    return (f"memory too fragmented for 2 MiB pages even with compaction at fault "
+            f"({THP_SYSFS}/defrag is {defrag}); echo 1 > /proc/sys/vm/compact_memory may help")
+
+
 @dataclass
 class Verification:
     counts: dict[int, int]           # pages per node, as move_pages(2) reports
@@ -162,7 +217,14 @@ class Verification:
     expected: dict[int, float]       # share per node the spec asks for
     deviation: float                 # fraction of pages in the wrong place
     allowed: int                     # pages that may be misplaced
-    ok: bool
+    placed: bool                     # deviation within the tolerance
+    huge: float                      # fraction of the mapping in huge pages (smaps)
+    huge_exact: bool                 # False: a VMA shared with a neighbour, huge is a lower bound
+    huge_ok: bool                    # page=thp: huge within the tolerance (always True otherwise)
+
+    @property
+    def ok(self) -> bool:
+        return self.placed and self.huge_ok
 
     def counts_text(self) -> str:
         text = ";".join(f"{n}:{c}" for n, c in sorted(self.counts.items()) if c)
@@ -172,7 +234,8 @@ class Verification:
         return {"counts": {str(k): v for k, v in self.counts.items() if v}, "other": self.other,
                 "text": self.counts_text(),
                 "step": self.step, "expected": {str(k): round(v, 4) for k, v in self.expected.items()},
-                "deviation": round(self.deviation, 6), "ok": self.ok}
+                "deviation": round(self.deviation, 6), "huge": round(self.huge, 4),
+                **({} if self.huge_exact else {"huge_lower_bound": True}), "ok": self.ok}
 
 
 class Buffer:
@@ -189,6 +252,8 @@ class Buffer:
         self.page = check_page(page)
         self.cpus = list(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
         self.tolerance = tolerance
+        self.smaps = SMAPS                       # a fixture file in tests
+        self.huge_at_first_check = None
         self.nodes = check_request(self.placement, page, size, self.topology, self.cpus)
         self.method = weighted_method(self.placement, self.topology)
         self.alloc = native.Allocation(size, page, self.placement.policy, self.placement.nodes,
@@ -216,17 +281,39 @@ class Buffer:
         if self.placement.any_split:
             misplaced = other + sum(c for n, c in counts.items() if n not in shares)
         else:
-            misplaced = other + sum(abs(c - total * shares.get(n, 0)) for n, c in counts.items()) / 2
+            misplaced = other + sum(max(0, c - total * shares.get(n, 0))
+                                    for n, c in counts.items())
         # Interleaving rounds to whole pages: one page per extra node is never a fault.
         allowed = max(self.tolerance * total, len(shares) - 1)
+        # memory.c maps thp 2 MiB-aligned and rounded up, so the whole mapping can be huge.
+        with open(self.smaps) as f:
+            huge, exact = huge_bytes(f.read(), self.addr, self.addr + self.alloc.map_size)
+        huge /= self.alloc.map_size
+        if self.huge_at_first_check is None:
+            self.huge_at_first_check = huge
         return Verification(counts=counts, other=other, step=step,
                             expected={n: float(s) for n, s in shares.items()},
                             deviation=float(misplaced) / total if total else 0.0,
-                            allowed=int(allowed), ok=misplaced <= allowed)
+                            allowed=int(allowed), placed=misplaced <= allowed,
+                            huge=huge, huge_exact=exact,
+                            huge_ok=self.page != "thp" or huge >= 1 - self.tolerance)
 
     def failure(self, v: Verification, when: str) -> str:
-        return (f"placement {self.placement} not honoured {when}: pages per node "
-                f"{v.counts_text()}, {v.deviation:.1%} misplaced (tolerance {self.tolerance:.1%})")
+        problems = []
+        if not v.placed:
+            problems.append(f"placement {self.placement} not honoured {when}: pages per node "
+                            f"{v.counts_text()}, {v.deviation:.1%} misplaced "
+                            f"(tolerance {self.tolerance:.1%})")
+        if not v.huge_ok:
+            first = self.huge_at_first_check
+            why = ("huge pages were split since allocation (page migration or memory "
+                   "pressure)" if first is not None and first > v.huge
+                   else thp_hint(self.topology.settings))
+            bound = "" if v.huge_exact else " at least"
+            problems.append(f"page=thp not honoured {when}:{bound} {v.huge:.1%} of "
+                            f"{format_size(self.alloc.map_size)} in huge pages "
+                            f"(tolerance {self.tolerance:.1%}): {why}")
+        return "; ".join(problems)
 
     def check(self, when: str) -> Verification:
         v = self.verify()
@@ -238,6 +325,14 @@ class Buffer:
         return self.alloc.array(dtype, shape)
 
 
+class _Owner:
+    """The base of an array() result: it keeps the Buffer, so verify(a) can read it back."""
+
+    def __init__(self, buf: Buffer, view: np.ndarray):
+        self.buffer, self.view = buf, view
+        self.__array_interface__ = view.__array_interface__
+
+
 def array(shape, dtype=np.float64, mem: str = "local", page: str = "4k", cpus=None) -> np.ndarray:
     """A numpy array whose memory is placed by `mem` and `page`, verified, and freed when
     the array is garbage-collected. Example: array((1024, 1024), "f4", mem="bind:1")."""
@@ -245,4 +340,14 @@ def array(shape, dtype=np.float64, mem: str = "local", page: str = "4k", cpus=No
     count = int(np.prod(shape))
     buf = Buffer(max(count * dtype.itemsize, 1), mem=mem, page=page, cpus=cpus)
     buf.check("after allocation")
-    return buf.array(dtype, shape)
+    return np.asarray(_Owner(buf, buf.array(dtype, shape)))
+
+
+def verify(a: np.ndarray) -> Verification:
+    """Placement and huge-page fraction of an array() result (or a view of one), now."""
+    base = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if not isinstance(base, _Owner):
+        raise PlacementError("verify() takes an array made by cxlbench.memory.array()")
+    return base.buffer.verify()

@@ -1,4 +1,4 @@
-"""Placement specs, checks before allocation, verified placement, numpy views."""
+"""Placement specs, checks before allocation, verified placement and page size, numpy views."""
 import gc
 from pathlib import Path
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from cxlbench import memory
-from cxlbench.errors import PlacementError
-from cxlbench.memory import Buffer, Placement, check_request
+from cxlbench.benchmarks.common import Measurement, measure
+from cxlbench.errors import PlacementError, UserError
+from cxlbench.memory import Buffer, Placement, check_request, huge_bytes
 
 from .conftest import free_hugepages
 
@@ -76,6 +77,7 @@ def test_placement_verified_on_node0(page):
     step = 1 << 30 if page == "1g" else (2 << 20 if page == "2m" else 4096)
     assert v.step == step
     assert v.counts[0] == size // step and v.other == 0 and v.deviation == 0
+    assert v.huge == (0.0 if page == "4k" else 1.0)
 
 
 def test_weighted_places_and_records_method():
@@ -93,6 +95,9 @@ def test_verification_catches_misplaced_pages(monkeypatch):
         b.check("after the case")
     b.tolerance = 0.05
     assert b.check("after the case").ok
+    # pages not present are misplaced once, not also counted as missing from node 0
+    monkeypatch.setattr(b.alloc, "query_nodes", lambda step, maxnode: ([0, 0], 1024))
+    assert b.verify().deviation == 1.0
 
 
 def test_numpy_array_is_placed_shared_and_freed():
@@ -116,3 +121,105 @@ def test_numpy_array_is_placed_shared_and_freed():
     del view
     gc.collect()
     assert not mapped()
+
+
+THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+needs_thp = pytest.mark.skipif(
+    not THP_ENABLED.exists() or "[never]" in THP_ENABLED.read_text(),
+    reason="transparent huge pages are off here (/sys/kernel/mm/transparent_hugepage/enabled)")
+MB = 1 << 20
+
+
+def smaps(*vmas) -> str:
+    """smaps text: (start, end, AnonHugePages bytes[, KernelPageSize kB]) per VMA."""
+    out = []
+    for start, end, huge, *kernel_page in vmas:
+        out += [f"{start:x}-{end:x} rw-p 00000000 00:00 0 ",
+                f"Size:           {(end - start) >> 10:8d} kB",
+                f"KernelPageSize: {(kernel_page or [4])[0]:8d} kB",
+                f"AnonHugePages:  {huge >> 10:8d} kB",
+                "THPeligible:    1", "VmFlags: rd wr mr mw me ac hg"]
+    return "\n".join(out) + "\n"
+
+
+def test_huge_bytes_from_smaps_by_address_range():
+    lo, hi = 0x40000000, 0x40000000 + 8 * MB
+    assert huge_bytes(smaps((lo, hi, 6 * MB)), lo, hi) == (6 * MB, True)
+    # other VMAs do not count; a VMA split in two (mbind, mprotect) counts both halves
+    text = smaps((lo - 4 * MB, lo, 4 * MB), (lo, lo + 2 * MB, 2 * MB), (lo + 2 * MB, hi, 4 * MB),
+                 (hi, hi + 2 * MB, 2 * MB))
+    assert huge_bytes(text, lo, hi) == (6 * MB, True)
+    # merged with a 4 MiB neighbour: only what cannot lie outside is credited
+    assert huge_bytes(smaps((lo - 4 * MB, hi, 12 * MB)), lo, hi) == (8 * MB, False)
+    assert huge_bytes(smaps((lo - 4 * MB, hi, 10 * MB)), lo, hi) == (6 * MB, False)
+    assert huge_bytes(smaps((lo - 4 * MB, hi, 0)), lo, hi) == (0, True)
+    # hugetlb: huge by construction, whatever AnonHugePages says
+    assert huge_bytes(smaps((lo, hi, 0, 2048)), lo, hi) == (8 * MB, True)
+
+
+@needs_thp
+@pytest.mark.parametrize("size", [1 * MB, 3 * MB, 8 * MB])
+def test_thp_buffer_is_huge_and_4k_is_not(size):
+    thp = Buffer(size, "bind:0", "thp").check("after allocation")
+    small = Buffer(size, "bind:0", "4k").check("after allocation")
+    assert thp.huge >= 0.99 and thp.huge_exact and thp.ok
+    assert small.huge == 0 and small.ok
+    assert thp.to_dict()["huge"] == thp.huge and small.to_dict()["huge"] == 0
+
+
+@needs_thp
+def test_thp_below_tolerance_fails_with_the_reason(tmp_path, monkeypatch):
+    b = Buffer(8 * MB, "bind:0", "thp")
+    fixture = tmp_path / "smaps"
+    fixture.write_text(smaps((b.addr, b.addr + 8 * MB, 6 * MB)))
+    b.smaps = str(fixture)
+    monkeypatch.setitem(b.topology.settings, "thp_defrag", "never")
+    with pytest.raises(PlacementError, match=r"^page=thp not honoured after allocation: 75.0% "
+                       r"of 8M in huge pages \(tolerance 1.0%\): no free 2 MiB pages at fault "
+                       r"and no compaction tried \(/sys/kernel/mm/transparent_hugepage/defrag "
+                       r"is never"):
+        b.check("after allocation")
+    monkeypatch.setitem(b.topology.settings, "thp_defrag", "madvise")
+    with pytest.raises(PlacementError, match=r"too fragmented .*/defrag is madvise"):
+        b.check("after allocation")
+    b.tolerance = 0.25                   # one 2 MiB page of four may be small
+    assert b.check("after allocation").ok
+
+
+@needs_thp
+def test_case_fails_when_huge_pages_were_split(tmp_path):
+    """measure() records the fraction per buffer and fails the case like misplaced pages."""
+    bufs = [Buffer(4 * MB, "bind:0", "thp") for _ in range(2)]
+    for b in bufs:
+        b.check("after allocation")
+    fixture = tmp_path / "smaps"
+    fixture.write_text(smaps((bufs[1].addr, bufs[1].addr + 4 * MB, 2 * MB)))
+    bufs[1].smaps = str(fixture)
+    params = {"mem": "bind:0", "page": "thp", "warmup": 0, "repeat": 1}
+    m = measure(Measurement("k", "scalar", [0], {"x": "s"}), params, bufs, lambda: {"x": 1.0})
+    assert [v["huge"] for v in m.placement["verified"]] == [1.0, 0.5]
+    assert [v["ok"] for v in m.placement["verified"]] == [True, False]
+    assert m.status == "failed" and m.reps == [{"x": 1.0}]
+    assert m.error.startswith("page=thp not honoured after the case: 50.0% of 4M")
+    assert "split since allocation" in m.error
+
+
+def test_thp_refused_up_front_when_disabled(topo):
+    t = topo("vm")
+    for mode in ("always", "madvise"):
+        t.settings["thp_enabled"] = mode
+        check_request(Placement.parse("bind:0"), "thp", 4 * MB, t, [0])
+    t.settings["thp_enabled"] = "never"
+    with pytest.raises(UserError, match=r"/sys/kernel/mm/transparent_hugepage/enabled is never"):
+        check_request(Placement.parse("bind:0"), "thp", 4 * MB, t, [0])
+    check_request(Placement.parse("bind:0"), "4k", 4 * MB, t, [0])
+
+
+@needs_thp
+def test_numpy_array_verification_reports_the_huge_fraction():
+    a = memory.array((512, 1024), "f8", mem="bind:0", page="thp")
+    v = memory.verify(a[100:200])       # a view reads back the whole buffer
+    assert v.ok and v.huge >= 0.99 and v.counts[0] == 1024
+    assert memory.verify(memory.array(1000, "u1")).huge == 0
+    with pytest.raises(PlacementError, match="made by cxlbench.memory.array"):
+        memory.verify(np.zeros(4))
