@@ -92,7 +92,8 @@ def check_placement(params: dict, cpus: list[int], topology: Topology, count: in
 def place(params: dict, cpus: list[int], topology: Topology | None = None,
           count: int = 1) -> list[Buffer]:
     """Allocate `count` buffers of params['size'] by the case's placement, prefault them
-    from its CPUs, and refuse to go on if the kernel did not honour the placement."""
+    from its CPUs, and refuse to go on if the kernel did not honour the placement (or, for
+    page=thp, gave small pages)."""
     topology = topology or Topology.read(probe_gpus=False)
     buffers = [Buffer(params["size"], mem=params["mem"], page=params["page"], cpus=cpus,
                       topology=topology, tolerance=params["tolerance"]) for _ in range(count)]
@@ -103,8 +104,9 @@ def place(params: dict, cpus: list[int], topology: Topology | None = None,
 
 def measure(m: Measurement, params: dict, buffers: list[Buffer],
             once: Callable[[], dict[str, float]]) -> Measurement:
-    """Warm up, repeat, then verify placement again. A placement that drifted fails the
-    case, but the repetitions and the verified counts are kept either way."""
+    """Warm up, repeat, then verify placement again. A placement that drifted, or huge
+    pages split, fails the case, but the repetitions and the verified counts and huge
+    fraction of each buffer are kept either way."""
     before = vmstat()
     for _ in range(params["warmup"]):
         once()
