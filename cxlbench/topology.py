@@ -107,7 +107,7 @@ class Topology:
         _map_regions_to_nodes(sysfs, cxl, dax, nodes)
         return cls(nodes=nodes, tiers=tiers, settings=_read_settings(sysfs, procfs), cxl=cxl,
                    dax=dax, cpu=_read_cpu(sysfs, procfs),
-                   gpus=_read_gpus() if probe_gpus else [],
+                   gpus=_read_gpus(sysfs) if probe_gpus else [],
                    machine={"hostname": socket.gethostname(), "kernel": platform.release(),
                             "arch": platform.machine(), "emulated": _emulated()})
 
@@ -135,6 +135,12 @@ class Topology:
         if local:
             pairs.insert(0, f"{local[0]},{local[1]}")
         return pairs
+
+    @property
+    def allowed_cpus(self) -> list[int]:
+        """The CPUs cases may run on: the reading process's affinity on the machine read."""
+        text = self.cpu.get("allowed")
+        return parse_list(text) if text else sorted(c for n in self.nodes for c in n.cpus)
 
     def nodes_of_cpus(self, cpus) -> list[int]:
         wanted = set(cpus)
@@ -202,8 +208,9 @@ class Topology:
         else:
             lines.append("CXL: none")
         for d in self.dax:
-            lines.append(f"dax {d['name']}: {d['mode']}, {format_size_mib(d['size'] or 0)}, "
-                         f"node {d['target_node']}")
+            region = f", in CXL {d['region']}" if d["region"] else ""
+        lines.append(f"dax {d['name']}: {d['mode']}, {format_size_mib(d['size'] or 0)}, "
+                     f"node {d['target_node']}{region}")
         caches = ", ".join(f"L{c['level']}{c['type'][0].lower() if c['type'] != 'Unified' else ''} "
                            f"{format_size(c['size'])}" for c in self.cpu.get("caches", []))
         lines.append(f"cpu: {', '.join(self.cpu.get('isas', [])) or 'scalar only'}; caches {caches}")
@@ -320,8 +327,12 @@ def _read_cpu(sysfs: Path, procfs: Path) -> dict:
             caches.append({"level": _int(d / "level"), "type": _read(d / "type", "Unified"),
                            "size": int(size.rstrip("K")) * 1024 if size.endswith("K") else int(size),
                            "shared_cpus": _read(d / "shared_cpu_list")})
-    return {"model": model, "isas": isas, "caches": caches,
-            "online": _read(sysfs / "devices/system/cpu/online")}
+    online = _read(sysfs / "devices/system/cpu/online")
+    # procfs rather than os.sched_getaffinity, so a fixture tree says it too.
+    status = _read(procfs / "self/status", "") or ""
+    m = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M)
+    return {"model": model, "isas": isas, "caches": caches, "online": online,
+            "allowed": m.group(1) if m else online}
 
 
 def _cxl_parent(path: Path, prefix: str) -> str | None:
@@ -385,35 +396,49 @@ def _read_dax(sysfs: Path) -> list[dict]:
     for p in sorted(devices.iterdir()):
         driver = p / "driver"
         driver_name = driver.resolve().name if driver.exists() else None
+        # A DAX device of the nvdimm path hangs off an nd region (ndbusN/regionM), whose
+        # number is not the CXL region's: only a CXL-bus parent names the region.
+        parents = p.resolve().parts
+        nd = any(re.fullmatch(r"ndbus\d+", part) for part in parents)
         out.append({"name": p.name, "size": _int(p / "size"),
+                    "resource": _hex_or_int(p / "resource"),
                     "target_node": _int(p / "target_node"),
                     "mode": {"kmem": "system-ram", "device_dax": "devdax"}.get(driver_name,
                                                                               driver_name),
-                    "region": _cxl_parent(p, "region")})
+                    "region": None if nd else _cxl_parent(p, "region")})
     return out
 
 
 def _map_regions_to_nodes(sysfs: Path, cxl: dict, dax: list[dict], nodes: list[Node]) -> None:
-    """A region feeds the node of its system-ram DAX device, or else the node whose memory
-    blocks overlap the region's physical range."""
+    """A region feeds the node of a system-ram DAX device inside it (its parent, or a
+    device whose physical range lies in the region's: the nvdimm path), or else the node
+    whose memory blocks lie in the region's range."""
     block = _hex_or_int_text(_read(sysfs / "devices/system/memory/block_size_bytes"))
+    blocks = {n.id: [i * block for i, _ in _numbered(sysfs / f"devices/system/node/node{n.id}",
+                                                     "memory")]
+              for n in nodes} if block and cxl["regions"] else {}
     for region in cxl["regions"]:
+        inside = _inside(region)
         for d in dax:
-            if d["region"] == region["name"] and d["mode"] == "system-ram":
-                region["node"] = d["target_node"]
-        if region["node"] is None and block and region["resource"] is not None and region["size"]:
-            lo, hi = region["resource"], region["resource"] + region["size"]
-            for n in nodes:
-                base = sysfs / f"devices/system/node/node{n.id}"
-                for index, _ in _numbered(base, "memory"):
-                    if lo <= index * block < hi:
-                        region["node"] = n.id
-                        break
-                if region["node"] is not None:
-                    break
+            if d["region"] == region["name"] or (d["resource"] is not None and d["size"] and
+                                                 inside(d["resource"], d["size"])):
+                d["region"] = region["name"]
+                if d["mode"] == "system-ram" and region["node"] is None:
+                    region["node"] = d["target_node"]
+        if region["node"] is None:
+            region["node"] = next((node for node, starts in blocks.items()
+                                   if any(inside(a, block) for a in starts)), None)
         for n in nodes:
             if n.id == region["node"]:
                 n.cxl_regions.append(region["name"])
+
+
+def _inside(region: dict):
+    """range -> whether [start, start + size) lies in the region's physical range."""
+    lo, size = region["resource"], region["size"]
+    if lo is None or not size:
+        return lambda start, n: False
+    return lambda start, n: lo <= start and start + n <= lo + size
 
 
 def _hex_or_int_text(text: str | None) -> int | None:
@@ -425,7 +450,7 @@ def _hex_or_int_text(text: str | None) -> int | None:
         return None
 
 
-def _read_gpus() -> list[dict]:
+def _read_gpus(sysfs: Path) -> list[dict]:
     if not shutil.which("nvidia-smi"):
         return []
     query = "name,memory.total,pcie.link.gen.current,pcie.link.width.current,pci.bus_id"
@@ -437,7 +462,7 @@ def _read_gpus() -> list[dict]:
     gpus = []
     for line in out.strip().splitlines():
         name, memory, gen, width, bus = [x.strip() for x in line.split(",")]
-        numa = _int(Path("/sys/bus/pci/devices") / bus.lower()[-12:] / "numa_node")
+        numa = _int(sysfs / "bus/pci/devices" / bus.lower()[-12:] / "numa_node")
         gpus.append({"name": name, "memory": memory, "pcie": f"gen{gen} x{width}",
                      "bus_id": bus, "numa_node": numa})
     return gpus

@@ -36,8 +36,10 @@ def _blocks(files, n, start, size):
         files[f"sys/devices/system/node/node{n}/memory{index}/.link"] = ""
 
 
-def _common(files, tiers, balancing, thp, weights, cpu_flags):
+def _common(files, cpus, tiers, balancing, thp, weights, cpu_flags):
     files["sys/devices/system/memory/block_size_bytes"] = f"{BLOCK:x}"
+    files["sys/devices/system/cpu/online"] = cpus
+    files["proc/self/status"] = f"Name:\tcxlbench\nCpus_allowed_list:\t{cpus}\n"
     for tier, nodes in tiers.items():
         files[f"sys/devices/virtual/memory_tiering/memory_tier{tier}/nodelist"] = nodes
     files["proc/sys/kernel/numa_balancing"] = str(balancing)
@@ -59,7 +61,7 @@ def vm_one_node():
     """This development VM: one node, two CPUs, no CXL."""
     files, links = {}, {}
     _node(files, 0, "0-1", 24 * 1024 * 1024, "10")
-    _common(files, {4: "0"}, 0, "always [madvise] never", {0: 1}, "fpu avx2 avx512f")
+    _common(files, "0-1", {4: "0"}, 0, "always [madvise] never", {0: 1}, "fpu avx2 avx512f")
     return files, links
 
 
@@ -67,35 +69,50 @@ CXL_ROOT = "sys/devices/platform/ACPI0017:00/root0"
 PCI = "sys/devices/pci0000:34/0000:34:00.0"
 
 
-def _cxl_memdev(files, links, mem, endpoint, pci_fn, serial, ram):
+def _cxl_memdev(files, links, mem, endpoint, pci_fn, serial, size, mode="ram"):
+    """A type-3 device and its endpoint decoder, its capacity all `mode` (ram or pmem)."""
     path = f"{PCI}/0000:35:0{pci_fn}.0/{mem}"
     files[f"{path}/serial"] = hex(serial)
-    files[f"{path}/ram/size"] = hex(ram)
-    files[f"{path}/pmem/size"] = "0x0"
+    files[f"{path}/ram/size"] = hex(size if mode == "ram" else 0)
+    files[f"{path}/pmem/size"] = hex(size if mode == "pmem" else 0)
     files[f"{path}/numa_node"] = "0"
     ep = f"{CXL_ROOT}/port1/{endpoint}"
-    files[f"{ep}/decoder{endpoint[8:]}.0/mode"] = "ram"
+    files[f"{ep}/decoder{endpoint[8:]}.0/mode"] = mode
     links[f"{ep}/uport"] = path
     links[f"sys/bus/cxl/devices/{mem}"] = path
     links[f"sys/bus/cxl/devices/{endpoint}"] = ep
     links[f"sys/bus/cxl/devices/decoder{endpoint[8:]}.0"] = f"{ep}/decoder{endpoint[8:]}.0"
 
 
-def _cxl_region(files, links, start, size, ways, targets):
-    dec = f"{CXL_ROOT}/decoder0.0"
+def _cxl_region(files, links, start, size, ways, targets, root="decoder0.0",
+                region="region0", mode="ram"):
+    """A root decoder's window and the region in it; mode None: a kernel before 6.3, whose
+    regions have no mode file."""
+    dec = f"{CXL_ROOT}/{root}"
     files[f"{dec}/start"], files[f"{dec}/size"] = hex(start), hex(size)
     files[f"{dec}/interleave_ways"] = str(ways)
     files[f"{dec}/interleave_granularity"] = "256"
     files[f"{dec}/target_list"] = ",".join(str(i) for i in range(ways))
-    reg = f"{dec}/region0"
-    files[f"{reg}/mode"], files[f"{reg}/size"], files[f"{reg}/resource"] = "ram", hex(size), hex(start)
+    reg = f"{dec}/{region}"
+    files[f"{reg}/size"], files[f"{reg}/resource"] = hex(size), hex(start)
+    if mode:
+        files[f"{reg}/mode"] = mode
     files[f"{reg}/interleave_ways"], files[f"{reg}/interleave_granularity"] = str(ways), "256"
     for i, t in enumerate(targets):
         files[f"{reg}/target{i}"] = t
     links["sys/bus/cxl/devices/root0"] = CXL_ROOT
-    links["sys/bus/cxl/devices/decoder0.0"] = dec
-    links["sys/bus/cxl/devices/region0"] = reg
+    links[f"sys/bus/cxl/devices/{root}"] = dec
+    links[f"sys/bus/cxl/devices/{region}"] = reg
     return reg
+
+
+def _dax(files, links, path, node, start, size, driver="kmem"):
+    """A DAX device at `path` (its name is the last part) bound to `driver`."""
+    files[f"{path}/target_node"], files[f"{path}/size"] = str(node), str(size)
+    files[f"{path}/resource"] = hex(start)
+    files[f"sys/bus/dax/drivers/{driver}/.keep"] = ""
+    links[f"{path}/driver"] = f"sys/bus/dax/drivers/{driver}"
+    links[f"sys/bus/dax/devices/{path.rsplit('/', 1)[1]}"] = path
 
 
 def two_socket_cxl():
@@ -111,15 +128,11 @@ def two_socket_cxl():
     _node(files, 2, "", 16 * 1024 * 1024, "14 24 10", hmat={"access0": far, "access1": far})
     start, size = 64 * GIB, 16 * GIB
     _blocks(files, 2, start, size)
-    _common(files, {4: "0-1", 22: "2"}, 2, "[always] madvise never", {0: 3, 1: 3, 2: 1},
-            "fpu avx2 avx512f")
+    _common(files, "0-7", {4: "0-1", 22: "2"}, 2, "[always] madvise never",
+            {0: 3, 1: 3, 2: 1}, "fpu avx2 avx512f")
     _cxl_memdev(files, links, "mem0", "endpoint2", 0, 0x1234, size)
     reg = _cxl_region(files, links, start, size, 1, ["decoder2.0"])
-    dax = f"{reg}/dax_region0/dax0.0"
-    files[f"{dax}/target_node"], files[f"{dax}/size"] = "2", str(size)
-    files["sys/bus/dax/drivers/kmem/.keep"] = ""
-    links[f"{dax}/driver"] = "sys/bus/dax/drivers/kmem"
-    links["sys/bus/dax/devices/dax0.0"] = dax
+    _dax(files, links, f"{reg}/dax_region0/dax0.0", 2, start, size)
     return files, links
 
 
@@ -131,15 +144,69 @@ def interleaved_cxl():
     _node(files, 1, "", 32 * 1024 * 1024, "20 10")
     start, size = 128 * GIB, 32 * GIB
     _blocks(files, 1, start, size)
-    _common(files, {4: "0", 22: "1"}, 0, "always [madvise] never", {0: 1, 1: 1}, "fpu avx2")
+    _common(files, "0-3", {4: "0", 22: "1"}, 0, "always [madvise] never", {0: 1, 1: 1},
+            "fpu avx2")
     _cxl_memdev(files, links, "mem0", "endpoint2", 0, 0xa1, size // 2)
     _cxl_memdev(files, links, "mem1", "endpoint3", 1, 0xa2, size // 2)
     _cxl_region(files, links, start, size, 2, ["decoder2.0", "decoder3.0"])
     return files, links
 
 
+def nvdimm_cxl():
+    """Linux 6.1: a pmem-mode CXL region (no mode file yet) reaches the system through the
+    nvdimm bridge, nd region -> devdax -> kmem, so its DAX device hangs off an nd region
+    (ndbus0/region1), not off the CXL region (region0). A legacy NFIT pmem range, onlined
+    the same way as node 2, took nd region0: a name match would map the CXL region there.
+    The memory blocks are unreadable (a container), so only the DAX devices' physical
+    ranges say that CXL region0 feeds node 1. A devdax device (no kmem) feeds nothing."""
+    files, links = {}, {}
+    _node(files, 0, "0-3", 32 * 1024 * 1024, "10 20 17")
+    _node(files, 1, "", 16 * 1024 * 1024, "20 10 28")
+    _node(files, 2, "", 4 * 1024 * 1024, "17 28 10")
+    _common(files, "0-3", {4: "0", 22: "1-2"}, 0, "always [madvise] never", {0: 1, 1: 1},
+            "fpu avx2")
+    start, size = 96 * GIB, 16 * GIB
+    _cxl_memdev(files, links, "mem0", "endpoint2", 0, 0xb1, size, mode="pmem")
+    _cxl_region(files, links, start, size, 1, ["decoder2.0"], mode=None)
+    nd = f"{CXL_ROOT}/nvdimm-bridge0/ndbus0"
+    # The namespace starts past the label area and the devdax metadata.
+    _dax(files, links, f"{nd}/region1/dax1.0/dax1.0", 1, start + (128 << 20),
+         size - (128 << 20))
+    _dax(files, links, f"{nd}/region1/dax1.1/dax1.1", 1, start + size, 0, driver="device_dax")
+    nfit = "sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0012:00/ndbus1/region0"
+    _dax(files, links, f"{nfit}/dax0.0/dax0.0", 2, 200 * GIB, 4 * GIB)
+    return files, links
+
+
+def lab_machine():
+    """A lab machine: 2 sockets of 96 cores x 2 threads (384 CPUs, SMT siblings numbered
+    after all cores: node 0 has 0-95 and 192-287), and behind each socket a CXL expander
+    onlined as a CPU-less node (2 and 3), each through its own region and kmem DAX device."""
+    files, links = {}, {}
+    dram = ((110, 110, 250000, 250000), [0])
+    far = ((280, 300, 60000, 50000), [0])
+    _node(files, 0, "0-95,192-287", 512 * 1024 * 1024, "10 21 14 24",
+          hmat={"access0": dram}, huge=(64, 64))
+    _node(files, 1, "96-191,288-383", 512 * 1024 * 1024, "21 10 24 14",
+          hmat={"access0": ((110, 110, 250000, 250000), [1])}, huge=(64, 64))
+    _node(files, 2, "", 256 * 1024 * 1024, "14 24 10 26", hmat={"access0": far})
+    _node(files, 3, "", 256 * 1024 * 1024, "24 14 26 10",
+          hmat={"access0": ((280, 300, 60000, 50000), [1])})
+    _common(files, "0-383", {4: "0-1", 22: "2-3"}, 2, "always [madvise] never",
+            {0: 3, 1: 3, 2: 1, 3: 1}, "fpu avx2 avx512f")
+    for i, node in enumerate((2, 3)):
+        start, size = (1024 + 256 * i) * GIB, 256 * GIB
+        _blocks(files, node, start, size)
+        _cxl_memdev(files, links, f"mem{i}", f"endpoint{2 + i}", i, 0xc0 + i, size)
+        reg = _cxl_region(files, links, start, size, 1, [f"decoder{2 + i}.0"],
+                          root=f"decoder0.{i}", region=f"region{i}")
+        _dax(files, links, f"{reg}/dax_region{i}/dax{i}.0", node, start, size)
+    files["sys/bus/pci/devices/0000:17:00.0/numa_node"] = "1"       # a GPU on socket 1
+    return files, links
+
+
 MACHINES = {"vm": vm_one_node, "two_socket_cxl": two_socket_cxl,
-            "interleaved_cxl": interleaved_cxl}
+            "interleaved_cxl": interleaved_cxl, "nvdimm_cxl": nvdimm_cxl, "lab": lab_machine}
 
 
 def write(root: Path, machine: str) -> Path:

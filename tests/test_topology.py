@@ -1,5 +1,6 @@
 """Topology read from fixture trees of real machine shapes, and from this machine."""
 import json
+import os
 
 from cxlbench.topology import Topology
 
@@ -47,8 +48,8 @@ def test_two_socket_cxl_region_mapped_to_node(topo):
     assert region["node"] == 2
     assert t.node(2).cxl_regions == ["region0"]
     assert t.cxl["root_decoders"][0]["name"] == "decoder0.0"
-    assert t.dax == [{"name": "dax0.0", "size": 16 * 1024 ** 3, "target_node": 2,
-                      "mode": "system-ram", "region": "region0"}]
+    assert t.dax == [{"name": "dax0.0", "size": 16 * 1024 ** 3, "resource": 64 * 1024 ** 3,
+                      "target_node": 2, "mode": "system-ram", "region": "region0"}]
 
 
 def test_interleaved_region_mapped_by_memory_blocks(topo):
@@ -60,6 +61,45 @@ def test_interleaved_region_mapped_by_memory_blocks(topo):
     assert region["node"] == 1
     assert t.far_memory_nodes == [1]
     assert t.cxl["root_decoders"][0]["interleave_ways"] == 2
+
+
+def test_nvdimm_path_region_mapped_by_physical_address(topo):
+    # Linux 6.1, pmem region -> nd region -> devdax -> kmem, memory blocks unreadable.
+    t = topo("nvdimm_cxl")
+    (region,) = t.cxl["regions"]
+    assert region["name"] == "region0" and region["mode"] == "pmem"   # from the endpoint
+    assert region["node"] == 1              # not node 2, the NFIT range in nd region0
+    assert t.node(1).cxl_regions == ["region0"] and t.node(2).cxl_regions == []
+    by_name = {d["name"]: d for d in t.dax}
+    assert by_name["dax1.0"]["region"] == "region0"          # inside the region's range
+    assert by_name["dax1.0"]["resource"] == 96 * 1024 ** 3 + (128 << 20)
+    assert by_name["dax0.0"]["region"] is None               # NFIT pmem, not CXL
+    assert by_name["dax1.1"]["mode"] == "devdax"
+    assert "region0: pmem 16.0 GiB, 1-way x 256 B [decoder2.0->mem0] -> node 1" in t.render()
+
+
+def test_lab_machine_shape(topo):
+    t = topo("lab")
+    assert [len(n.cpus) for n in t.nodes] == [192, 192, 0, 0]
+    assert t.node(0).cpus[95:97] == [95, 192]                # SMT siblings after the cores
+    assert t.far_memory_nodes == [2, 3]
+    assert [(r["name"], r["node"]) for r in t.cxl["regions"]] == [("region0", 2), ("region1", 3)]
+    assert t.allowed_cpus == list(range(384))                # from proc/self/status
+    assert t.cpu_pairs() == ["0,1", "0,96"]
+
+
+def test_allowed_cpus_are_this_process_affinity():
+    assert Topology.read(probe_gpus=False).allowed_cpus == sorted(os.sched_getaffinity(0))
+
+
+def test_gpu_numa_node_read_under_the_sys_root(machines, monkeypatch, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:17:00.0'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    root = machines["lab"]
+    (gpu,) = Topology.read(root / "sys", root / "proc").gpus
+    assert gpu["numa_node"] == 1 and gpu["pcie"] == "gen5 x16"
 
 
 def test_render_reads_like_numactl(topo):
