@@ -67,9 +67,9 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         s = suite.adhoc(bench, list(sets)) if bench else \
             suite.load(suite_name or "quick", suite.parse_pairs(variables, "--var"))
         topo = Topology.read()
-        cases = suite.expand(s, topo.memory_nodes, [n.id for n in topo.nodes if n.cpus],
-                             topo.cpu_pairs())
-        benchmarks.precheck(cases, topo)
+        cases = suite.expand_for(s, topo)
+        for note in benchmarks.precheck(cases, topo):
+            echo(f"note: {note}")
         if dry_run:
             for c in cases:
                 click.echo(f"{c.id} {c.bench} {c.label()}")

@@ -174,6 +174,12 @@ def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = 
     return cases
 
 
+def expand_for(suite: Suite, topology) -> list[Case]:
+    """expand() with `topology`'s wildcards: its memory nodes, CPU nodes and CPU pairs."""
+    return expand(suite, topology.memory_nodes, [n.id for n in topology.nodes if n.cpus],
+                  topology.cpu_pairs())
+
+
 def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict) -> list[Case]:
     ctx = f"--bench {job}" if where == "--bench" else f"{where}: job {job!r}"
     bench_name = body.get("bench")

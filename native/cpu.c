@@ -32,14 +32,20 @@ int cxb_isa_supported(int isa)
     return isa == CXB_ISA_SCALAR;
 }
 
+/* A set sized for `cpu` rather than cpu_set_t's fixed CPU_SETSIZE (1024), so CPUs of any
+ * number pin (machines with more than 1024 CPUs exist). */
 int cxb_pin_self(int cpu)
 {
-    cpu_set_t set;
-    if (cpu < 0 || cpu >= CPU_SETSIZE)
+    if (cpu < 0)
         return cxb_fail(EINVAL, "CPU %d is out of range", cpu);
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    cpu_set_t *set = CPU_ALLOC(cpu + 1);
+    if (!set)
+        return cxb_fail(ENOMEM, "cannot allocate a CPU set for CPU %d", cpu);
+    size_t size = CPU_ALLOC_SIZE(cpu + 1);
+    CPU_ZERO_S(size, set);
+    CPU_SET_S(cpu, size, set);
+    int rc = pthread_setaffinity_np(pthread_self(), size, set);
+    CPU_FREE(set);
     if (rc)
         return cxb_fail(rc, "cannot pin a thread to CPU %d", cpu);
     return 0;

@@ -125,7 +125,7 @@ struct cxb_coherence_args {
     int mode;               /* ping-pong: 0 store, 1 CAS; atomics: 0 FAA, 1 CAS, 2 private, 3 false sharing */
     uint64_t iterations;    /* ping-pong: round trips; atomics: operations per thread */
     const int *cpus;        /* thread i on cpus[i] */
-    int threads;            /* ping-pong: 2; atomics: 1..64 */
+    int threads;            /* ping-pong: 2; atomics: 1 or more (false sharing: 1..8) */
     uint64_t *thread_ns;    /* out, optional: each thread's time */
     uint64_t ns;            /* out: first start to last end */
 };

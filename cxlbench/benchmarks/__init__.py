@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from ..errors import UserError
-from . import (bandwidth, chase, flush, interleave_sweep, loaded_latency, matrix, migrate,
-               migrate_touch, random_bw, selftest)
+from . import (bandwidth, chase, common, flush, interleave_sweep, loaded_latency, matrix,
+               migrate, migrate_touch, random_bw, selftest)
 from .coherence import Atomics, PingPong
 
 _ALL = {m.NAME: m for m in (chase, bandwidth, random_bw, loaded_latency, matrix,
@@ -32,13 +32,18 @@ def get(name: str):
     return bench
 
 
-def precheck(cases, topology) -> None:
-    """Every case's CPUs, ISA and placement, checked before anything runs: bad input
-    stops the run with one clear message instead of failing case by case."""
-    for case in cases:
-        check = getattr(get(case.bench), "check", None)
-        if check is not None:
+def precheck(cases, topology) -> list[str]:
+    """Every case's CPUs, ISA and placement, checked against `topology` (its CPUs too)
+    before anything runs: bad input stops the run with one clear message instead of
+    failing case by case. Returns a note for each case a check clipped to what fits."""
+    notes = []
+    with common.cpus_of(topology):
+        for case in cases:
+            check = getattr(get(case.bench), "check", None)
             try:
-                check(case.params, topology)
+                note = check(case.params, topology) if check is not None else None
             except UserError as e:
                 raise type(e)(f"{case.id}: {e}") from None
+            if note:
+                notes.append(f"{case.id}: {note}")
+    return notes

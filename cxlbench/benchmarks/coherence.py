@@ -15,6 +15,8 @@ from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 PINGPONG_MODES = ("store", "cas")
 ATOMIC_MODES = ("faa", "cas", "private", "false_sharing")
+LINE, PAGE = 64, 4096
+LINE_WORDS = LINE // 8          # false sharing: one 64-bit counter per thread in one line
 
 
 def _options(modes: tuple, default_iterations: int, extra: dict) -> dict:
@@ -29,9 +31,14 @@ def _options(modes: tuple, default_iterations: int, extra: dict) -> dict:
     }
 
 
+def _buffer_size(threads: int) -> int:
+    """Whole pages holding a line per thread (mode private); the shared line is the first."""
+    return -(-threads * LINE // PAGE) * PAGE
+
+
 def _line_buffer(params: dict, cpus: list[int]):
-    """One page placed by `mem`; the line(s) at its start are the shared ones."""
-    (buf,) = place({**params, "size": 4096}, cpus)
+    """The pages placed by `mem`; the line(s) at their start are the shared ones."""
+    (buf,) = place({**params, "size": _buffer_size(len(cpus))}, cpus)
     return buf, buf.array(np.uint64)
 
 
@@ -52,7 +59,7 @@ class PingPong:
 
     @classmethod
     def check(cls, params: dict, topology) -> None:
-        check_placement({**params, "size": 4096}, cls.cpus(params), topology)
+        check_placement({**params, "size": PAGE}, cls.cpus(params), topology)
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
@@ -77,16 +84,26 @@ class Atomics:
     DESCRIPTION = "atomics on shared, private and falsely shared lines; Mops/s and fairness"
     OPTIONS = _options(ATOMIC_MODES, 1000000, pick("threads", "cpus", threads="all"))
 
-    @classmethod
-    def check(cls, params: dict, topology) -> None:
+    @staticmethod
+    def cpus(params: dict) -> tuple[list[int], str | None]:
+        """The case's CPUs, and a note where false sharing clipped them to a line's words
+        (so threads = "all" sweeps run on machines of any size)."""
         cpus = resolve_cpus(params)
-        if params["mode"] == "false_sharing" and len(cpus) > 8:
-            raise UserError("atomics: false sharing fits 8 threads in a 64-byte line")
-        check_placement({**params, "size": 4096}, cpus, topology)
+        if params["mode"] == "false_sharing" and len(cpus) > LINE_WORDS:
+            return cpus[:LINE_WORDS], (f"false sharing fits {LINE_WORDS} threads in a "
+                                       f"{LINE}-byte line: runs {LINE_WORDS} of the "
+                                       f"{len(cpus)} CPUs threads={params['threads']} gives")
+        return cpus, None
+
+    @classmethod
+    def check(cls, params: dict, topology) -> str | None:
+        cpus, note = cls.cpus(params)
+        check_placement({**params, "size": _buffer_size(len(cpus))}, cpus, topology)
+        return note
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
-        cpus = resolve_cpus(params)
+        cpus, note = cls.cpus(params)
         buf, words = _line_buffer(params, cpus)
         mode, n = ATOMIC_MODES.index(params["mode"]), params["iterations"]
 
@@ -102,5 +119,5 @@ class Atomics:
 
         m = Measurement(kernel=f"atomic_{params['mode']}", isa="scalar", cpus=cpus,
                         units={"throughput": "Mops/s", "fairness": "jain"},
-                        info={"threads": len(cpus)})
+                        info={"threads": len(cpus), **({"note": note} if note else {})})
         return measure(m, params, [buf], once)

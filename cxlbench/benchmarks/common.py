@@ -3,6 +3,8 @@ warm up, repeat, and report. Runs inside the case's worker process."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -55,9 +57,23 @@ def as_case_of(bench, params: dict, **fixed) -> dict:
     return out
 
 
+# Set while cases are checked against a topology (precheck): its CPUs, not this process's.
+_CHECKED_CPUS: ContextVar[list[int] | None] = ContextVar("checked_cpus", default=None)
+
+
+@contextmanager
+def cpus_of(topology: Topology):
+    """resolve_cpus answers for `topology`'s allowed CPUs inside this block."""
+    token = _CHECKED_CPUS.set(topology.allowed_cpus)
+    try:
+        yield
+    finally:
+        _CHECKED_CPUS.reset(token)
+
+
 def resolve_cpus(params: dict) -> list[int]:
     """cpus (default: the CPUs this process may use) narrowed to `threads` of them."""
-    allowed = sorted(os.sched_getaffinity(0))
+    allowed = _CHECKED_CPUS.get() or sorted(os.sched_getaffinity(0))
     cpus = parse_list(params["cpus"]) if params.get("cpus") else allowed
     missing = sorted(set(cpus) - set(allowed))
     if missing:
