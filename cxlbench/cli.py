@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from . import __version__, analysis, benchmarks, results, runner, suite
+from . import __version__, analysis, benchmarks, paramtext, results, runner, suite
 from .errors import CxlbenchError, UserError
 from .topology import Topology
 from .units import format_size
@@ -54,6 +54,9 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         if suite_name or bench or sets:
             raise UserError("--resume takes the run directory alone")
         run_ = results.Run.open(resume)
+        old = run_.stored_version
+        for step in run_.upgrade_files():
+            echo(f"upgraded {run_.path} from results format {old}: {step}")
         dropped = run_.drop_unfinished_rows()
         if dropped:
             echo(f"dropped {dropped} rows of a case that did not finish")
@@ -99,19 +102,64 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         sys.exit(1)
 
 
+# The parameters column is as wide as its longest entry up to this; longer ones push the
+# rest of their line right rather than being cut.
+PARAMS_WIDTH = 40
+
+
 def _print_summary(records: list[dict]) -> None:
-    click.echo(f"{'case':<22} {'benchmark':<10} {'kernel':<7} {'metric':<10} {'median':>10} "
-               f"{'95% CI':>21} {'cv':>6} {'n':>3}")
+    """A block per job, as MLC, multichase and fio print: the job's benchmark and the
+    settings its cases share, then a line per case and metric with the parameters that
+    tell that job's cases apart, so the summary reads without the results file."""
+    jobs: dict[str, list[dict]] = {}
     for r in records:
-        if r["status"] != "ok" or r["metric"] is None:
-            label = "UNSUPPORTED" if r["status"] == "unsupported" else "FAILED"
-            click.echo(f"{r['case']:<22} {r['benchmark']:<10} {label}: {r['error']}")
-            continue
-        ci = f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
-        flag = " noisy" if r.get("noisy") else ""
-        click.echo(f"{r['case']:<22} {r['benchmark']:<10} {r['kernel'] or '':<7} "
-                   f"{r['metric']:<10} {r['median']:>10.4g} {ci:>21} {r['cv']:>6.1%} "
-                   f"{r['n']:>3} {r['unit']}{flag}")
+        jobs.setdefault(r["case"].rsplit("/", 1)[0], []).append(r)
+    apart = {}                           # case -> the text of its varying parameters
+    titles = {}
+    for job, recs in jobs.items():
+        params = {r["case"]: paramtext.resolved(r["parameters"], r["cpus"]) for r in recs}
+        keys = paramtext.varying(list(params.values()))
+        apart.update({case: paramtext.params_text(p, keys) for case, p in params.items()})
+        titles[job] = _job_title(job, recs, keys)
+    ok = [r for r in records if r["status"] == "ok" and r["metric"] is not None]
+    cw = max((len(r["case"]) for r in records), default=4)
+    pw = min(max((len(text) for text in apart.values()), default=0), PARAMS_WIDTH)
+    mw = max((len(r["metric"]) for r in ok), default=6)
+    uw = max((len(r["unit"]) for r in ok), default=4)
+    column = (lambda text: f"{text:<{pw}}  ") if pw else (lambda text: "")  # none varies
+    click.echo(f"  {'case':<{cw}}  {column('parameters')}{'metric':<{mw}} {'median':>10} "
+               f"{'unit':<{uw}} {'95% CI':>21} {'cv':>6} {'n':>3}")
+    for job, recs in jobs.items():
+        click.echo(titles[job])
+        last = None
+        for r in recs:
+            case, text = (r["case"], apart[r["case"]]) if r["case"] != last else ("", "")
+            last = r["case"]
+            lead = f"  {case:<{cw}}  {column(text)}"
+            if r["status"] != "ok" or r["metric"] is None:
+                label = "UNSUPPORTED" if r["status"] == "unsupported" else "FAILED"
+                click.echo(f"{lead}{label}: {r['error']}")
+                continue
+            ci = f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
+            flag = " noisy" if r.get("noisy") else ""
+            click.echo(f"{lead}{r['metric']:<{mw}} {r['median']:>10.4g} {r['unit']:<{uw}} "
+                       f"{ci:>21} {r['cv']:>6.1%} {r['n']:>3}{flag}")
+
+
+def _job_title(job: str, recs: list[dict], varying: list[str]) -> str:
+    """'latency: chase, mem=local page=4k': what every case of the job shares, where it is
+    the placement, the size, or not the benchmark's default (run-control options aside)."""
+    bench = recs[0]["benchmark"]
+    module = benchmarks.available().get(bench)
+    opts = module.OPTIONS if module else {}
+    first = recs[0]["parameters"]
+    shared = [k for k, v in first.items()
+              if k not in varying and k not in paramtext.NOT_MEASURED
+              and (k in ("size", "mem") or k not in opts or v != opts[k].default)]
+    isas = {r["isa"] for r in recs if r["isa"]}
+    what = f"{bench}, isa {isas.pop()}" if len(isas) == 1 and "isa" in opts else bench
+    shared_text = paramtext.params_text(first, shared)
+    return f"{job}: {what}" + (f", {shared_text}" if shared_text else "")
 
 
 def _analyse(run_, records: list[dict]) -> dict:

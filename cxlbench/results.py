@@ -3,7 +3,8 @@
 run.json holds the run's metadata and its expanded cases; results.csv holds tidy rows,
 appended and flushed as each case finishes; cases.jsonl is the journal of finished cases
 (status, error, verified placement) that `--resume` reads. The format carries a version:
-older runs are upgraded on load, newer ones refused."""
+older runs are upgraded as they are read (and on disk before `--resume` appends to them),
+newer ones refused."""
 from __future__ import annotations
 
 import csv
@@ -13,13 +14,14 @@ import json
 import os
 import re
 import socket
+from bisect import bisect
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .errors import ResultsError
 
-FORMAT_VERSION = 1
-# Upgrade steps: UPGRADES[v] turns version-v metadata into version v+1.
-UPGRADES: dict = {}
+FORMAT_VERSION = 2
 
 FIRST_COLUMNS = ["run", "job", "case", "benchmark", "kernel", "isa"]
 LAST_COLUMNS = ["cpus_used", "placement_method", "verified", "placement_ok", "vmstat",
@@ -33,10 +35,16 @@ def machine_id() -> str:
     emulated = os.environ.get("CXLBENCH_EMULATED")
     if emulated:
         try:
-            return "emulated-" + re.sub(r"[^A-Za-z0-9_.-]", "_", json.loads(emulated)["topology"])
+            return _machine_id(None, json.loads(emulated)["topology"])
         except (ValueError, KeyError, TypeError):
             return "emulated"
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "machine"
+    return _machine_id(socket.gethostname(), None)
+
+
+def _machine_id(hostname: str | None, emulated_topology: str | None) -> str:
+    if emulated_topology is not None:
+        return "emulated-" + re.sub(r"[^A-Za-z0-9_.-]", "_", str(emulated_topology))
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", hostname or "") or "machine"
 
 
 def new_run_id() -> str:
@@ -48,10 +56,12 @@ def columns_for(param_names) -> list[str]:
 
 
 class Run:
-    """One run directory, opened for appending."""
+    """One run directory. `stored_version` is the format its files are in; what Run gives
+    (meta, journal) is always in FORMAT_VERSION, and upgrade_files() rewrites the files
+    before anything is appended to them."""
 
-    def __init__(self, path: Path, meta: dict):
-        self.path, self.meta = path, meta
+    def __init__(self, path: Path, meta: dict, stored_version: int = FORMAT_VERSION):
+        self.path, self.meta, self.stored_version = path, meta, stored_version
         self.columns: list[str] = meta["columns"]
 
     # ---- creating and opening -------------------------------------------------------
@@ -67,7 +77,8 @@ class Run:
                 break
             except FileExistsError:
                 continue
-        meta = {"format_version": FORMAT_VERSION, "run_id": path.name, **meta}
+        meta = {"format_version": FORMAT_VERSION, "run_id": path.name,
+                "machine_id": base.name, **meta}
         run = cls(path, meta)
         _write_atomic(path / "run.json", json.dumps(meta, indent=2, default=str))
         with open(path / "results.csv", "w", newline="") as f:
@@ -77,11 +88,41 @@ class Run:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Run":
-        path = Path(path)
-        meta = read_meta(path)
+        path = _run_dir(path)
+        raw, version = _read_stored(path)
         if not (path / "results.csv").exists():
             raise ResultsError(f"{path}: results.csv is missing")
-        return cls(path, meta)
+        return cls(path, _upgrade_meta(raw, version), version)
+
+    def upgrade_files(self) -> list[str]:
+        """Rewrite an older run's files in this format, so rows appended now match the
+        ones already there. Returns what each step changed (empty: nothing to do). The
+        journal and rows go first and run.json last: every step is safe to repeat, so a
+        kill in between leaves a run that upgrades again."""
+        if self.stored_version == FORMAT_VERSION:
+            return []
+        header, rows = self.table()
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(header)
+        w.writerows(rows)
+        _write_atomic(self.path / "results.csv", buf.getvalue())
+        _write_atomic(self.path / "cases.jsonl", "".join(
+            json.dumps(e, default=str) + "\n" for e in self.finished().values()))
+        steps = [UPGRADES[v].what for v in range(self.stored_version, FORMAT_VERSION)]
+        self.update_meta(upgraded_from=self.stored_version)
+        self.stored_version = FORMAT_VERSION
+        return steps
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """results.csv's header and rows, upgraded to this format."""
+        with open(self.path / "results.csv", newline="") as f:
+            reader = csv.reader(f)
+            header, rows = next(reader, []), list(reader)
+        meta = self.meta
+        for v in range(self.stored_version, FORMAT_VERSION):
+            header, rows = UPGRADES[v].table(meta, header, rows)
+        return header, rows
 
     # ---- journal ----------------------------------------------------------------------
     def finished(self) -> dict[str, dict]:
@@ -93,6 +134,8 @@ class Run:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            for v in range(self.stored_version, FORMAT_VERSION):
+                entry = UPGRADES[v].journal(entry)
             done[entry["case"]] = entry
         return done
 
@@ -120,6 +163,9 @@ class Run:
 
     def append(self, case_id: str, rows: list[dict], entry: dict) -> None:
         """Rows first, then the journal line; each in one write and flushed to disk."""
+        if self.stored_version != FORMAT_VERSION:
+            raise ResultsError(f"{self.path} is in results format {self.stored_version}: "
+                               "upgrade_files() before appending")
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
         w.writerows(rows)
@@ -158,8 +204,8 @@ def _run_dir(path: str | os.PathLike) -> Path:
     return path
 
 
-def read_meta(path: str | os.PathLike) -> dict:
-    path = _run_dir(path)
+def _read_stored(path: Path) -> tuple[dict, int]:
+    """run.json as stored, and its format version; newer formats are refused."""
     try:
         meta = json.loads((path / "run.json").read_text())
     except json.JSONDecodeError as e:
@@ -170,19 +216,106 @@ def read_meta(path: str | os.PathLike) -> dict:
     if version > FORMAT_VERSION:
         raise ResultsError(f"{path} was written in results format {version}, newer than this "
                            f"cxlbench reads ({FORMAT_VERSION}): upgrade cxlbench to read it")
-    while version < FORMAT_VERSION:
-        meta = UPGRADES[version](meta)
-        version = meta["format_version"]
+    return meta, version
+
+
+def _upgrade_meta(meta: dict, version: int) -> dict:
+    for v in range(version, FORMAT_VERSION):
+        meta = {**UPGRADES[v].meta(meta), "format_version": v + 1}
     return meta
+
+
+def read_meta(path: str | os.PathLike) -> dict:
+    """run.json, upgraded to this format."""
+    return _upgrade_meta(*_read_stored(_run_dir(path)))
 
 
 def load(path: str | os.PathLike):
     """A run's results as a pandas DataFrame (one row per repetition and metric); the
-    run's metadata is in df.attrs['run']."""
+    run's metadata is in df.attrs['run']. Older formats are upgraded in memory."""
     import pandas as pd
 
-    path = _run_dir(path)
-    meta = read_meta(path)
-    df = pd.read_csv(path / "results.csv")
-    df.attrs["run"] = meta
+    run = Run.open(path)
+    if run.stored_version == FORMAT_VERSION:
+        df = pd.read_csv(run.path / "results.csv")
+    else:
+        header, rows = run.table()
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(header)
+        w.writerows(rows)
+        df = pd.read_csv(io.StringIO(buf.getvalue()))
+    df.attrs["run"] = run.meta
     return df
+
+
+# ---- upgrade steps -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Upgrade:
+    """One format step, for each of a run's three files. Steps are frozen in time: they
+    name the columns and fields of their own version, not today's constants, and each is
+    safe to apply to a file that has had it already."""
+    what: str
+    meta: Callable[[dict], dict]
+    table: Callable[[dict, list, list], tuple[list, list]]   # (upgraded meta, header, rows)
+    journal: Callable[[dict], dict]
+
+
+def _v1_params(bench: str, params: dict) -> dict:
+    if bench != "matrix" or "metric" not in params:
+        return params
+    return {("measure" if k == "metric" else k): v for k, v in params.items()}
+
+
+def _v1_columns(columns: list[str], add_measure: bool) -> list[str]:
+    """The first of two `metric` columns was the matrix option's; `measure` joins the
+    parameters (sorted, between `isa` and `cpus_used`) where a matrix case needs it."""
+    cols = list(columns)
+    if cols.count("metric") > 1:
+        cols.remove("metric")
+    if add_measure and "measure" not in cols:
+        lo, hi = cols.index("isa") + 1, cols.index("cpus_used")
+        cols.insert(lo + bisect(cols[lo:hi], "measure"), "measure")
+    return cols
+
+
+def _v1_meta(meta: dict) -> dict:
+    cases = [{**c, "params": _v1_params(c["bench"], c["params"])} for c in meta["cases"]]
+    suite = dict(meta.get("suite") or {})
+    jobs = suite.get("jobs")
+    if isinstance(jobs, dict):
+        suite["jobs"] = {name: _v1_params(body.get("bench"), body)
+                         if isinstance(body, dict) else body for name, body in jobs.items()}
+    emulated = meta.get("emulated") or {}
+    hostname = ((meta.get("topology") or {}).get("machine") or {}).get("hostname")
+    return {**meta, "cases": cases, "suite": suite,
+            "columns": _v1_columns(meta["columns"], any(c["bench"] == "matrix" for c in cases)),
+            "machine_id": meta.get("machine_id") or _machine_id(hostname,
+                                                                emulated.get("topology"))}
+
+
+def _v1_table(meta: dict, header: list, rows: list) -> tuple[list, list]:
+    measure = {c["id"]: c["params"]["measure"] for c in meta["cases"] if c["bench"] == "matrix"}
+    new = _v1_columns(header, bool(measure))
+    out = []
+    for row in rows:
+        d = dict(zip(header, row))          # of two `metric` cells the later (measured) wins
+        if d.get("case") in measure:
+            d["measure"] = measure[d["case"]]
+        out.append([d.get(c, "") for c in new])
+    return new, out
+
+
+def _v1_journal(entry: dict) -> dict:
+    if "params" not in entry:
+        return entry
+    return {**entry, "params": _v1_params(entry.get("bench"), entry["params"])}
+
+
+# UPGRADES[v] turns a version-v run into version v+1.
+UPGRADES: dict[int, Upgrade] = {
+    1: Upgrade("matrix's option `metric` is now `measure` (results.csv had two `metric` "
+               "columns); the run records its machine id",
+               _v1_meta, _v1_table, _v1_journal),
+}

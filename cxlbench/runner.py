@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Callable
 
-from . import __version__, native, stats
+from . import __version__, native, stats, system
 from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
@@ -45,7 +45,8 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
         "suite": {"name": suite.name, "source": suite.source, "text": suite.text,
                   "jobs": suite.data},
         "emulated": topo.machine.get("emulated"),
-        "settings": topo.settings,
+        "build": native.build_info(),
+        "settings": {**topo.settings, **system.read_settings()},
         "topology": topo.to_dict(),
         "timer": native.timer_calibrate(),
         "kernels": [k.__dict__ for k in native.kernels()],

@@ -15,8 +15,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from .figures import value_text
-from .runs import NOT_MEASURED, RunData
+from ..paramtext import NOT_MEASURED, value_text
+from .runs import RunData
 
 ALPHA = 0.05
 EXACT_LIMIT = 2500          # m * n up to this: exact null distribution

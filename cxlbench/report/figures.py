@@ -16,8 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..paramtext import NOT_MEASURED, params_text, resolved, value_text  # noqa: E402
+from ..paramtext import varying as _varying  # noqa: E402
 from ..units import format_size, parse_list  # noqa: E402
-from .runs import NOT_MEASURED  # noqa: E402
 
 # Parameters a caption never lists as fixed (they are in the legend, on an axis, or noise).
 QUIET = set(NOT_MEASURED) | {"cpus"}
@@ -34,39 +35,21 @@ class Figure:
 
 # ---- shared helpers -------------------------------------------------------------------
 
-def value_text(name: str, value) -> str:
-    if name in ("size", "load_size") and isinstance(value, (int, float)):
-        return format_size(int(value))
-    return str(value)
-
-
-def params_text(params: dict, keys) -> str:
-    """'k=v k=v' for the keys named, sizes written as sizes."""
-    return " ".join(f"{k}={value_text(k, params.get(k))}" for k in keys)
-
-
 def _params(frame: pd.DataFrame) -> list[dict]:
     """Each row's parameters, with threads="all" resolved to the CPUs it ran on."""
-    out = []
-    for p, cpus in zip(frame["params"], frame["cpus_used"]):
-        p = dict(p)
-        if p.get("threads") == "all" and str(cpus) not in ("", "nan"):
-            p["threads"] = len(parse_list(str(cpus)))
-        out.append(p)
-    return out
+    return [resolved(p, cpus) for p, cpus in zip(frame["params"], frame["cpus_used"])]
 
 
 def varying(frame: pd.DataFrame, exclude=()) -> list[str]:
     """Parameters whose value differs between the rows (the legend), in a stable order."""
-    ps = _params(frame)
-    names = sorted({k for p in ps for k in p} - QUIET - set(exclude))
-    return [k for k in names if len({repr(p.get(k)) for p in ps}) > 1]
+    return _varying(_params(frame), QUIET | set(exclude))
 
 
 def fixed(frame: pd.DataFrame, exclude=()) -> dict:
     ps = _params(frame)
     names = sorted({k for p in ps for k in p} - QUIET - set(exclude))
-    return {k: ps[0].get(k) for k in names if len({repr(p.get(k)) for p in ps}) == 1}
+    moving = set(_varying(ps))
+    return {k: ps[0].get(k) for k in names if k not in moving}
 
 
 def series_names(frame: pd.DataFrame, exclude=()) -> list[str]:

@@ -10,10 +10,7 @@ import pandas as pd
 
 from .. import results, stats
 from ..errors import ResultsError
-
-# Parameters that change how long or how carefully a case runs, not what it measures:
-# cases that differ only in these are still the same measurement.
-NOT_MEASURED = ("repeat", "warmup", "timeout", "tolerance")
+from ..paramtext import NOT_MEASURED  # noqa: F401 (the reports' name for it)
 
 
 @dataclass
