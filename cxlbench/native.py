@@ -152,12 +152,13 @@ class Allocation:
         return arr if shape is None else arr.reshape(shape)
 
 
-def chase_build(buf: Allocation, nbytes: int, group_bytes: int, seed: int,
+def chase_build(buf: Allocation, nbytes: int, window: int, page_bytes: int, seed: int,
                 run_lines: int = 0) -> np.ndarray:
-    """Link the chase cycle; returns the visiting order (line indices)."""
+    """Link the chase cycle over windows of `window` bytes (0: all); returns the visiting
+    order (line indices)."""
     order = np.empty(nbytes // 64, dtype=np.uint32)
     _check("cxb_chase_build", lib.cxb_chase_build(
-        buf._mem, nbytes, group_bytes, run_lines, seed,
+        buf._mem, nbytes, window, page_bytes, run_lines, seed,
         ffi.cast("uint32_t *", ffi.from_buffer(order))))
     return order
 
@@ -201,21 +202,27 @@ class LoadedResult:
     end: int
     moved: int          # bytes the generators touched
     gen_ns: int
+    batches: list[int]  # batches of 8 lines, per generator
+    sums: list[int]     # sum of the words each generator read
 
 
 def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, generators: int,
-                   mode: str, delay: int, cpus) -> LoadedResult:
+                   mode: str, delay: int, cpus, value: int = 0) -> LoadedResult:
     """One loaded-latency point: a timed chase on cpus[0] while `generators` threads on
-    cpus[1:] stream with `delay` pauses after every 8 lines."""
+    cpus[1:] stream with `delay` pauses after every 8 lines, storing value + line index."""
     a = ffi.new("struct cxb_loaded_args *")
     a.chase_start, a.chase_loads = ffi.cast("void *", start), loads
     a.gen_buf, a.gen_bytes = ffi.cast("void *", gen_addr), gen_bytes
     a.generators, a.mode, a.delay = generators, LOAD_MODES.index(mode), delay
+    a.value = value
     cpu_array = _int_array(cpus)
     a.cpus = cpu_array
+    batches = ffi.new("uint64_t[]", max(generators, 1))
+    sums = ffi.new("uint64_t[]", max(generators, 1))
+    a.gen_batches, a.gen_sums = batches, sums
     _check("cxb_loaded_latency", lib.cxb_loaded_latency(a))
     return LoadedResult(a.chase_ns, int(ffi.cast("uintptr_t", a.chase_end)), a.gen_moved,
-                        a.gen_ns)
+                        a.gen_ns, list(batches)[:generators], list(sums)[:generators])
 
 
 FLUSH_KINDS = ("clflush", "clflushopt", "clwb", "nt")      # C's CXB_FLUSH_* order

@@ -93,14 +93,19 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
 #endif
 
 /* ---- the template ---------------------------------------------------------------- */
-/* U vectors per unrolled step; every slice is a whole number of 64-byte lines, and a
- * line is a whole number of vectors, so no partial vector is ever left. */
-#define U 4
+/* Four vectors per unrolled step, written out rather than left to a loop the compiler
+ * may keep rolled (or, for an accumulator array, keep on the stack: a load and a store
+ * around every add, which halved the read kernel in L1). Every slice is a whole number
+ * of 64-byte lines, and a line is a whole number of vectors, so no partial vector is
+ * ever left. */
 #define ALL_VECTORS(P, N, body)                                                      \
-    for (size_t i = 0; i + U * (N) <= bytes; i += U * (N)) {                        \
-        for (int u = 0; u < U; u++) { size_t o = i + u * (N); body; }               \
+    for (size_t i = 0; i + 4 * (N) <= bytes; i += 4 * (N)) {                        \
+        { size_t o = i; body; }                                                     \
+        { size_t o = i + (N); body; }                                               \
+        { size_t o = i + 2 * (N); body; }                                           \
+        { size_t o = i + 3 * (N); body; }                                           \
     }                                                                               \
-    for (size_t o = bytes / (U * (N)) * (U * (N)); o < bytes; o += (N)) { body; }
+    for (size_t o = bytes / (4 * (N)) * (4 * (N)); o < bytes; o += (N)) { body; }
 
 /* A read:write mix over one buffer: of every R+W lines, R are summed and W stored. */
 #define RW_KERNEL(P, ATTR, R, W)                                                     \
@@ -211,16 +216,17 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
         size_t bytes = a->bytes;                                                     \
         uint64_t total = 0;                                                          \
         for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            P##_VI s[U];                                                             \
-            for (int u = 0; u < U; u++)                                              \
-                s[u] = P##_ZEROI();                                                  \
-            for (size_t i = 0; i + U * P##_N <= bytes; i += U * P##_N)               \
-                for (int u = 0; u < U; u++)                                          \
-                    s[u] = P##_ADDI(s[u], P##_LDI(p + i + u * P##_N));               \
-            for (size_t o = bytes / (U * P##_N) * (U * P##_N); o < bytes; o += P##_N) \
-                s[0] = P##_ADDI(s[0], P##_LDI(p + o));                               \
-            for (int u = 0; u < U; u++)                                              \
-                total += P##_SUMI(s[u]);                                             \
+            /* four named accumulators: four independent add chains in registers */ \
+            P##_VI s0 = P##_ZEROI(), s1 = P##_ZEROI(), s2 = P##_ZEROI(), s3 = P##_ZEROI(); \
+            for (size_t i = 0; i + 4 * P##_N <= bytes; i += 4 * P##_N) {             \
+                s0 = P##_ADDI(s0, P##_LDI(p + i));                                   \
+                s1 = P##_ADDI(s1, P##_LDI(p + i + P##_N));                           \
+                s2 = P##_ADDI(s2, P##_LDI(p + i + 2 * P##_N));                       \
+                s3 = P##_ADDI(s3, P##_LDI(p + i + 3 * P##_N));                       \
+            }                                                                        \
+            for (size_t o = bytes / (4 * P##_N) * (4 * P##_N); o < bytes; o += P##_N) \
+                s0 = P##_ADDI(s0, P##_LDI(p + o));                                   \
+            total += P##_SUMI(s0) + P##_SUMI(s1) + P##_SUMI(s2) + P##_SUMI(s3);      \
         }                                                                            \
         a->checksum = total;                                                         \
         return 0;                                                                    \

@@ -1,6 +1,8 @@
-/* Pointer chase: one pointer per 64-byte line linked into one random cycle. Groups
- * (pages) are visited in random order and the lines of each group in random order, so
- * the group size sets how many lines are visited per TLB entry. */
+/* Pointer chase: one pointer per 64-byte line linked into one random cycle. The buffer
+ * is cut into locality windows visited in random order, each walked to its end before
+ * the next: the window, not the page size, sets how far apart consecutive loads land
+ * (multichase's TLB locality), so prefetchers and DRAM row hits are kept out of an idle
+ * latency. The TLB-reach knob visits a few lines of each page of a window per round. */
 #include <errno.h>
 #include <stdlib.h>
 #include "internal.h"
@@ -23,56 +25,77 @@ static void shuffle(uint32_t *v, size_t n, uint64_t *seed)
     }
 }
 
-int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, size_t run_lines,
-                    uint64_t seed, uint32_t *order)
+/* 0, 1, ..., n-1 in random order */
+static void permutation(uint32_t *v, size_t n, uint64_t *seed)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = (uint32_t)i;
+    shuffle(v, n, seed);
+}
+
+/* The lines of one window (first, n lines) into out[0..n): pages in random order and
+ * lines within each page in random order, then run_lines lines of every page per round.
+ * page and tmp have room for the window's pages and lines; tmp holds page p's lines
+ * at p * per. */
+static void window_by_pages(uint32_t *out, size_t first, size_t n, size_t per,
+                            size_t run_lines, uint32_t *page, uint32_t *tmp, uint64_t *seed)
+{
+    size_t pages = (n + per - 1) / per, k = 0;
+    permutation(page, pages, seed);
+    for (size_t pi = 0; pi < pages; pi++) {
+        size_t m = n - (size_t)page[pi] * per < per ? n - (size_t)page[pi] * per : per;
+        permutation(tmp + (size_t)page[pi] * per, m, seed);
+    }
+    for (size_t round = 0; round * run_lines < per; round++)
+        for (size_t pi = 0; pi < pages; pi++) {
+            size_t m = n - (size_t)page[pi] * per < per ? n - (size_t)page[pi] * per : per;
+            for (size_t i = round * run_lines; i < m && i < (round + 1) * run_lines; i++)
+                out[k++] = (uint32_t)(first + (size_t)page[pi] * per + tmp[(size_t)page[pi] * per + i]);
+        }
+}
+
+int cxb_chase_build(void *buf, size_t bytes, size_t window_bytes, size_t page_bytes,
+                    size_t run_lines, uint64_t seed, uint32_t *order)
 {
     size_t lines = bytes / CXB_LINE;
     if (!buf || !order || lines < 2 || lines > UINT32_MAX)
         return cxb_fail(EINVAL, "chase needs 2 to 2^32 lines, got %zu", lines);
-    if (group_bytes < CXB_LINE || group_bytes % CXB_LINE)
-        return cxb_fail(EINVAL, "chase group of %zu bytes is not a whole number of lines", group_bytes);
-    size_t per = group_bytes / CXB_LINE, groups = (lines + per - 1) / per;
-    if (run_lines == 0 || run_lines > per)
-        run_lines = per;
-    uint32_t *g = malloc(groups * sizeof *g), *l = malloc(per * sizeof *l);
-    uint32_t *tmp = run_lines < per ? malloc(lines * sizeof *tmp) : order;
-    if (!g || !l || !tmp) {
-        free(g);
-        free(l);
-        if (tmp != order)
-            free(tmp);
+    if (window_bytes % CXB_LINE || page_bytes < CXB_LINE || page_bytes % CXB_LINE)
+        return cxb_fail(EINVAL, "chase window (%zu) and page (%zu) must be whole lines",
+                        window_bytes, page_bytes);
+    size_t win = window_bytes ? window_bytes / CXB_LINE : lines, per = page_bytes / CXB_LINE;
+    if (win > lines)
+        win = lines;
+    if (run_lines && (win % per && win != lines))
+        return cxb_fail(EINVAL, "with lines per page, the window (%zu) must be whole pages "
+                        "(%zu)", window_bytes, page_bytes);
+    if (run_lines >= per)
+        run_lines = 0;              /* a whole page per visit: plain random window */
+    size_t windows = (lines + win - 1) / win;
+    uint32_t *w = malloc(windows * sizeof *w), *tmp = malloc(win * sizeof *tmp);
+    uint32_t *page = run_lines ? malloc(((win + per - 1) / per) * sizeof *page) : NULL;
+    if (!w || !tmp || (run_lines && !page)) {
+        free(w);
+        free(tmp);
+        free(page);
         return cxb_fail(ENOMEM, "cannot allocate the shuffle arrays");
     }
-    for (size_t i = 0; i < groups; i++)
-        g[i] = (uint32_t)i;
-    shuffle(g, groups, &seed);
-    /* tmp: the groups in random order, each group's lines in random order */
+    permutation(w, windows, &seed);
     size_t k = 0;
-    for (size_t gi = 0; gi < groups; gi++) {
-        size_t first = (size_t)g[gi] * per, n = lines - first < per ? lines - first : per;
-        for (size_t i = 0; i < n; i++)
-            l[i] = (uint32_t)i;
-        shuffle(l, n, &seed);
-        for (size_t i = 0; i < n; i++)
-            tmp[k++] = (uint32_t)(first + l[i]);
-    }
-    if (tmp != order) {
-        /* Visit run_lines lines of a group, then move on to the next group: the TLB knob.
-         * Group gi's lines sit at tmp[start(gi) ...]; only the last group may be short. */
-        size_t out = 0;
-        for (size_t round = 0; round * run_lines < per; round++) {
-            size_t start = 0;
-            for (size_t gi = 0; gi < groups; gi++) {
-                size_t first = (size_t)g[gi] * per, n = lines - first < per ? lines - first : per;
-                for (size_t i = round * run_lines; i < n && i < (round + 1) * run_lines; i++)
-                    order[out++] = tmp[start + i];
-                start += n;
-            }
+    for (size_t wi = 0; wi < windows; wi++) {
+        size_t first = (size_t)w[wi] * win, n = lines - first < win ? lines - first : win;
+        if (run_lines) {
+            window_by_pages(order + k, first, n, per, run_lines, page, tmp, &seed);
+        } else {
+            permutation(tmp, n, &seed);
+            for (size_t i = 0; i < n; i++)
+                order[k + i] = (uint32_t)(first + tmp[i]);
         }
-        free(tmp);
+        k += n;
     }
-    free(g);
-    free(l);
+    free(w);
+    free(tmp);
+    free(page);
     char *base = buf;
     for (size_t i = 0; i < lines; i++)
         *(void **)(base + (size_t)order[i] * CXB_LINE) =
@@ -126,12 +149,13 @@ int cxb_chase_mlp_kernel(struct cxb_kargs *a)
 }
 
 /* Latency distribution: `count` batches of `value` dependent loads, each timed with
- * rdtscp (or the monotonic clock where there is no TSC) into buf[1] as uint64 ticks. */
+ * rdtscp (or the monotonic clock where there is no invariant TSC: the same decision
+ * Python scales the ticks by) into buf[1] as uint64 ticks. */
 int cxb_chase_dist_kernel(struct cxb_kargs *a)
 {
     void **p = a->buf[0];
     uint64_t *ticks = a->buf[1], batch = a->value;
-    int tsc = cxb_rdtscp() != 0;
+    int tsc = cxb_tsc_usable();
     for (uint64_t b = 0; b < a->count; b++) {
         uint64_t t0 = tsc ? cxb_rdtscp() : cxb_now_ns();
         for (uint64_t i = 0; i < batch; i++)

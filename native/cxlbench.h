@@ -112,10 +112,13 @@ struct cxb_loaded_args {
     int mode;               /* 0 read, 1 3:1, 2 2:1, 3 1:1 read:write, 4 write, 5 NT write */
     uint32_t delay;         /* pause instructions after each batch of 8 lines */
     const int *cpus;        /* cpus[0] chases, cpus[1..generators] load */
+    uint64_t value;         /* written lines get value + their line index in the slice */
     uint64_t chase_ns;      /* out */
     void *chase_end;        /* out */
     uint64_t gen_moved;     /* out: bytes the generators touched */
     uint64_t gen_ns;        /* out: the longest generator's run */
+    uint64_t *gen_batches;  /* out, optional: batches of 8 lines each generator moved */
+    uint64_t *gen_sums;     /* out, optional: sum of the uint64 words each generator read */
 };
 int cxb_loaded_latency(struct cxb_loaded_args *a);
 
@@ -170,11 +173,13 @@ struct cxb_touch_args {
 };
 int cxb_migrate_touch(struct cxb_touch_args *a);
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
-/* Link one pointer per 64-byte line into one random cycle: groups of group_bytes (pages)
- * are shuffled, then lines within each group; run_lines lines of a group are visited
- * before moving to the next group (0: all of them). order[i] is the i-th line visited. */
-int cxb_chase_build(void *buf, size_t bytes, size_t group_bytes, size_t run_lines,
-                    uint64_t seed, uint32_t *order);
+/* Link one pointer per 64-byte line into one random cycle: windows of window_bytes
+ * (0: the whole buffer) in random order, each walked to its end before the next, its
+ * lines in random order. With run_lines > 0 (the TLB knob), a window's pages of
+ * page_bytes are visited run_lines lines at a time, round after round. order[i] is the
+ * i-th line visited. */
+int cxb_chase_build(void *buf, size_t bytes, size_t window_bytes, size_t page_bytes,
+                    size_t run_lines, uint64_t seed, uint32_t *order);
 /* buf[i] = i for each uint64 in the buffer: read kernels' checksum is then known. */
 int cxb_fill_index(void *buf, size_t bytes, const int *cpus, int ncpus);
 

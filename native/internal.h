@@ -14,5 +14,9 @@ typedef int (*cxb_kernel_fn)(struct cxb_kargs *a);
 typedef int (*cxb_thread_fn)(void *arg, int thread);
 int cxb_parallel(cxb_thread_fn fn, void *arg, const int *cpus, int n);
 
+/* 1 when short regions are timed with rdtscp: an invariant TSC (timer.c). Python learns
+ * the same answer from cxb_timer_calibrate's tsc_available. */
+int cxb_tsc_usable(void);
+
 #define CXB_LINE 64
 #endif

@@ -22,8 +22,9 @@ struct loaded {
 };
 
 /* One batch of lines at `line`: mode 0 reads all; 1-3 read R of every R+1 lines and
- * write the rest; 4 writes; 5 writes non-temporally. */
-static uint64_t batch(char *base, size_t line, int mode, uint64_t *sum)
+ * write the rest; 4 writes; 5 writes non-temporally. What is read is summed and what is
+ * written is value + the line's index, so Python can check both afterwards. */
+static uint64_t batch(char *base, size_t line, int mode, uint64_t value, uint64_t *sum)
 {
     static const int reads_of[4] = {1, 3, 2, 1};
     uint64_t s = 0;
@@ -36,14 +37,14 @@ static uint64_t batch(char *base, size_t line, int mode, uint64_t *sum)
         } else if (mode == 5) {
 #if defined(__x86_64__)
             for (int w = 0; w < 8; w++)
-                _mm_stream_si64((long long *)&p[w], (long long)l);
+                _mm_stream_si64((long long *)&p[w], (long long)(value + l));
 #else
             for (int w = 0; w < 8; w++)
-                p[w] = l;
+                p[w] = value + l;
 #endif
         } else {
             for (int w = 0; w < 8; w++)
-                p[w] = l;
+                p[w] = value + l;
         }
     }
     *sum += s;
@@ -73,10 +74,10 @@ static int loaded_thread(void *p, int t)
     uint64_t moved = 0, sum = 0;
     size_t at = 0;
     L->t_start[t] = cxb_now_ns();
-    moved += batch(base, at, a->mode, &sum);
+    moved += batch(base, at, a->mode, a->value, &sum);
     __atomic_add_fetch(&L->loading, 1, __ATOMIC_ACQ_REL);
     while (!__atomic_load_n(&L->stop, __ATOMIC_ACQUIRE)) {
-        moved += batch(base, at, a->mode, &sum);
+        moved += batch(base, at, a->mode, a->value, &sum);
         at = at + 2 * BATCH_LINES <= lines ? at + BATCH_LINES : 0;
         for (uint32_t d = 0; d < a->delay; d++)
             PAUSE();
@@ -112,6 +113,10 @@ int cxb_loaded_latency(struct cxb_loaded_args *a)
             a->gen_moved += L->moved[t];
             uint64_t ns = L->t_end[t] - L->t_start[t];
             a->gen_ns = ns > a->gen_ns ? ns : a->gen_ns;
+            if (a->gen_batches)
+                a->gen_batches[t - 1] = L->moved[t] / (BATCH_LINES * CXB_LINE);
+            if (a->gen_sums)
+                a->gen_sums[t - 1] = L->sums[t];
         }
     }
     free(L);

@@ -20,11 +20,11 @@ def defaults(bench, **over):
 
 def test_tlb_knob_interleaves_pages():
     a = native.Allocation(1 << 20, "4k", "local")
-    order = native.chase_build(a, a.size, 4096, seed=3, run_lines=1)
+    order = native.chase_build(a, a.size, 0, 4096, seed=3, run_lines=1)
     assert sorted(order.tolist()) == list(range(a.size // 64))       # still one cycle
     pages = order // 64
     assert len(set(pages[:256].tolist())) == 256      # one line per page, every page, then again
-    order4 = native.chase_build(a, a.size, 4096, seed=3, run_lines=4)
+    order4 = native.chase_build(a, a.size, 0, 4096, seed=3, run_lines=4)
     assert len(set((order4[:4] // 64).tolist())) == 1 and order4[4] // 64 != order4[0] // 64
 
 

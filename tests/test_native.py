@@ -41,13 +41,36 @@ def test_read_checksum_sees_a_changed_element():
 
 def test_chase_cycle_covers_every_line_once():
     a = native.Allocation(1 << 20, "4k", "local")
-    order = native.chase_build(a, a.size, 4096, seed=7)
+    order = native.chase_build(a, a.size, 4096, 4096, seed=7)
     assert sorted(order.tolist()) == list(range(a.size // 64))
-    # lines of one 4 KiB group are visited together
+    # lines of one 4 KiB window are visited together
     assert len(set(order[:64] // 64)) == 1
     r = native.run_kernel(native.kernel("chase"), "scalar", [a.addr + int(order[5]) * 64], 64,
                           1000, [0])
     assert r.end == a.addr + int(order[(5 + 1000) % len(order)]) * 64
+
+
+@pytest.mark.parametrize("window", [64 << 10, 256 << 10, 0])
+def test_chase_window_is_walked_whole_and_not_page_by_page(window):
+    """Each window's lines come as one run, in random order across its pages; window 0
+    spreads consecutive loads over the whole buffer."""
+    a = native.Allocation(4 << 20, "4k", "local")
+    order = native.chase_build(a, a.size, window, 4096, seed=11)
+    lines = a.size // 64
+    assert sorted(order.tolist()) == list(range(lines))
+    per = (window or a.size) // 64
+    blocks = order.reshape(-1, per) // per
+    assert (blocks == blocks[:, :1]).all()          # one window at a time
+    first = order[:64] // 64                        # the first 64 loads' pages
+    assert len(set(first.tolist())) >= 8            # not one 4 KiB page after another
+    windows = order[::per] // per
+    assert sorted(windows.tolist()) == list(range(lines // per))
+
+
+def test_chase_window_refuses_partial_pages_with_tlb_knob():
+    a = native.Allocation(1 << 20, "4k", "local")
+    with pytest.raises(NativeError, match="whole pages"):
+        native.chase_build(a, a.size, 6144, 4096, seed=1, run_lines=2)
 
 
 def test_c_failure_becomes_typed_error_with_errno():

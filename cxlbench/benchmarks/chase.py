@@ -1,6 +1,13 @@
 """Idle latency: one thread chases pointers around a random cycle, one pointer per line.
 
-Knobs: `lines_per_page` (TLB reach: lines visited in a page before moving to the next),
+The buffer is walked one locality window at a time (`window`, default 256 KiB: multichase's
+64 pages of 4 KiB), lines in random order within it, so consecutive loads land far enough
+apart that prefetchers and open DRAM rows do not shorten an idle latency, while the
+window's pages still fit the first-level TLB. `window=0` walks the whole buffer at random
+(TLB misses included). Page size is its own knob (`page`).
+
+Knobs: `lines_per_page` (TLB reach: lines visited in a page before moving to the next;
+it replaces the window, its rounds running over every page of the buffer),
 `chains` (memory-level parallelism: independent chains walked in lockstep), and `dist`
 (the distribution of short rdtscp-timed batches: p50, p90, p99, p99.9 and a histogram)."""
 from __future__ import annotations
@@ -21,8 +28,12 @@ OPTIONS = {
     "loads": Option("loads", "int", 0, "loads per repetition; 0 picks max(lines, 2^20) "
                     "capped at 2^22", min=0),
     "seed": Option("seed", "int", 1, "seed of the random cycle", min=0),
+    "window": Option("window", "size", 256 << 10, "locality window: lines are visited in "
+                     "random order one window at a time; 0: the whole buffer", "bytes", min=0,
+                     multiple=64),
     "lines_per_page": Option("lines_per_page", "int", 0, "lines visited in a page before "
-                             "moving to another (TLB reach); 0: the whole page", min=0),
+                             "moving to another, round after round over every page (TLB "
+                             "reach; replaces the window); 0: off", min=0),
     "chains": Option("chains", "int", 1, "independent chains walked by one thread "
                      "(memory-level parallelism)", min=1, max=16),
     "dist": Option("dist", "bool", False, "time batches with rdtscp: percentiles and a "
@@ -46,12 +57,12 @@ def run(params: dict) -> Measurement:
     (buf,) = place(params, cpu)
     size, chains = params["size"], params["chains"]
     lines = size // 64
-    # Shuffle page by page: one TLB entry serves a page's lines, so page size is the knob.
-    order = native.chase_build(buf.alloc, size, min(PAGE_SIZES[params["page"]], size),
+    window = chase_window(params)
+    order = native.chase_build(buf.alloc, size, window, PAGE_SIZES[params["page"]],
                                params["seed"], params["lines_per_page"])
     loads = params["loads"] or min(max(lines, 1 << 20), 1 << 22)
     walker = Walker(buf.addr, order)
-    info = {"loads": loads, "lines": lines}
+    info = {"loads": loads, "lines": lines, "window": window or size}
     if params["dist"]:
         once, units = _distribution(walker, loads, params["batch"], cpu, info)
     elif chains > 1:
@@ -60,6 +71,11 @@ def run(params: dict) -> Measurement:
         once, units = _single(walker, loads, cpu)
     m = Measurement(kernel="chase", isa="scalar", cpus=cpu, units=units, info=info)
     return measure(m, params, [buf], once)
+
+
+def chase_window(params: dict) -> int:
+    """The window chase_build gets: the option, or 0 (all) under the TLB knob."""
+    return 0 if params.get("lines_per_page") else params["window"]
 
 
 class Walker:
@@ -131,6 +147,13 @@ def _distribution(w: Walker, loads: int, batch: int, cpu, info: dict):
         r = native.run_kernel(kernel, "scalar", [w.addr(pos), native.address(ticks)], 64,
                               batches, cpu, batch)
         pos = w.expect(r.end, pos, batches * batch)
+        # The batches lie inside the kernel's own clock_gettime span: ticks scaled into
+        # more time than that span are in the wrong unit.
+        timed = float(ticks.sum()) * scale
+        if timed > r.ns * 1.05:
+            raise CheckError(f"chase dist: batches add up to {timed / 1e6:.2f} ms inside a "
+                             f"{r.ns / 1e6:.2f} ms run: the ticks are not in the unit "
+                             f"assumed ({info['timer']})")
         per_load = np.maximum(ticks - overhead, 0) * scale / batch
         pooled.append(per_load.copy())
         out = {"latency": float(per_load.mean())}

@@ -4,7 +4,10 @@ checkpoint to CXL or persistent memory takes). An instruction the CPU lacks is r
 as unsupported, never replaced by another."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import native
+from ..errors import CheckError
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
@@ -37,12 +40,35 @@ def run(params: dict) -> Measurement:
         return m
     (buf,) = place(params, cpu)
     lines, rep = params["size"] // 64, 0
+    buf.alloc.fill_index(cpu)
+    words = buf.array(np.uint64)[:lines * 8].reshape(lines, 8)
 
     def once() -> dict[str, float]:
         nonlocal rep
         rep += 1
+        value = rep << 32           # differs per repetition, so each one must store anew
         ns = native.flush(buf.addr, params["size"], kind, params["state"] == "dirty",
-                          params["write"], rep)
+                          params["write"], value)
+        check_lines(words, kind, params["state"], params["write"], value)
         return {"latency": ns / lines, "bandwidth": params["size"] / ns}
 
     return measure(m, params, [buf], once)
+
+
+def check_lines(words: np.ndarray, kind: str, state: str, write: bool, value: int) -> None:
+    """Read the lines back: NT stores and write-then-flush leave value + line index in
+    every word, a dirty flush in the first word (written before the timed flush), and a
+    clean flush leaves the index fill as it was."""
+    lines = np.arange(len(words), dtype=np.uint64)
+    if kind == "nt" or write:
+        got, want, what = words, (np.uint64(value) + lines)[:, None], "stored"
+    elif state == "dirty":
+        got, want, what = words[:, 0], np.uint64(value) + lines, "written"
+    else:
+        got, want, what = words, lines[:, None] * np.uint64(8) + np.arange(8, dtype=np.uint64), \
+            "left unchanged"
+    ok = got == want
+    bad = np.flatnonzero(~(ok.all(axis=1) if ok.ndim == 2 else ok))
+    if bad.size:
+        raise CheckError(f"flush {kind}: line {int(bad[0])} does not hold what it {what} "
+                         f"({bad.size} of {len(words)} lines differ)")

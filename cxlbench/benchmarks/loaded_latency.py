@@ -3,10 +3,13 @@ after every 8 lines. Sweeping the pause from idle to none gives the bandwidth-la
 curve (Mess); the mix sets the read share of the load."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import native
-from ..errors import UserError
+from ..errors import CheckError, UserError
 from ..memory import PAGE_SIZES, Buffer
 from ..options import Option, pick
+from . import chase
 from .chase import Walker
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
@@ -16,6 +19,7 @@ DELAYS = ("idle", 1000, 200, 50, 20, 10, 5, 3, 2, 1, 0)   # a pause is ~10-150 c
 OPTIONS = {
     **pick("size", "mem", "page", "cpus", "repeat", "warmup", "tolerance", "timeout",
            size=256 << 20),
+    "window": chase.OPTIONS["window"],
     "load_size": Option("load_size", "size", 1 << 30, "bytes the generators stream over",
                         "bytes", min=64 << 10, multiple=4096),
     "threads": Option("threads", "int", "all", "generator threads (CPUs after the chase's "
@@ -62,21 +66,79 @@ def run(params: dict) -> Measurement:
         load = Buffer(params["load_size"], mem=params["mem"], page=params["page"],
                       cpus=cpus[1:], topology=buf.topology, tolerance=params["tolerance"])
         load.check("after allocation")
-    order = native.chase_build(buf.alloc, params["size"],
-                               min(PAGE_SIZES[params["page"]], params["size"]), 1)
-    walker, loads, pos = Walker(buf.addr, order), params["loads"], 0
+        load.alloc.fill_index(cpus[1:])
+        verify = LoadCheck(load, params["load_size"], gens, params["mix"])
+    order = native.chase_build(buf.alloc, params["size"], params["window"],
+                               PAGE_SIZES[params["page"]], 1)
+    walker, loads, pos, rep = Walker(buf.addr, order), params["loads"], 0, 0
     delay = 0 if params["delay"] == "idle" else params["delay"]
 
     def once() -> dict[str, float]:
-        nonlocal pos
+        nonlocal pos, rep
+        rep += 1
+        value = rep << 32           # differs per repetition, so each one must store anew
         r = native.loaded_latency(walker.addr(pos), loads, load.addr if load else 0,
                                   params["load_size"] if load else 0, gens, params["mix"],
-                                  delay, cpus)
+                                  delay, cpus, value)
         pos = walker.expect(r.end, pos, loads)
+        if load:
+            verify.check(r, value)
         return {"latency": r.chase_ns / loads,
                 "bandwidth": r.moved / r.gen_ns if r.gen_ns else 0.0}
 
     m = Measurement(kernel="chase+" + params["mix"], isa="scalar", cpus=cpus,
                     units={"latency": "ns", "bandwidth": "GB/s"},
-                    info={"generators": gens, "loads": loads})
+                    info={"generators": gens, "loads": loads,
+                          "window": params["window"] or params["size"]})
     return measure(m, params, [buf] + ([load] if load else []), once)
+
+
+BATCH_LINES = 8                 # native/loaded.c
+MASK = (1 << 64) - 1
+
+
+class LoadCheck:
+    """What the generators read and wrote, recomputed from the batches each one moved.
+    The load buffer is index-filled; generator g streams over its slice of `lines` lines
+    8 at a time from line 0, wrapping, after one first batch at line 0 (native/loaded.c).
+    It sums what it reads and stores value + line index where it writes."""
+
+    def __init__(self, load: Buffer, load_size: int, gens: int, mix: str):
+        lines = load_size // 64 // gens
+        self.lines = lines - lines % BATCH_LINES
+        self.words = load.array(np.uint64)
+        rel = np.arange(self.lines, dtype=np.uint64)
+        if mix == "read":
+            self.read = np.ones(self.lines, dtype=bool)
+        elif mix.startswith("rw_"):
+            reads = int(mix.split("_")[1])          # R of every R + 1 lines
+            self.read = rel % np.uint64(reads + 1) < np.uint64(reads)
+        else:
+            self.read = np.zeros(self.lines, dtype=bool)
+        self.rel, self.gens = rel, gens
+        # per generator, the sum of what one batch at each position reads (wrapping)
+        self.per_batch = []
+        for g in range(gens):
+            line_sum = (np.uint64(64) * (np.uint64(g * self.lines) + rel) + np.uint64(28))
+            self.per_batch.append((line_sum * self.read).reshape(-1, BATCH_LINES)
+                                  .sum(axis=1, dtype=np.uint64))
+
+    def check(self, r: native.LoadedResult, value: int) -> None:
+        positions = self.lines // BATCH_LINES
+        for g, (batches, got) in enumerate(zip(r.batches, r.sums)):
+            per = self.per_batch[g]
+            rounds, rest = divmod(batches - 1, positions)
+            want = (rounds * int(per.sum(dtype=np.uint64)) + int(per[:rest].sum(dtype=np.uint64))
+                    + int(per[0])) & MASK
+            if got != want:
+                raise CheckError(f"loaded_latency generator {g} read sum {got:#x}, expected "
+                                 f"{want:#x} after {batches} batches")
+            # the lines this repetition wrote hold its value
+            seen = positions if rounds else max(rest, 1)
+            n = seen * BATCH_LINES
+            written = ~self.read[:n]
+            lines = self.words[g * self.lines * 8:(g * self.lines + n) * 8].reshape(n, 8)
+            want_rows = (np.uint64(value) + self.rel[:n])[written]
+            if not (lines[written] == want_rows[:, None]).all():
+                raise CheckError(f"loaded_latency generator {g} left written lines without "
+                                 f"this repetition's value")
