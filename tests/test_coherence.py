@@ -46,6 +46,45 @@ def test_pingpong_and_atomics_benchmarks_carry_home_node():
     assert m.status == "ok" and 0 < m.reps[0]["fairness"] <= 1.0
 
 
+@pytest.mark.parametrize("mode", ["private", "false_sharing"])
+def test_atomics_run_sizes_and_clips_for_many_cpus(monkeypatch, mode):
+    """100 CPUs (this machine's, repeated): private lines need two pages, false sharing
+    runs on 8 and says so in the case's record."""
+    from cxlbench.benchmarks import coherence
+    many = (sorted(os.sched_getaffinity(0)) * 100)[:100]
+    monkeypatch.setattr(coherence, "resolve_cpus", lambda params: many)
+    m = Atomics.run(defaults(Atomics, mode=mode, iterations=500, repeat=1, warmup=0))
+    assert m.status == "ok", m.error
+    assert m.placement["verified"][0]["counts"] == {"0": 2 if mode == "private" else 1}
+    if mode == "private":
+        assert m.info == {"threads": 100, "vmstat": m.info["vmstat"]}
+    else:
+        assert m.info["threads"] == 8 and m.cpus == many[:8]
+        assert m.info["note"].startswith("false sharing fits 8 threads in a 64-byte line: "
+                                         "runs 8 of the 100 CPUs")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) <= 8, reason="needs more CPUs than the "
+                    "8 words of a line")
+def test_atomics_on_every_cpu_clip_false_sharing_with_a_note(tmp_path):
+    """threads=all on a machine of more than 8 CPUs: every mode runs (false sharing on 8
+    of them, noted on stderr and in the case's record), private lines on every CPU."""
+    import json
+    from .conftest import cxlbench
+    r = cxlbench("run", "--bench", "atomics", "--set", "mode=all", "--set", "threads=all",
+                 "--set", "iterations=2000", "--set", "repeat=1", "--set", "warmup=0",
+                 "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    n = len(os.sched_getaffinity(0))
+    note = f"false sharing fits 8 threads in a 64-byte line: runs 8 of the {n} CPUs"
+    assert f"note: atomics/003: {note} threads=all gives" in r.stderr
+    (journal,) = tmp_path.glob("*/*/cases.jsonl")
+    entries = {e["case"]: e for e in map(json.loads, journal.read_text().splitlines())}
+    assert entries["atomics/003"]["info"]["threads"] == 8
+    assert note in entries["atomics/003"]["info"]["note"]
+    assert entries["atomics/002"]["info"]["threads"] == n          # private: a line each
+
+
 def test_unsupported_flush_is_reported_not_replaced(monkeypatch):
     monkeypatch.setattr(native, "flush_supported", lambda kind: kind != "clwb")
     m = flush.run(defaults(flush, flush="clwb", repeat=1))
