@@ -209,8 +209,8 @@ class Topology:
             lines.append("CXL: none")
         for d in self.dax:
             region = f", in CXL {d['region']}" if d["region"] else ""
-        lines.append(f"dax {d['name']}: {d['mode']}, {format_size_mib(d['size'] or 0)}, "
-                     f"node {d['target_node']}{region}")
+            lines.append(f"dax {d['name']}: {d['mode']}, {format_size_mib(d['size'] or 0)}, "
+                         f"node {d['target_node']}{region}")
         caches = ", ".join(f"L{c['level']}{c['type'][0].lower() if c['type'] != 'Unified' else ''} "
                            f"{format_size(c['size'])}" for c in self.cpu.get("caches", []))
         lines.append(f"cpu: {', '.join(self.cpu.get('isas', [])) or 'scalar only'}; caches {caches}")

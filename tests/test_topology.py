@@ -75,7 +75,12 @@ def test_nvdimm_path_region_mapped_by_physical_address(topo):
     assert by_name["dax1.0"]["resource"] == 96 * 1024 ** 3 + (128 << 20)
     assert by_name["dax0.0"]["region"] is None               # NFIT pmem, not CXL
     assert by_name["dax1.1"]["mode"] == "devdax"
-    assert "region0: pmem 16.0 GiB, 1-way x 256 B [decoder2.0->mem0] -> node 1" in t.render()
+    text = t.render()
+    assert "region0: pmem 16.0 GiB, 1-way x 256 B [decoder2.0->mem0] -> node 1" in text
+    assert [line for line in text.splitlines() if line.startswith("dax ")] == [
+        "dax dax0.0: system-ram, 4.0 GiB, node 2",
+        "dax dax1.0: system-ram, 15.9 GiB, node 1, in CXL region0",
+        "dax dax1.1: devdax, 0 MiB, node 1"]
 
 
 def test_lab_machine_shape(topo):
@@ -103,6 +108,7 @@ def test_gpu_numa_node_read_under_the_sys_root(machines, monkeypatch, tmp_path):
 
 
 def test_render_reads_like_numactl(topo):
+    assert "CXL: none" in topo("vm").render()          # no CXL, no DAX
     text = topo("two_socket_cxl").render()
     assert "node 2: cpus -  size 16.0 GiB" in text
     assert "far memory (no CPUs)" in text
