@@ -1,20 +1,25 @@
 """Side-by-side checks of cxlbench against references, in one run on one machine.
 
-  chase, 1 GiB, THP            vs benchmarks/plain_chase.c (same cycle shape)   within 3 %
-  read / write_nt / copy_nt / triad_nt, 1 and 2 threads, 1 GB in all
-                               vs likwid-bench load / store_mem / copy_mem / stream_mem
-                                  (_avx512), -w S0:1GB:T                          >= 1.00x
+  chase, --chase-size (1 GiB), every --windows x --pages
+        vs benchmarks/plain_chase.c with the same window and page size        within 3 %
+  read / write_nt / copy_nt / triad_nt, --threads (1 and all), --pages, every ISA the
+  CPU runs (AVX2 and AVX-512 where it has both), 1 GB in all
+        vs likwid-bench load / store_mem / copy_mem / stream_mem of that ISA
+           (_avx, _avx512), -w S0:1GB:T                                         >= 1.00x
 
 likwid-bench's working-set size is the total over its streams, so cxlbench gets the same
-total split over its buffers, with 4 KiB pages as likwid's malloc has here. The two sides
-alternate for --rounds rounds so drift on a shared machine hits both; each side's figure
-is the median of its rounds. Prints every figure and ratio; exits 1 when a target is
-missed. Usage: python benchmarks/compare_peers.py [--rounds 5] [--only chase|bandwidth]
-[--threads 1 2]"""
+total split over its buffers. likwid-bench's buffers are malloc'd: they are huge pages
+only where /sys/kernel/mm/transparent_hugepage/enabled is "always" (printed below), so
+with page=thp under "madvise" cxlbench's huge pages meet likwid's 4 KiB ones. The two
+sides alternate for --rounds rounds so drift on a shared machine hits both; each side's
+figure is the median of its rounds. Prints every figure and ratio; exits 1 when a target
+is missed. Usage: python benchmarks/compare_peers.py [--rounds 5] [--only chase|bandwidth]
+[--threads 1 2] [--pages 4k thp] [--windows 4K 256K 0] [--isa avx2 avx512]"""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -24,9 +29,17 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-GIB = 1 << 30
-LIKWID = {"read": ("load_avx512", 1), "write_nt": ("store_mem_avx512", 1),
-          "copy_nt": ("copy_mem_avx512", 2), "triad_nt": ("stream_mem_avx512", 3)}
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+# kernel -> (likwid test without its ISA suffix, streams)
+LIKWID = {"read": ("load", 1), "write_nt": ("store_mem", 1), "copy_nt": ("copy_mem", 2),
+          "triad_nt": ("stream_mem", 3)}
+LIKWID_SUFFIX = {"avx2": "_avx", "avx512": "_avx512"}
+SIZES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def size(text: str) -> int:
+    text = text.strip().upper()
+    return int(text[:-1]) * SIZES[text[-1]] if text[-1] in SIZES else int(text)
 
 
 def cxlbench(results: str, bench: str, **sets) -> float:
@@ -39,9 +52,9 @@ def cxlbench(results: str, bench: str, **sets) -> float:
     return json.loads(out)[0]["median"]
 
 
-def plain_chase(binary: str) -> float:
-    out = subprocess.run([binary, str(GIB), str(1 << 22), "5"], capture_output=True,
-                         text=True, check=True).stdout
+def plain_chase(binary: str, nbytes: int, window: int, page: str) -> float:
+    out = subprocess.run([binary, str(nbytes), str(1 << 22), "5", str(window), page],
+                         capture_output=True, text=True, check=True).stdout
     return float(out.split()[0])
 
 
@@ -51,33 +64,68 @@ def likwid(test: str, threads: int) -> float:
     return float(re.search(r"MByte/s:\s+([\d.]+)", out).group(1)) / 1000   # GB/s
 
 
+def runnable_isas() -> list[str]:
+    """The vector ISAs this CPU runs, as cxlbench decides it."""
+    from cxlbench import native
+    return [isa for isa in LIKWID_SUFFIX if native.isa_supported(isa)]
+
+
+def chase_pairs(args, tmp: str) -> dict:
+    binary = f"{tmp}/plain_chase"
+    subprocess.run(["gcc", "-O2", "-o", binary, str(HERE / "plain_chase.c")], check=True)
+    pairs = {}
+    for page in args.pages:
+        for window in args.windows:
+            name = f"chase {page} window {window or 'all'} (ns)"
+            pairs[name] = (
+                lambda p=page, w=window: plain_chase(binary, args.chase_size, w, p),
+                lambda p=page, w=window: cxlbench(tmp, "chase", size=args.chase_size, page=p,
+                                                  window=w, mem="bind:0"), 0.97, 1.03)
+    return pairs
+
+
+def bandwidth_pairs(args, tmp: str) -> dict:
+    if not shutil.which("likwid-bench"):
+        print("likwid-bench not installed (apt-get install likwid): bandwidth not compared")
+        return {}
+    pairs = {}
+    for isa in args.isa or runnable_isas():
+        for kernel, (test, streams) in LIKWID.items():
+            nbytes = 10 ** 9 // streams // 4096 * 4096
+            for page in args.pages:
+                for threads in args.threads:
+                    pairs[f"{kernel} {isa} {page} x{threads} (GB/s)"] = (
+                        lambda t=test + LIKWID_SUFFIX[isa], n=threads: likwid(t, n),
+                        lambda k=kernel, n=threads, s=nbytes, p=page, i=isa: cxlbench(
+                            tmp, "bandwidth", kernel=k, size=s, page=p, threads=n, isa=i,
+                            mem="bind:0"), 1.00, None)
+    return pairs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", choices=("chase", "bandwidth"))
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
-                    help="thread counts for the bandwidth pairs")
+    ap.add_argument("--threads", type=int, nargs="+",
+                    default=sorted({1, len(os.sched_getaffinity(0))}),
+                    help="thread counts for the bandwidth pairs (default 1 and all)")
+    ap.add_argument("--pages", nargs="+", default=["4k", "thp"], choices=("4k", "thp"))
+    ap.add_argument("--windows", nargs="+", type=size, default=[4 << 10, 64 << 10, 256 << 10,
+                                                                  2 << 20, 0],
+                    help="chase locality windows (0: the whole buffer)")
+    ap.add_argument("--chase-size", type=size, default=1 << 30)
+    ap.add_argument("--isa", nargs="+", choices=tuple(LIKWID_SUFFIX),
+                    help="default: every vector ISA this CPU runs")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cxlbench-peers-")
-    pairs = {}          # name -> (reference, cxlbench, target low, target high)
+    if THP.exists():
+        print(f"THP enabled: {THP.read_text().strip()} (likwid-bench's malloc gets huge "
+              "pages only under [always])")
+    pairs = {}
     if args.only != "bandwidth":
-        binary = f"{tmp}/plain_chase"
-        subprocess.run(["gcc", "-O2", "-o", binary, str(HERE / "plain_chase.c")], check=True)
-        pairs["chase 1 GiB thp (ns)"] = (
-            lambda: plain_chase(binary),
-            lambda: cxlbench(tmp, "chase", size="1G", page="thp", mem="bind:0"), 0.97, 1.03)
+        pairs.update(chase_pairs(args, tmp))
     if args.only != "chase":
-        if not shutil.which("likwid-bench"):
-            print("likwid-bench not installed (apt-get install likwid): bandwidth not compared")
-        else:
-            for kernel, (test, streams) in LIKWID.items():
-                size = 10 ** 9 // streams // 4096 * 4096
-                for threads in args.threads:
-                    pairs[f"{kernel} x{threads} (GB/s)"] = (
-                        lambda t=test, n=threads: likwid(t, n),
-                        lambda k=kernel, n=threads, s=size: cxlbench(
-                            tmp, "bandwidth", kernel=k, size=s, page="4k", threads=n,
-                            mem="bind:0"), 1.00, None)
+        pairs.update(bandwidth_pairs(args, tmp))
     figures = {name: ([], []) for name in pairs}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
@@ -85,7 +133,7 @@ def main() -> int:
             figures[name][0].append(ref())
             figures[name][1].append(ours())
     ok = True
-    print(f"{'pair':<24} {'reference':>10} {'cxlbench':>10} {'ratio':>7}  target")
+    print(f"{'pair':<34} {'reference':>10} {'cxlbench':>10} {'ratio':>7}  target")
     for name, (ref, ours) in figures.items():
         lo, hi = pairs[name][2], pairs[name][3]
         a, b = statistics.median(ref), statistics.median(ours)
@@ -93,9 +141,9 @@ def main() -> int:
         good = ratio >= lo and (hi is None or ratio <= hi)
         ok &= good
         target = f">= {lo:.2f}" if hi is None else f"{lo:.2f}..{hi:.2f}"
-        print(f"{name:<24} {a:>10.2f} {b:>10.2f} {ratio:>7.3f}  {target}"
+        print(f"{name:<34} {a:>10.2f} {b:>10.2f} {ratio:>7.3f}  {target}"
               f"{'' if good else '  MISSED'}")
-        print(f"{'':<24} rounds: ref {', '.join(f'{x:.2f}' for x in ref)}; "
+        print(f"{'':<34} rounds: ref {', '.join(f'{x:.2f}' for x in ref)}; "
               f"cxlbench {', '.join(f'{x:.2f}' for x in ours)}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok else 1

@@ -1,11 +1,14 @@
 /* A plain C pointer chase, kept apart from cxlbench as a reference: no cffi, no Python,
- * no shared code. Usage: plain_chase BYTES LOADS REPS [group_bytes]
- * One pointer per 64-byte line, one random cycle: groups of group_bytes (default 2 MiB,
- * a THP page) in random order, lines within each group in random order. The buffer is a
- * 2 MiB-aligned THP mapping. Prints the median ns per load over REPS. */
+ * no shared code. Usage: plain_chase BYTES LOADS REPS [WINDOW [PAGE]]
+ * One pointer per 64-byte line, one random cycle: windows of WINDOW bytes (default
+ * 256 KiB; 0: the whole buffer) in random order, lines within each window in random
+ * order (multichase's TLB locality). PAGE is 4k or thp (default): the buffer is a
+ * 2 MiB-aligned mapping, madvised for huge pages or against them. Prints the median ns
+ * per load over REPS. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -46,13 +49,18 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: %s BYTES LOADS REPS [GROUP]\n", argv[0]), 2;
     size_t bytes = strtoull(argv[1], 0, 0), loads = strtoull(argv[2], 0, 0);
     int reps = atoi(argv[3]);
-    size_t group = argc > 4 ? strtoull(argv[4], 0, 0) : 2u << 20;
+    size_t group = argc > 4 ? strtoull(argv[4], 0, 0) : 256u << 10;
+    int huge = argc <= 5 || strcmp(argv[5], "4k") != 0;
+    if (group == 0 || group > bytes)
+        group = bytes;
+    if (group % 64 || bytes % group)
+        return fprintf(stderr, "WINDOW must divide BYTES into whole lines\n"), 2;
     size_t align = 2u << 20;
     char *raw = mmap(0, bytes + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
         return perror("mmap"), 1;
     char *buf = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-    madvise(buf, bytes, MADV_HUGEPAGE);
+    madvise(buf, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     size_t lines = bytes / 64, per = group / 64, groups = lines / per;
     size_t *g = malloc(groups * sizeof *g), *l = malloc(per * sizeof *l);
     size_t *order = malloc(lines * sizeof *order), k = 0;

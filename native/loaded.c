@@ -18,7 +18,7 @@ struct loaded {
     struct cxb_loaded_args *a;
     int stop;
     int loading;            /* generators that have moved their first batch */
-    uint64_t t_start[1024], t_end[1024], moved[1024], sums[1024];
+    uint64_t *t_start, *t_end, *moved, *sums;     /* one slot per thread */
 };
 
 /* One batch of lines at `line`: mode 0 reads all; 1-3 read R of every R+1 lines and
@@ -95,15 +95,20 @@ int cxb_loaded_latency(struct cxb_loaded_args *a)
 {
     if (!a || !a->chase_start || a->chase_loads == 0)
         return cxb_fail(EINVAL, "loaded latency needs a chase");
-    if (a->generators < 0 || a->generators > 1023 || a->mode < 0 || a->mode > 5)
+    if (a->generators < 0 || a->mode < 0 || a->mode > 5)
         return cxb_fail(EINVAL, "bad generator count %d or mode %d", a->generators, a->mode);
     if (a->generators && (!a->gen_buf ||
                           a->gen_bytes / CXB_LINE / (size_t)a->generators < 2 * BATCH_LINES))
         return cxb_fail(EINVAL, "the load buffer is too small for %d generators", a->generators);
+    size_t n = (size_t)a->generators + 1;
     struct loaded *L = calloc(1, sizeof *L);
-    if (!L)
+    uint64_t *slots = calloc(4 * n, sizeof *slots);
+    if (!L || !slots) {
+        free(L);
+        free(slots);
         return cxb_fail(ENOMEM, "cannot allocate the loaded-latency state");
-    L->a = a;
+    }
+    *L = (struct loaded){a, 0, 0, slots, slots + n, slots + 2 * n, slots + 3 * n};
     int rc = cxb_parallel(loaded_thread, L, a->cpus, 1 + a->generators);
     if (rc == 0) {
         a->chase_ns = L->t_end[0] - L->t_start[0];
@@ -119,6 +124,7 @@ int cxb_loaded_latency(struct cxb_loaded_args *a)
                 a->gen_sums[t - 1] = L->sums[t];
         }
     }
+    free(slots);
     free(L);
     return rc;
 }
