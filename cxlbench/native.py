@@ -269,23 +269,47 @@ class TouchResult:
     move_start: int
     move_end: int
     unmoved: int
+    tail_start: int             # the flush after the move done: the tail's touches begin
+    timer_ns: int               # an empty timed touch: every sample's share of the clock
+    switches: np.ndarray        # (n,) uint8: involuntary switches counted after touch i
+    voluntary: int              # the toucher's context switches, all its touches
+    involuntary: int            # (the scheduler's preemptions)
+
+
+TOUCH_WINDOW, TOUCH_CHECK_NS = lib.CXB_TOUCH_WINDOW, lib.CXB_TOUCH_CHECK_NS
 
 
 def migrate_touch(addr: int, nbytes: int, node: int, method: str, batch: int, write: bool,
-                  cpus, lead_ns: int, tail_ns: int, samples: np.ndarray) -> TouchResult:
+                  cpus, lead_ns: int, tail_ns: int, samples: np.ndarray,
+                  switches: np.ndarray, control_ns: int = 0) -> TouchResult:
     """Move the pages of [addr, addr+nbytes) to `node` on cpus[0] while cpus[1] touches
-    them one word at a time; every touch is timed into `samples` (n, 2) uint64, which the
-    caller has written already so the toucher takes no page faults on it."""
+    them a line at a time; every touch is timed into `samples` (n, 2) uint64 and its
+    switch count (where counted) into `switches` (n,) uint8, arrays the caller has written
+    already so the toucher takes no page faults on them. control_ns > 0: a control run,
+    nothing moves for that long."""
     if samples.dtype != np.uint64 or samples.ndim != 2 or samples.shape[1] != 2 \
             or not samples.flags.c_contiguous:
         raise ValueError("samples must be a C-contiguous (n, 2) uint64 array")
     max_samples = samples.shape[0]
+    if switches.dtype != np.uint8 or switches.shape != (max_samples,) \
+            or not switches.flags.c_contiguous:
+        raise ValueError("switches must be a contiguous uint8 array, one per sample")
     a = ffi.new("struct cxb_touch_args *")
     cpu_array = _int_array(cpus)
     a.buf, a.bytes, a.node = ffi.cast("void *", addr), nbytes, node
     a.method, a.batch, a.write = ("move_pages", "mbind").index(method), batch, int(write)
-    a.cpus, a.lead_ns, a.tail_ns = cpu_array, lead_ns, tail_ns
+    a.cpus, a.lead_ns, a.tail_ns, a.control_ns = cpu_array, lead_ns, tail_ns, control_ns
     a.samples = ffi.cast("uint64_t *", samples.ctypes.data)
     a.max_samples = max_samples
+    a.switches = ffi.cast("uint8_t *", switches.ctypes.data)
     _check("cxb_migrate_touch", lib.cxb_migrate_touch(a))
-    return TouchResult(samples[:a.nsamples], a.touches, a.move_start, a.move_end, a.unmoved)
+    return TouchResult(samples[:a.nsamples], a.touches, a.move_start, a.move_end, a.unmoved,
+                       a.tail_start, a.timer_ns,
+                       switches[:a.nsamples], a.voluntary, a.involuntary)
+
+
+def touch_walk(pages: int, n: int) -> np.ndarray:
+    """The byte offsets of migrate_touch's first n touches in a buffer of `pages` pages."""
+    out = np.empty(n, dtype=np.uint64)
+    _check("cxb_touch_walk", lib.cxb_touch_walk(pages, ffi.cast("uint64_t *", out.ctypes.data), n))
+    return out

@@ -151,10 +151,18 @@ int cxb_flush(struct cxb_flush_args *a);
 
 /* ---- touches during a page migration (migrate.c) ----------------------------- */
 /* cpus[0] moves every 4 KiB page of buf to `node` (as the move_pages/mbind_move kernels)
- * while cpus[1] keeps reading (write: and storing back) one word of a page at a time, in
- * a scattered page order, from lead_ns before the move until tail_ns after it. Each touch
- * gives a sample pair (start ns since the toucher began, ns it took); the first
- * max_samples are kept. */
+ * while cpus[1] keeps reading (write: and storing back) one word of a line at a time,
+ * pages in a scattered order and the next line of each page on each sweep (so every
+ * touch in a run of bytes / 64 is of a distinct line), from lead_ns before the move until
+ * tail_ns after it. The buffer's lines are flushed before the lead and again after the
+ * move (before the tail), so the touches there miss every cache. Each touch gives a
+ * sample pair (start ns since the toucher began, ns it took, the timer included); the
+ * first max_samples are kept. control_ns > 0 makes a control run: nothing moves, the
+ * mover only stays busy that long. */
+enum {
+    CXB_TOUCH_WINDOW = 128,     /* the toucher counts its involuntary switches every ... */
+    CXB_TOUCH_CHECK_NS = 1000   /* ... so many touches and after every touch this long */
+};
 struct cxb_touch_args {
     void *buf;
     size_t bytes;
@@ -164,14 +172,23 @@ struct cxb_touch_args {
     int write;
     const int *cpus;
     uint64_t lead_ns, tail_ns;
+    uint64_t control_ns;    /* 0: move; else a control run of this length */
     uint64_t *samples;      /* 2 * max_samples */
     uint64_t max_samples;
+    uint8_t *switches;      /* out, max_samples: where the toucher counted its involuntary
+                             * context switches (after touch i), those since the count
+                             * before (at most 255); not those during the flush */
     uint64_t nsamples;      /* out: pairs kept */
     uint64_t touches;       /* out: touches made */
     uint64_t move_start, move_end;  /* out: ns since the toucher began */
+    uint64_t tail_start;    /* out: ns since the toucher began, the flush after the move done */
+    uint64_t timer_ns;      /* out: median time of an empty timed touch (the clock's cost) */
+    uint64_t voluntary, involuntary;    /* out: the toucher's context switches in all */
     uint64_t unmoved;       /* out: pages move_pages left elsewhere (mbind: 0) */
 };
 int cxb_migrate_touch(struct cxb_touch_args *a);
+/* The byte offsets of the toucher's first n touches in a buffer of `pages` 4 KiB pages. */
+int cxb_touch_walk(size_t pages, uint64_t *offsets, size_t n);
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: windows of window_bytes
  * (0: the whole buffer) in random order, each walked to its end before the next, its

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from cxlbench import native
-from cxlbench.errors import UserError
-from cxlbench.benchmarks import common, flush, migrate, migrate_touch
+from cxlbench.benchmarks import common, flush, migrate
 from cxlbench.benchmarks.coherence import ATOMIC_MODES, Atomics, PingPong
 
 two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
@@ -172,45 +171,3 @@ def test_migration_of_untouched_pages_checks_and_rests():
     m = migrate.run(defaults(migrate, **{"from": 0, "to": 0, "size": 1 << 20, "repeat": 1,
                                          "warmup": 0, "pages": "untouched", "rest": 1}))
     assert m.status == "ok" and m.reps[0]["page_latency"] > 0
-
-
-def test_touch_analysis_finds_the_spike():
-    # 100 ns touches every 1 us; a move from 50 us to 60 us during which two touches stall
-    # (5 us and 3 us), and an interrupt-like slow touch after the move that must not count.
-    start = np.arange(0, 100_000, 1000, dtype=np.uint64)
-    took = np.full(start.size, 100, dtype=np.uint64)
-    took[52], took[57], took[80] = 5000, 3000, 9000
-    out = migrate_touch.analyse(np.stack([start, took], axis=1), 50_000, 60_000)
-    assert out["touch_baseline"] == 100 and out["slow_touches"] == 2
-    assert out["touch_max"] == 5.0 and out["stall"] == 8.0
-    assert out["spike_window"] == (57_000 + 3000 - 52_000) / 1000
-    assert out["move_time"] == 10.0 and out["touch_after"] == 100
-
-
-@two_cpus
-def test_touches_while_pages_move_are_all_timed():
-    params = defaults(migrate_touch, **{"from": 0, "to": 0, "size": 4 << 20, "repeat": 2,
-                                        "warmup": 0, "lead": 2, "tail": 1, "batch": 64})
-    m = migrate_touch.run(params)
-    assert m.status == "ok" and m.cpus == sorted(os.sched_getaffinity(0))[:2]
-    assert m.info["touches"] == m.info["samples_kept"] > 0
-    line = m.info["timeline"]
-    assert line["move_start_us"] >= 2000 and line["move_end_us"] > line["move_start_us"]
-    assert len(line["max_ns"]) == migrate_touch.TIMELINE_BINS
-    for rep in m.reps:
-        assert rep["move_time"] > 0
-        if "touch_max" in rep:      # absent where the toucher was descheduled all the move
-            assert rep["touch_max"] * 1000 >= rep["touch_p99"] > 0
-
-
-def test_touch_analysis_leaves_out_what_was_not_seen():
-    # No touch overlaps the move (the toucher was descheduled): no spike metrics at all.
-    samples = np.array([[0, 100], [1000, 100], [90_000, 100]], dtype=np.uint64)
-    out = migrate_touch.analyse(samples, 50_000, 60_000)
-    assert set(out) == {"move_time", "touch_baseline", "touch_after"}
-
-
-def test_touch_needs_two_cpus(topo):
-    params = defaults(migrate_touch, **{"from": 0, "to": 0, "cpus": "0"})
-    with pytest.raises(UserError, match="threads=2 needs 2 CPUs"):
-        migrate_touch.check(params, topo("vm"))
