@@ -79,13 +79,13 @@ def test_loaded_latency_sweep_expands():
 def test_matrix_expands_on_two_socket_fixture(topo):
     t = topo("two_socket_cxl")
     cpu_nodes = [n.id for n in t.nodes if n.cpus]
-    cases = suite.expand(suite.adhoc("matrix", ["metric=all"]), t.memory_nodes, cpu_nodes)
-    cells = {(c.params["metric"], c.params["initiator"], c.params["target"]) for c in cases}
+    cases = suite.expand(suite.adhoc("matrix", ["measure=all"]), t.memory_nodes, cpu_nodes)
+    cells = {(c.params["measure"], c.params["initiator"], c.params["target"]) for c in cases}
     assert cells == {(m, i, j) for m in ("latency", "bandwidth") for i in (0, 1)
                      for j in (0, 1, 2)}
     bench, p = matrix._delegate({**cases[0].params, "initiator": 1, "target": 2}, t)
     assert p["cpus"] == "4-7" and p["mem"] == "bind:2"
-    bench, p = matrix._delegate({**cases[0].params, "metric": "bandwidth", "initiator": 0,
+    bench, p = matrix._delegate({**cases[0].params, "measure": "bandwidth", "initiator": 0,
                                  "target": 2}, t)
     assert bench is bandwidth and p["kernel"] == "read" and p["threads"] == "all"
 
@@ -113,7 +113,7 @@ def test_interleave_sweep_placements(topo):
 
 
 def test_matrix_and_sweep_run_on_this_machine(tmp_path):
-    r = cxlbench("run", "--bench", "matrix", "--set", "metric=all", "--set", "size=8M",
+    r = cxlbench("run", "--bench", "matrix", "--set", "measure=all", "--set", "size=8M",
                  "--set", "repeat=2", "--results-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "latency matrix (ns)" in r.stdout and "bandwidth matrix (GB/s)" in r.stdout
