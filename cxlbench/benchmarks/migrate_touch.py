@@ -8,7 +8,8 @@ its length (first to last slow touch). The clock's own cost (an empty timed touc
 off every touch. A touch that spanned an involuntary context switch of the toucher (the
 scheduler ran something else) is counted apart as preempted, not as a stall; a control
 run as long as the move, in which nothing moves, gives the noise floor the spike stands
-on."""
+on. The move itself can preempt the toucher (move_pages queues per-CPU work on every CPU
+that holds LRU batches): more preempted touches than in the control are the move's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,7 +31,8 @@ OPTIONS = {
                      expand={"all": ("read", "write")}),
     "lead": Option("lead", "int", 5, "ms of touches before the move (the baseline)", min=1,
                    unit="ms"),
-    "tail": Option("tail", "int", 2, "ms of touches after the move", min=0, unit="ms"),
+    "tail": Option("tail", "int", 2, "ms of touches after the move (and the flush after "
+                   "it): the latency on the new node", min=0, unit="ms"),
 }
 MAX_SAMPLES = 4 << 20       # 64 MiB of samples; touches past this are counted only
 SLOW_FACTOR, SLOW_FLOOR_NS = 10, 1000
