@@ -54,6 +54,7 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         if suite_name or bench or sets:
             raise UserError("--resume takes the run directory alone")
         run_ = results.Run.open(resume)
+        runner.check_resumable(run_)
         old = run_.stored_version
         for step in run_.upgrade_files():
             echo(f"upgraded {run_.path} from results format {old}: {step}")
@@ -281,9 +282,11 @@ def compare(a, b, output, alpha, show_all):
     from . import report as rep
 
     runs, table, unpaired, written = rep.compare(a, b, output, alpha=alpha)
-    if rep.across_machines(*runs):
-        click.echo(f"ACROSS MACHINES: A on {runs[0].machine}, B on {runs[1].machine}")
+    across = rep.across_machines(*runs)
+    if across:
+        click.echo(f"ACROSS MACHINES: {across}")
     click.echo(f"A = {runs[0].path}\nB = {runs[1].path}")
+    _print_setting_differences(*rep.setting_differences(*runs))
     shown = table if show_all else table.head(20)
     for _, r in shown.iterrows():
         change = (f"B/A {r['ratio']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
@@ -298,6 +301,23 @@ def compare(a, b, output, alpha, show_all):
         click.echo(f"  left out: {u['side']} {u['case']}: {u['why']}")
     if written:
         click.echo(f"report: {written[0]}\nmarkdown: {written[1]}")
+
+
+def _print_setting_differences(diffs: list[tuple[str, str, str]], missing: dict) -> None:
+    if not diffs:
+        click.echo("settings: every setting both runs recorded is the same")
+    else:
+        click.echo("settings that differ (A -> B):")
+        short = [(n, va, vb) for n, va, vb in diffs if len(va) + len(vb) <= 60]
+        width = max((len(name) for name, _, _ in short), default=0)
+        for name, va, vb in diffs:
+            if (name, va, vb) in short:
+                click.echo(f"  {name:<{width}}  {va} -> {vb}")
+            else:                               # command lines, compiler flags
+                click.echo(f"  {name}\n    A: {va}\n    B: {vb}")
+    for side, names in missing.items():
+        if names:
+            click.echo(f"  not recorded by {side} (an older cxlbench): {', '.join(names)}")
 
 
 @main.command("list")

@@ -12,7 +12,8 @@ import sys
 import time
 from typing import Callable
 
-from . import __version__, native, stats, system
+from . import __version__, benchmarks, native, stats, system
+from .errors import UserError
 from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
@@ -120,6 +121,27 @@ def execute(run: Run, echo: Callable[[str], None]) -> dict[str, dict]:
         run.append(case.id, rows_for(run, case, m), entry)
         echo("    " + describe(entry))
     return run.finished()
+
+
+def check_resumable(run: Run) -> None:
+    """A run resumed by another cxlbench holds cases expanded with that one's options:
+    where a benchmark's options have changed since, say so before anything runs or is
+    rewritten, rather than fail those cases one by one."""
+    done = run.finished()
+    for case in (Case.from_dict(c) for c in run.meta["cases"] if c["id"] not in done):
+        try:
+            options = benchmarks.get(case.bench).OPTIONS
+        except UserError as e:
+            raise UserError(f"cannot resume {run.path}: {case.id}: {e}") from None
+        missing, dropped = set(options) - set(case.params), set(case.params) - set(options)
+        if missing or dropped:
+            made = " ".join(str(x) for x in (run.meta.get("cxlbench_version"),
+                                             run.meta.get("git_describe")) if x)
+            change = "; ".join(f"{what}: {', '.join(sorted(names))}" for what, names in
+                               (("new options", missing), ("options gone", dropped)) if names)
+            raise UserError(f"cannot resume {run.path}: its {case.bench} cases were expanded "
+                            f"by cxlbench {made}, whose {case.bench} options differ from this "
+                            f"one's ({change}); finish it with that cxlbench, or start a new run")
 
 
 def describe(entry: dict) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cxlbench import report
+from cxlbench import report, results
 from cxlbench.errors import ResultsError
 from cxlbench.report import compare_runs as cmp
 from cxlbench.report import runs as runs_
@@ -104,6 +104,8 @@ def _copy_run(dst_root: Path, machine: str = "vm", job_rename: tuple[str, str] |
     or every value scaled."""
     dst = dst_root / machine / EXAMPLE.name
     shutil.copytree(EXAMPLE, dst)
+    if machine != "vm":             # a copy from another machine says so in its run.json
+        _edit_meta(dst, lambda m: m["topology"]["machine"].update(hostname=machine))
     if job_rename:
         old, new = job_rename
         for name in ("run.json", "cases.jsonl", "results.csv"):
@@ -129,6 +131,12 @@ def _copy_run(dst_root: Path, machine: str = "vm", job_rename: tuple[str, str] |
         df["value"] = df["value"] * scale
         df.to_csv(dst / "results.csv", index=False)
     return dst
+
+
+def _edit_meta(run_dir: Path, change) -> None:
+    meta = json.loads((run_dir / "run.json").read_text())
+    change(meta)
+    (run_dir / "run.json").write_text(json.dumps(meta))
 
 
 def test_strings_from_results_are_escaped(tmp_path):
@@ -237,6 +245,7 @@ def test_compare_cli_writes_a_report_and_labels_machines(tmp_path):
     r = cxlbench("compare", str(a), str(b), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "ACROSS MACHINES: A on vm, B on lab" in r.stdout
+    assert "hostname  vm -> lab" in r.stdout
     assert "metrics compared" in r.stdout
     page = parse(out / "report.html")
     assert "latency" in page.figures
@@ -271,3 +280,105 @@ def test_writing_again_removes_figures_that_are_gone(tmp_path):
     stale.write_bytes(b"old")
     report.build([EXAMPLE], tmp_path)
     assert not stale.exists() and (tmp_path / "figures" / "latency.png").exists()
+
+
+def test_across_machines_comes_from_what_runs_recorded(tmp_path):
+    """Not from folder names: a copy filed under another name is the same machine; a
+    host of the same name with other hardware is not."""
+    a = _copy_run(tmp_path / "a")
+    renamed = tmp_path / "b" / "elsewhere" / EXAMPLE.name
+    shutil.copytree(EXAMPLE, renamed)
+    runs = report.comparison(a, renamed)[0]
+    assert runs[0].machine == runs[1].machine == "vm"
+    assert report.across_machines(*runs) is None
+    other = _copy_run(tmp_path / "c")
+    _edit_meta(other, lambda m: m["topology"]["cpu"].update(isas=["avx2", "avx512"]))
+    runs = report.comparison(a, other)[0]
+    assert report.across_machines(*runs) == \
+        "A and B ran on hosts both named vm whose ISAs differ"
+
+
+def _changed_settings(meta):
+    meta["topology"]["machine"]["kernel"] = "6.1.0-18-amd64"
+    meta["settings"].update(thp_enabled="always", numa_balancing="memory tiering",
+                            governor="performance", smt="on",
+                            kernel_cmdline="BOOT_IMAGE=/vmlinuz root=/dev/sda1 " + "x" * 60)
+    meta["cxlbench_version"] = "0.2.0"
+    meta["emulated"] = {"topology": "cxl", "qemu": "7.2", "accel": "tcg"}
+    meta["build"] = {"compiler": "GCC 13.1.0", "cflags": "-O2"}
+
+
+def test_compare_prints_every_setting_that_differs_above_the_table(tmp_path):
+    a = _copy_run(tmp_path / "a")
+    b = _copy_run(tmp_path / "b")
+    _edit_meta(a, lambda m: m["settings"].update(kernel_cmdline="quiet"))
+    _edit_meta(b, _changed_settings)
+    r = cxlbench("compare", str(a), str(b), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    table_starts = out.index("latency/000")
+    # An emulated run is filed as emulated-<topology>: another machine.
+    assert out.startswith("ACROSS MACHINES: A on vm, B on emulated-cxl\n")
+    for line in ("kernel          6.18.44-fc-v782 -> 6.1.0-18-amd64",
+                 "thp_enabled     madvise -> always",
+                 "numa_balancing  disabled -> memory tiering",
+                 "governor        none -> performance",
+                 "cxlbench        0.1.0 6834ce6 -> 0.2.0 6834ce6",
+                 "emulated        no -> cxl (QEMU 7.2, tcg)"):
+        assert line in out and out.index(line) < table_starts, line
+    # A long value goes on lines of its own; what only B recorded is named.
+    assert "  kernel command line\n    A: quiet\n    B: BOOT_IMAGE=/vmlinuz " in out
+    assert "not recorded by A (an older cxlbench): smt, compiler, compiler flags" in out
+    text = (tmp_path / "out" / "report.html").read_text()
+    assert "<h2>Settings that differ</h2>" in text
+    assert "<td>thp_enabled</td><td>madvise</td><td>always</td>" in text
+    assert text.index("Settings that differ") < text.index("<h2>Changes</h2>")
+
+
+def test_compare_of_two_runs_recording_the_same_settings(tmp_path):
+    a, b = _copy_run(tmp_path / "a"), _copy_run(tmp_path / "b")
+    for run in (a, b):
+        _edit_meta(run, _changed_settings)
+    r = cxlbench("compare", str(a), str(b))
+    assert "settings: every setting both runs recorded is the same" in r.stdout
+    assert "ACROSS MACHINES" not in r.stdout and "not recorded" not in r.stdout
+    # A sampled clock and a measured TSC rate move a little between runs: not a difference.
+    _edit_meta(b, lambda m: (m["settings"].update(cpu_mhz=2500.0),
+                             m["timer"].update(tsc_hz=m["timer"]["tsc_hz"] * 1.001)))
+    _edit_meta(a, lambda m: m["settings"].update(cpu_mhz=2600.0))
+    runs = report.comparison(a, b)[0]
+    assert report.setting_differences(*runs) == ([], {"A": [], "B": []})
+
+
+# ---- results format: the committed run was written in format 1 ---------------------------
+
+def test_format_1_run_is_read_upgraded_and_left_as_it_is():
+    header = (EXAMPLE / "results.csv").read_text().splitlines()[0].split(",")
+    assert header.count("metric") == 2          # the matrix option beside the metric
+    df = results.load(EXAMPLE)
+    assert list(df.columns).count("metric") == 1 and "metric.1" not in df.columns
+    matrix = df[df["benchmark"] == "matrix"].drop_duplicates("case").set_index("case")
+    assert matrix["measure"].to_dict() == {"matrix/000": "latency", "matrix/001": "bandwidth"}
+    assert set(df["metric"]) >= {"latency", "bandwidth", "throughput"}
+    meta = df.attrs["run"]
+    assert meta["format_version"] == results.FORMAT_VERSION and meta["machine_id"] == "vm"
+    assert all("metric" not in c["params"] for c in meta["cases"])
+    assert meta["columns"] == list(df.columns)
+    run = results.Run.open(EXAMPLE)
+    assert run.stored_version == 1
+    assert run.finished()["matrix/001"]["params"]["measure"] == "bandwidth"
+    assert json.loads((EXAMPLE / "run.json").read_text())["format_version"] == 1
+    # Reports of it name the option by its new name.
+    frame = report.summary(runs_.load_runs([EXAMPLE]))
+    assert {p.get("measure") for p in frame.query("benchmark == 'matrix'")["params"]} == \
+        {"latency", "bandwidth"}
+
+
+def test_format_1_run_compares_with_itself_upgraded(tmp_path):
+    a = _copy_run(tmp_path / "a")
+    b = _copy_run(tmp_path / "b")
+    results.Run.open(b).upgrade_files()
+    assert json.loads((b / "run.json").read_text())["format_version"] == results.FORMAT_VERSION
+    runs, table, unpaired, _ = report.compare(a, b)
+    assert unpaired == [] and {"matrix/000", "matrix/001"} <= set(table["case_a"])
+    assert (table["median_a"] == table["median_b"]).all()

@@ -200,3 +200,167 @@ def test_quick_suite_end_to_end(tmp_path):
     assert "cache levels from latency" in r.stdout
     levels = df.attrs["run"]["analysis"]["cache_levels"][0]["levels"]
     assert levels[0]["level"] == "L1" and levels[0]["detected"] > 0
+
+
+# ---- what a person reads, and runs written by an older cxlbench ---------------------------
+
+SMALL_SUITE = """
+[global]
+repeat = 2
+warmup = 0
+page = "4k"
+[lat]
+bench = "chase"
+size = ["64K", "128K"]
+[matrix]
+bench = "matrix"
+measure = "all"
+size = "64K"
+threads = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("small")
+    suite_file = root / "small.toml"
+    suite_file.write_text(SMALL_SUITE)
+    r = cxlbench("run", str(suite_file), "--results-dir", str(root / "r"))
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = run_dirs(root / "r")
+    return run_dir, r.stdout
+
+
+def _line(stdout: str, case: str) -> str:
+    return next(line for line in stdout.splitlines() if line.split()[:1] == [case])
+
+
+def test_summary_names_what_varies_within_each_job(small_run):
+    _, out = small_run
+    assert "lat: chase, size" not in out            # size varies: it is on each line
+    assert "\nlat: chase, mem=local\n" in out
+    assert "\nmatrix: matrix, initiator=0 target=0 size=64K page=4k threads=1\n" in out
+    assert _line(out, "lat/000").split()[1:3] == ["size=64K", "latency"]
+    assert _line(out, "lat/001").split()[1:3] == ["size=128K", "latency"]
+    assert _line(out, "matrix/000").split()[1:3] == ["measure=latency", "latency"]
+    assert _line(out, "matrix/001").split()[1:3] == ["measure=bandwidth", "bandwidth"]
+
+
+def test_matrix_runs_have_one_metric_column(small_run):
+    run_dir, _ = small_run
+    header = (run_dir / "results.csv").read_text().splitlines()[0].split(",")
+    assert header.count("metric") == 1 and "measure" in header
+    df = results.load(run_dir)
+    m = df[df["benchmark"] == "matrix"]
+    assert set(zip(m["measure"], m["metric"])) >= {("latency", "latency"),
+                                                   ("bandwidth", "bandwidth")}
+
+
+def test_no_option_shares_a_name_with_a_results_column():
+    from cxlbench import benchmarks
+    fixed = set(results.FIRST_COLUMNS + results.LAST_COLUMNS) - results.RESOLVED
+    for name, bench in benchmarks._ALL.items():
+        assert not set(bench.OPTIONS) & fixed, name
+
+
+def test_summary_of_a_failed_case_keeps_its_parameters(capsys):
+    from cxlbench import cli
+    records = [{"case": f"lat/00{i}", "benchmark": "chase", "kernel": "chase", "isa": None,
+                "cpus": [0], "parameters": {"size": size, "mem": "local", "repeat": 2},
+                "status": status, "error": error, "run_dir": "x", "metric": metric,
+                "unit": "ns", "median": 5.0, "ci_low": 4.0, "ci_high": 6.0, "cv": 0.01,
+                "n": 2, "noisy": False}
+               for i, (size, status, error, metric) in enumerate(
+                   [(1 << 16, "ok", None, "latency"), (1 << 30, "failed", "worker killed by "
+                    "SIGKILL (out of memory?)", None)])]
+    cli._print_summary(records)
+    out = capsys.readouterr().out
+    assert "  lat/001  size=1G   FAILED: worker killed by SIGKILL" in out
+    assert "  lat/000  size=64K  latency" in out
+
+
+def test_run_json_records_the_build_and_system(small_run):
+    meta = results.read_meta(small_run[0])
+    assert meta["machine_id"] == small_run[0].parent.name
+    assert meta["build"]["compiler"] and "-O2" in meta["build"]["cflags"]
+    for key in ("cpu_mhz", "cpu_max_mhz", "turbo", "smt", "kernel_cmdline", "governor"):
+        assert key in meta["settings"]
+
+
+def _as_format_1(run_dir: Path) -> None:
+    """Rewrite a run as cxlbench wrote format 1: matrix's option was `metric`, so
+    results.csv had two `metric` columns and csv.DictWriter filled both with the metric."""
+    meta = json.loads((run_dir / "run.json").read_text())
+    header = (run_dir / "results.csv").read_text().splitlines()[0].split(",")
+
+    def old(case):
+        if case["bench"] != "matrix":
+            return case
+        return {**case, "params": {("metric" if k == "measure" else k): v
+                                   for k, v in case["params"].items()}}
+    meta["cases"] = [old(c) for c in meta["cases"]]
+    params = sorted({k for c in meta["cases"] for k in c["params"]} - results.RESOLVED)
+    columns = results.FIRST_COLUMNS + params + results.LAST_COLUMNS
+    meta.update(format_version=1, columns=columns)
+    for gone in ("machine_id", "build"):
+        meta.pop(gone)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    import csv
+    import io
+    rows = list(csv.DictReader(io.StringIO((run_dir / "results.csv").read_text())))
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(columns)
+    w.writerows([[r.get(c, "") for c in columns] for r in rows])
+    (run_dir / "results.csv").write_text(buf.getvalue())
+    journal = [old({**json.loads(x), "id": None})
+               for x in (run_dir / "cases.jsonl").read_text().splitlines()]
+    (run_dir / "cases.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in e.items() if k != "id"}) + "\n" for e in journal))
+    assert header.count("metric") == 1 and columns.count("metric") == 2
+
+
+def test_resume_of_a_format_1_run_upgrades_it_first(small_run, tmp_path):
+    import shutil
+    run_dir = tmp_path / "vm" / "old"
+    shutil.copytree(small_run[0], run_dir)
+    _as_format_1(run_dir)
+    before = results.load(run_dir)
+    # As if killed while matrix/001 ran: its rows are written, its journal line is not.
+    lines = (run_dir / "cases.jsonl").read_text().splitlines()
+    (run_dir / "cases.jsonl").write_text("\n".join(
+        x for x in lines if json.loads(x)["case"] != "matrix/001") + "\n")
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert f"upgraded {run_dir} from results format 1: matrix's option `metric` is now " \
+           "`measure`" in r.stderr
+    assert "3 of 4 cases already finished" in r.stderr and "dropped" in r.stderr
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["format_version"] == results.FORMAT_VERSION and meta["upgraded_from"] == 1
+    header = (run_dir / "results.csv").read_text().splitlines()[0].split(",")
+    assert header == meta["columns"] and header.count("metric") == 1
+    df = results.load(run_dir)
+    assert df.groupby("case").size().to_dict()["matrix/001"] == 2    # its 2 repetitions, once
+    m = df[df["benchmark"] == "matrix"].drop_duplicates("case").set_index("case")
+    assert m["measure"].to_dict() == {"matrix/000": "latency", "matrix/001": "bandwidth"}
+    kept = df[df["case"] != "matrix/001"].reset_index(drop=True)
+    assert kept["value"].tolist() == before[before["case"] != "matrix/001"]["value"].tolist()
+    assert "measure=bandwidth" in _line(r.stdout, "matrix/001")
+
+
+def test_resume_says_why_when_options_have_changed(small_run, tmp_path):
+    import shutil
+    run_dir = tmp_path / "vm" / "old"
+    shutil.copytree(small_run[0], run_dir)
+    _as_format_1(run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    for c in meta["cases"]:          # an older cxlbench's chase had no `loads` option
+        c["params"].pop("loads", None)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    lines = (run_dir / "cases.jsonl").read_text().splitlines()
+    (run_dir / "cases.jsonl").write_text(lines[0] + "\n")
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2
+    assert "cannot resume" in r.stderr and "new options: loads" in r.stderr
+    # Refused before anything was rewritten: the cxlbench that made it can still finish it.
+    assert json.loads((run_dir / "run.json").read_text())["format_version"] == 1

@@ -9,9 +9,9 @@ from .. import __version__
 from ..errors import ResultsError
 from ..units import format_list, format_size
 from . import figures as _figures
-from .compare_runs import ALPHA, across_machines, pair
+from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
-from .runs import NOT_MEASURED, RunData, load_runs, not_ok, summary
+from .runs import NOT_MEASURED, RunData, fact_text, facts, load_runs, not_ok, summary
 
 FIGURE_DIR = "figures"
 FAMILY_TITLES = {
@@ -27,6 +27,10 @@ def run_table(runs: list[RunData]) -> Table:
                  [[r.label, r.machine, r.run_id, r.suite, r.meta.get("started", ""),
                    f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
                    .strip(), " ".join(r.meta.get("command", []))] for r in runs])
+
+
+# Facts the machine section shows in its heading or tables rather than among the settings.
+TABLED = ("machine", "hostname", "NUMA nodes", "CXL regions", "TSC GHz")
 
 
 def _hmat(node: dict) -> str:
@@ -70,13 +74,7 @@ def machine_blocks(run: RunData) -> list:
         blocks.append(Table(["GPU", "memory", "NUMA node"],
                             [[g.get("name"), g.get("memory"), g.get("numa_node")]
                              for g in topo["gpus"]]))
-    cpu = topo.get("cpu") or {}
-    caches = ", ".join(f"L{c['level']} {c['type']} {format_size(c['size'])}"
-                       for c in cpu.get("caches", []) if c.get("size"))
-    settings = [["kernel", machine.get("kernel", "")], ["arch", machine.get("arch", "")],
-                ["CPU", cpu.get("model", "")], ["ISAs", ", ".join(cpu.get("isas", []))],
-                ["caches", caches]]
-    settings += [[k, v] for k, v in (run.meta.get("settings") or {}).items()]
+    settings = [[k, fact_text(v)] for k, v in facts(run.meta).items() if k not in TABLED]
     timer = run.meta.get("timer") or {}
     if timer:
         tsc = f"{timer['tsc_hz'] / 1e9:.4g} GHz" if timer.get("tsc_hz") else "none"
@@ -212,13 +210,32 @@ def comparison_table(table) -> Table:
                   "p", "verdict"], rows)
 
 
+def settings_blocks(a: RunData, b: RunData) -> list:
+    """The recorded settings that differ between A and B, before any result."""
+    diffs, missing = setting_differences(a, b)
+    blocks: list = [Heading(2, "Settings that differ")]
+    if diffs:
+        blocks += [Para("What A and B recorded about the machine, the system and the build "
+                        "differs in these; each may explain a change below.", "note"),
+                   Table(["setting", "A", "B"], [list(d) for d in diffs])]
+    else:
+        blocks.append(Para("None: every setting both runs recorded is the same."))
+    for side, names in missing.items():
+        if names:
+            blocks.append(Para(f"Not recorded by {side} (an older cxlbench): "
+                               + ", ".join(names) + "."))
+    return blocks
+
+
 def compare_blocks(runs, frame, table, unpaired, alpha: float) -> list:
     a, b = runs
     blocks: list = [run_table(runs)]
-    if across_machines(a, b):
-        blocks.append(Para(f"ACROSS MACHINES: A ran on {a.machine}, B on {b.machine}. "
-                           "Differences include everything that differs between the two "
-                           "machines, not only what changed in the software.", "note"))
+    across = across_machines(a, b)
+    if across:
+        blocks.append(Para(f"ACROSS MACHINES: {across}. Differences include everything that "
+                           "differs between the two machines, not only what changed in the "
+                           "software.", "note"))
+    blocks += settings_blocks(a, b)
     sig = int(table["significant"].sum()) if len(table) else 0
     blocks += [Heading(2, "Changes"),
                Para(f"{len(table)} metrics of {table['case_a'].nunique() if len(table) else 0}"

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..paramtext import NOT_MEASURED, value_text
-from .runs import RunData
+from .runs import RunData, fact_text, facts
 
 ALPHA = 0.05
 EXACT_LIMIT = 2500          # m * n up to this: exact null distribution
@@ -164,5 +164,57 @@ def pair(frame_a: pd.DataFrame, frame_b: pd.DataFrame, alpha: float = ALPHA):
     return table, unpaired
 
 
-def across_machines(a: RunData, b: RunData) -> bool:
-    return a.machine != b.machine
+# Facts of the hardware: runs that differ in one come from different machines, whatever
+# their host names (VMs of one name land on different hosts; labs reuse names).
+HARDWARE = ("arch", "CPU", "ISAs", "CPUs online", "caches", "NUMA nodes")
+
+
+def across_machines(a: RunData, b: RunData) -> str | None:
+    """Why A and B ran on different machines, from what they recorded (machine ids, then
+    the hardware), not from the folders they sit in; None where it is one machine."""
+    if a.machine != b.machine:
+        return f"A on {a.machine}, B on {b.machine}"
+    fa, fb = facts(a.meta), facts(b.meta)
+    differ = [k for k in HARDWARE if fa.get(k) is not None and fb.get(k) is not None
+              and fa[k] != fb[k]]
+    if differ:
+        return f"A and B ran on hosts both named {a.machine} whose {', '.join(differ)} differ"
+    return None
+
+
+# Facts that move between two runs on one machine (a clock sampled, a rate measured):
+# they differ only beyond this relative tolerance.
+TOLERANCE = {"cpu_mhz": 0.10, "TSC GHz": 0.01}
+
+
+def _same(name: str, a, b) -> bool:
+    if name in TOLERANCE and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= TOLERANCE[name] * max(abs(a), abs(b))
+    return a == b
+
+
+def _merged_order(first: list[str], second: list[str]) -> list[str]:
+    """first's names, with each name only second has placed after the one it follows
+    there (settings of a newer run keep their place among the others)."""
+    out = list(first)
+    for i, name in enumerate(second):
+        if name not in out:
+            out.insert(out.index(second[i - 1]) + 1 if i else 0, name)
+    return out
+
+
+def setting_differences(a: RunData, b: RunData) -> tuple[list[tuple[str, str, str]],
+                                                         dict[str, list[str]]]:
+    """As pyperf compares metadata: every recorded fact (kernel, CPU and ISAs, THP, NUMA
+    balancing, governor, SMT, cxlbench version, compiler, emulation...) that differs,
+    as (name, A's, B's); and, by side, the facts only the other side recorded."""
+    fa, fb = facts(a.meta), facts(b.meta)
+    diffs, missing = [], {"A": [], "B": []}
+    for name in _merged_order(list(fa), list(fb)):
+        va, vb = fa.get(name), fb.get(name)
+        if va is None or vb is None:
+            if va is not None or vb is not None:
+                missing["A" if va is None else "B"].append(name)
+        elif not _same(name, va, vb):
+            diffs.append((name, fact_text(va), fact_text(vb)))
+    return diffs, missing

@@ -11,6 +11,7 @@ import pandas as pd
 from .. import results, stats
 from ..errors import ResultsError
 from ..paramtext import NOT_MEASURED  # noqa: F401 (the reports' name for it)
+from ..units import format_list, format_size
 
 
 @dataclass
@@ -23,7 +24,9 @@ class RunData:
 
     @property
     def machine(self) -> str:
-        return self.path.parent.name
+        """The machine the run recorded (host name, or emulated-<topology>), not the name
+        of the folder it was copied into."""
+        return self.meta.get("machine_id") or self.path.parent.name
 
     @property
     def run_id(self) -> str:
@@ -32,6 +35,51 @@ class RunData:
     @property
     def suite(self) -> str:
         return (self.meta.get("suite") or {}).get("name") or "(ad hoc)"
+
+
+def facts(meta: dict) -> dict[str, object]:
+    """What a run recorded about where and how it ran, by name, as reports show it and
+    compare holds two runs' against each other. None: not recorded (an older cxlbench)."""
+    topo = meta.get("topology") or {}
+    machine, cpu = topo.get("machine") or {}, topo.get("cpu") or {}
+    settings = dict(meta.get("settings") or {})
+    em, build, timer = meta.get("emulated"), meta.get("build") or {}, meta.get("timer") or {}
+    nodes = "; ".join(
+        f"{n['id']}: {('CPUs ' + format_list(n['cpus'])) if n.get('cpus') else 'no CPUs'}, "
+        f"{format_size(n.get('mem_total') or 0, exact=False)}"
+        + (f", tier {n['tier']}" if n.get("tier") is not None else "")
+        for n in topo.get("nodes", []))
+    return {
+        "machine": meta.get("machine_id"),
+        "hostname": machine.get("hostname"),
+        "emulated": (f"{em.get('topology')} (QEMU {em.get('qemu', '?')}, {em.get('accel')})"
+                     if em else "no"),
+        "kernel": machine.get("kernel"),
+        "kernel command line": settings.pop("kernel_cmdline", None),
+        "arch": machine.get("arch"),
+        "CPU": cpu.get("model"),
+        "ISAs": ", ".join(cpu.get("isas", [])),
+        "CPUs online": cpu.get("online"),
+        "caches": ", ".join(f"L{c['level']} {c['type']} {format_size(c['size'])}"
+                            for c in cpu.get("caches", []) if c.get("size")),
+        "NUMA nodes": nodes,
+        "CXL regions": ", ".join(f"{r['name']} -> node {r.get('node')}"
+                                 for r in (topo.get("cxl") or {}).get("regions", [])) or "none",
+        **settings,
+        "cxlbench": " ".join(str(x) for x in (meta.get("cxlbench_version"),
+                                             meta.get("git_describe")) if x),
+        "compiler": build.get("compiler"),
+        "compiler flags": build.get("cflags"),
+        "TSC GHz": round(timer["tsc_hz"] / 1e9, 4) if timer.get("tsc_hz") else None,
+    }
+
+
+def fact_text(value) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "none"
+    return str(value)
 
 
 def find_runs(paths, suite: str | None = None, latest: bool = False) -> list[Path]:
