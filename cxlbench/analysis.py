@@ -3,56 +3,176 @@ node matrices laid out as tables."""
 from __future__ import annotations
 
 import math
+import statistics
 
-PLATEAU = 1.25      # points within this factor of a level's fastest belong to that level
+# Thresholds in natural-log units of latency. Real hierarchies have 3-10x between the
+# latencies of consecutive levels and 8x or more between their capacities (32K/256K,
+# 48K/2M, 1M/32M, 128K/12M), so the limits below leave room for noise and smearing.
+STEP = math.log(2)      # two levels differ in latency by at least this
+APART = 4               # and in capacity by more than this
+RISE = math.log(1.25)   # per octave: a gap rising more belongs to a step...
+NOISE = 2.5             # ... or rising more than this many times the curve's noise,
+CAP = math.log(1.3)     # though noise never hides a rise above this
+FLAT = math.log(2)      # a level whose points spread more than this hides another
 
 
 def cache_levels(points: list[tuple[int, float]]) -> list[dict]:
-    """Cache capacities from (working-set size, latency) points of a chase sweep.
+    """Cache capacities from (working-set size, latency) points of a chase sweep, smallest
+    level first: [{"capacity": bytes or None, "latency": ns}], one per step the curve takes
+    from a level to the next; None where the sweep cannot place that step within a factor
+    of two (too coarse, too short, too noisy). The sweep must start inside L1.
 
-    Points group into plateaus (each level's latency) and the points between them. A
-    sharp step (no point between two plateaus) puts the capacity at the last size that
-    still fit; a gradual one at the size where latency crosses the geometric middle of
-    the two plateaus, interpolated on a log scale."""
-    points = sorted(points)
-    groups: list[list[tuple[int, float]]] = []
-    for size, lat in points:
-        if groups and lat <= PLATEAU * min(v for _, v in groups[-1]):
-            groups[-1].append((size, lat))
-        else:
-            groups.append([(size, lat)])
-    plateaus = [i for i, g in enumerate(groups) if len(g) >= 2]
-    levels = []
+    The curve (log latency against log size) is a plateau per level joined by rising
+    steps: a random chase starts missing a level once the working set passes its capacity,
+    sharply, or over an octave or two where page colouring, replacement and the
+    program's other data smear the step. Points joined by gaps that do not rise form a
+    plateau; plateaus too close in latency are one level; a level's capacity is the last
+    size before a sharp step, or where a gradual step crosses the middle (geometric) of
+    the two levels' latencies. A lone point between two steps may be a level of its own
+    or part of a step: that step, and the labels of the levels after it, are not known."""
+    by_size: dict[int, list[float]] = {}
+    for s, v in points:
+        if v and v > 0:
+            by_size.setdefault(int(s), []).append(math.log(v))
+    sizes = sorted(by_size)
+    if len(sizes) < 3:
+        return []
+    c = _Curve(sizes, [statistics.median(by_size[s]) for s in sizes])
+    plateaus = c.plateaus()
+    while len(plateaus) > 1:
+        rises = [c.level(b) - c.level(a) for a, b in zip(plateaus, plateaus[1:])]
+        if min(rises) < STEP:       # noise or a TLB effect, not a level: join them
+            i = rises.index(min(rises))
+            plateaus[i:i + 2] = [list(range(plateaus[i][0], plateaus[i + 1][-1] + 1))]
+            continue
+        caps = [c.capacity(a, b) for a, b in zip(plateaus, plateaus[1:])]
+        near = [(c1 / c0, i) for i, (c0, c1) in enumerate(zip(caps, caps[1:]))
+                if c0 and c1 and c1 / c0 < APART]
+        if not near:
+            break
+        del plateaus[min(near)[1] + 1]      # a level inside one step: part of the step
+    # a level spread wider than any plateau may hold two: the labels after it are unsure
+    out, unsure = [], not c.flat(plateaus[0])
     for lo, hi in zip(plateaus, plateaus[1:]):
-        below, above = groups[lo], groups[hi]
-        level = min(v for _, v in below)
-        if hi == lo + 1:
-            capacity = below[-1][0]
-        else:
-            between = below[-1:] + [p for g in groups[lo + 1:hi] for p in g] + above[:1]
-            middle = math.sqrt(level * min(v for _, v in above))
-            capacity = below[-1][0]
-            for (s0, l0), (s1, l1) in zip(between, between[1:]):
-                if l0 <= middle <= l1:
-                    t = (math.log(middle) - math.log(l0)) / (math.log(l1) - math.log(l0))
-                    capacity = int(s0 * (s1 / s0) ** t)
-                    break
-        levels.append({"capacity": capacity, "latency": level})
-    return levels
+        capacity = None if unsure else c.capacity(lo, hi)
+        out.append({"capacity": capacity and int(capacity), "latency": math.exp(c.level(lo))})
+        unsure = unsure or c.hidden(lo, hi) or not c.flat(hi)
+    return out
+
+
+class _Curve:
+    """A sweep as sizes and log latencies, and the tests cache_levels makes on it."""
+
+    def __init__(self, sizes: list[int], y: list[float]):
+        self.sizes, self.y = sizes, y
+        n = len(y)
+        # Noise: each point against its nearer neighbour or the line through both (beside
+        # a step one side is level, inside a step the line fits); on a flat curve the
+        # median of that is 0.45 sigma.
+        self.noise = statistics.median(
+            min(abs(y[i] - y[i - 1]), abs(y[i + 1] - y[i]),
+                abs(y[i] - (y[i - 1] + y[i + 1]) / 2)) for i in range(1, n - 1)) / 0.45
+        self.floor = min(NOISE * self.noise, CAP)
+        self.tol = max(RISE, self.floor)    # how far a plateau's point may sit from its level
+
+    def octaves(self, k: int) -> float:
+        return math.log2(self.sizes[k + 1] / self.sizes[k])
+
+    def rises(self, k: int) -> bool:
+        return self.y[k + 1] - self.y[k] > max(RISE * self.octaves(k), self.floor)
+
+    def plateaus(self) -> list[list[int]]:
+        """Runs of points joined by gaps that do not rise. A point with a rise on both
+        sides is inside a step; a lone point at either end may be a level."""
+        runs = [[0]]
+        for k in range(len(self.y) - 1):
+            if self.rises(k):
+                runs.append([k + 1])
+            else:
+                runs[-1].append(k + 1)
+        return [r for r in runs if len(r) > 1 or r[0] in (0, len(self.y) - 1)]
+
+    def level(self, p: list[int]) -> float:
+        return statistics.median(self.y[i] for i in p)
+
+    def flat(self, p: list[int]) -> bool:
+        return max(self.y[i] for i in p) - min(self.y[i] for i in p) <= FLAT
+
+    def step(self, lo: list[int], hi: list[int]) -> tuple[int, int]:
+        """The step's first and last point: a plateau's end that already left its level
+        (one noisy point, or the start of a gradual step) belongs to the step."""
+        a, b = lo[-1], hi[0]
+        while a > lo[0] and self.y[a] > self.level(lo) + self.tol:
+            a -= 1
+        while b < hi[-1] and self.y[b] < self.level(hi) - self.tol:
+            b += 1
+        return a, b
+
+    def hidden(self, lo: list[int], hi: list[int]) -> bool:
+        """Whether a level may hide inside the step: a point inside it alone over three
+        octaves or more, or a part of it that rises less than two thirds as steeply as
+        parts on either side."""
+        a, b = self.step(lo, hi)
+        s, y = self.sizes, self.y
+        if any(s[k + 1] / s[k - 1] >= 8 for k in range(a + 1, b)):
+            return True
+        d = [(y[k + 1] - y[k]) / self.octaves(k) for k in range(a, b)]
+        return any(d[j] < max(d[:j]) / 1.5 and d[j] < max(d[j + 1:]) / 1.5
+                   for j in range(1, len(d) - 1))
+
+    def capacity(self, lo: list[int], hi: list[int]) -> float | None:
+        """The last size that fit before a sharp step, or where a gradual one crosses the
+        middle of the two levels; the middle of the gap that holds it where that gap is
+        wider than an octave; None where no place is within a factor of two."""
+        a, b = self.step(lo, hi)
+        if b > a + 1 and (len(lo) == 1 or len(hi) == 1 or self.hidden(lo, hi)):
+            return None     # a lone end point before a gradual step may be part of it
+        s, y = self.sizes, self.y
+        middle = (self.level(lo) + self.level(hi)) / 2
+        k = next((k for k in range(a, b) if y[k + 1] >= middle), b - 1)
+        r = s[k + 1] / s[k]
+        if r > 2.01:
+            return math.sqrt(s[k] * s[k + 1]) if r <= 4.01 else None
+        if b == a + 1:
+            return s[a]
+        t = (middle - y[k]) / (y[k + 1] - y[k]) if y[k + 1] > y[k] else 0.5
+        return s[k] * r ** min(1.0, max(0.0, t))
 
 
 def compare_with_sysfs(levels: list[dict], caches: list[dict]) -> list[dict]:
-    """Pair detected levels with the data/unified caches sysfs lists, in order."""
+    """Detected levels next to the data/unified caches sysfs lists, in order; a level
+    sysfs lists that the sweep did not show is "detected": None."""
     known = sorted((c for c in caches if c.get("type") in ("Data", "Unified")),
                    key=lambda c: c["level"])
     out = []
-    for i, level in enumerate(levels):
+    for i in range(max(len(levels), len(known))):
+        level = levels[i] if i < len(levels) else {"capacity": None, "latency": None}
         row = {"level": f"L{i + 1}", "detected": level["capacity"],
-               "latency_ns": round(level["latency"], 2)}
+               "latency_ns": level["latency"] and round(level["latency"], 2)}
         if i < len(known):
             row["sysfs"] = known[i]["size"]
-            row["ratio"] = round(level["capacity"] / known[i]["size"], 3)
+            if level["capacity"]:
+                row["ratio"] = round(level["capacity"] / known[i]["size"], 3)
         out.append(row)
+    return out
+
+
+def sweep_cache_levels(records: list[dict], caches: list[dict]) -> list[dict]:
+    """Cache levels of each chase sweep in a run's records (5 sizes or more, the other
+    parameters equal), next to sysfs's caches."""
+    sweeps: dict[tuple, list] = {}
+    for r in records:
+        if r["benchmark"] == "chase" and r["metric"] == "latency" and r["status"] == "ok":
+            p = r["parameters"]
+            key = (r["case"].split("/")[0],) + tuple(sorted(
+                (k, str(v)) for k, v in p.items() if k not in ("size", "repeat", "warmup")))
+            sweeps.setdefault(key, []).append((p["size"], r["median"]))
+    out = []
+    for key, points in sweeps.items():
+        if len(points) >= 5:
+            params = dict(key[1:])
+            out.append({"job": key[0], "mem": params.get("mem"), "page": params.get("page"),
+                        "levels": compare_with_sysfs(cache_levels(points), caches)})
     return out
 
 

@@ -166,21 +166,9 @@ def _job_title(job: str, recs: list[dict], varying: list[str]) -> str:
 def _analyse(run_, records: list[dict]) -> dict:
     """Cache levels of each latency sweep (5 sizes or more) and the node matrices; kept
     in run.json under "analysis"."""
-    sweeps: dict[tuple, list] = {}
-    for r in records:
-        if r["benchmark"] == "chase" and r["metric"] == "latency" and r["status"] == "ok":
-            p = r["parameters"]
-            key = (r["case"].split("/")[0],) + tuple(sorted(
-                (k, str(v)) for k, v in p.items() if k not in ("size", "repeat", "warmup")))
-            sweeps.setdefault(key, []).append((p["size"], r["median"]))
-    caches = run_.meta["topology"]["cpu"]["caches"]
-    found = {"cache_levels": [], "matrices": analysis.matrices(records)}
-    for key, points in sweeps.items():
-        if len(points) >= 5:
-            params = dict(key[1:])
-            found["cache_levels"].append({
-                "job": key[0], "mem": params.get("mem"), "page": params.get("page"),
-                "levels": analysis.compare_with_sysfs(analysis.cache_levels(points), caches)})
+    found = {"cache_levels": analysis.sweep_cache_levels(
+                 records, run_.meta["topology"]["cpu"]["caches"]),
+             "matrices": analysis.matrices(records)}
     found["matrices"] = {m: {**v, "cells": [[i, t, x] for (i, t), x in v["cells"].items()]}
                          for m, v in found["matrices"].items()}
     found["pingpong"] = analysis.pingpong_matrices(records)
@@ -190,7 +178,8 @@ def _analyse(run_, records: list[dict]) -> dict:
 
 def _print_analysis(found: dict) -> None:
     for sweep in found["cache_levels"]:
-        parts = [f"{row['level']} {format_size(row['detected'], exact=False)}"
+        parts = [f"{row['level']} " + (format_size(row["detected"], exact=False)
+                                       if row["detected"] else "not detected")
                  + (f" (sysfs {format_size(row['sysfs'])})" if "sysfs" in row else "")
                  for row in sweep["levels"]]
         click.echo(f"cache levels from {sweep['job']} ({sweep['mem']}, {sweep['page']} pages): "
