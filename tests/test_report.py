@@ -296,6 +296,8 @@ def test_across_machines_comes_from_what_runs_recorded(tmp_path):
     runs = report.comparison(a, other)[0]
     assert report.across_machines(*runs) == \
         "A and B ran on hosts both named vm whose ISAs differ"
+    headings = [b for b in report.machines_blocks(runs) if isinstance(b, report.Heading)]
+    assert len(headings) == 2             # each machine's section, though one name
 
 
 def _changed_settings(meta):

@@ -11,7 +11,8 @@ from ..units import format_list, format_size
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
-from .runs import NOT_MEASURED, RunData, fact_text, facts, load_runs, not_ok, summary
+from .runs import (NOT_MEASURED, RunData, fact_text, facts, load_runs, machine_key, not_ok,
+                   summary)
 
 FIGURE_DIR = "figures"
 FAMILY_TITLES = {
@@ -125,9 +126,10 @@ def family_blocks(frame, runs: list[RunData]) -> list:
 
 
 def machines_blocks(runs: list[RunData]) -> list:
-    """machine_blocks once per machine the runs came from."""
-    firsts = {r.machine: r for r in reversed(runs)}
-    return [b for r in runs if firsts[r.machine] is r for b in machine_blocks(r)]
+    """machine_blocks once per machine the runs came from (one host name over two sets
+    of hardware is two machines)."""
+    firsts = {machine_key(r): r for r in reversed(runs)}
+    return [b for r in runs if firsts[machine_key(r)] is r for b in machine_blocks(r)]
 
 
 def report_blocks(runs: list[RunData]) -> list:
@@ -138,7 +140,7 @@ def report_blocks(runs: list[RunData]) -> list:
                          "with distribution-free 95 % confidence intervals; CV above 5 % is "
                          "flagged noisy."),
                     run_table(runs)]
-    if len({r.machine for r in runs}) > 1:
+    if len({machine_key(r) for r in runs}) > 1:
         blocks.append(Para("These runs come from different machines: each line or bar is "
                            "labelled with its machine.", "note"))
     blocks.append(Heading(2, "Machine"))

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..paramtext import NOT_MEASURED, value_text
-from .runs import RunData, fact_text, facts
+from .runs import HARDWARE, RunData, fact_text, facts
 
 ALPHA = 0.05
 EXACT_LIMIT = 2500          # m * n up to this: exact null distribution
@@ -162,11 +162,6 @@ def pair(frame_a: pd.DataFrame, frame_b: pd.DataFrame, alpha: float = ALPHA):
                      .sort_values(["_sig", "_size"]).drop(columns=["_sig", "_size"]) \
                      .reset_index(drop=True)
     return table, unpaired
-
-
-# Facts of the hardware: runs that differ in one come from different machines, whatever
-# their host names (VMs of one name land on different hosts; labs reuse names).
-HARDWARE = ("arch", "CPU", "ISAs", "CPUs online", "caches", "NUMA nodes")
 
 
 def across_machines(a: RunData, b: RunData) -> str | None:

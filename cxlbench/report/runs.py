@@ -37,12 +37,17 @@ class RunData:
         return (self.meta.get("suite") or {}).get("name") or "(ad hoc)"
 
 
+UNAVAILABLE = "unavailable"
+
+
 def facts(meta: dict) -> dict[str, object]:
     """What a run recorded about where and how it ran, by name, as reports show it and
-    compare holds two runs' against each other. None: not recorded (an older cxlbench)."""
+    compare holds two runs' against each other. None: not recorded (an older cxlbench);
+    "unavailable": recorded, but the system did not say (no cpufreq in a VM, say)."""
     topo = meta.get("topology") or {}
     machine, cpu = topo.get("machine") or {}, topo.get("cpu") or {}
-    settings = dict(meta.get("settings") or {})
+    settings = {k: UNAVAILABLE if v is None else v
+                for k, v in (meta.get("settings") or {}).items()}
     em, build, timer = meta.get("emulated"), meta.get("build") or {}, meta.get("timer") or {}
     nodes = "; ".join(
         f"{n['id']}: {('CPUs ' + format_list(n['cpus'])) if n.get('cpus') else 'no CPUs'}, "
@@ -72,6 +77,17 @@ def facts(meta: dict) -> dict[str, object]:
         "compiler flags": build.get("cflags"),
         "TSC GHz": round(timer["tsc_hz"] / 1e9, 4) if timer.get("tsc_hz") else None,
     }
+
+
+# Facts of the hardware: runs that differ in one come from different machines, whatever
+# their host names (VMs of one name land on different hosts; labs reuse names).
+HARDWARE = ("arch", "CPU", "ISAs", "CPUs online", "caches", "NUMA nodes")
+
+
+def machine_key(run: RunData) -> tuple:
+    """One value per machine: its recorded id and its hardware."""
+    f = facts(run.meta)
+    return (run.machine, *(f.get(k) for k in HARDWARE))
 
 
 def fact_text(value) -> str:
