@@ -344,10 +344,10 @@ def test_compare_of_two_runs_recording_the_same_settings(tmp_path):
     r = cxlbench("compare", str(a), str(b))
     assert "settings: every setting both runs recorded is the same" in r.stdout
     assert "ACROSS MACHINES" not in r.stdout and "not recorded" not in r.stdout
-    # A sampled clock and a measured TSC rate move a little between runs: not a difference.
-    _edit_meta(b, lambda m: (m["settings"].update(cpu_mhz=2500.0),
+    # A sampled clock and a measured TSC rate move between runs: not a difference.
+    _edit_meta(b, lambda m: (m["settings"].update(cpu_mhz=1200.0),
                              m["timer"].update(tsc_hz=m["timer"]["tsc_hz"] * 1.001)))
-    _edit_meta(a, lambda m: m["settings"].update(cpu_mhz=2600.0))
+    _edit_meta(a, lambda m: m["settings"].update(cpu_mhz=3600.0))
     runs = report.comparison(a, b)[0]
     assert report.setting_differences(*runs) == ([], {"A": [], "B": []})
 
