@@ -1,19 +1,20 @@
 """QEMU guests with emulated far memory (cxlbench emulate). Each topology boots once per
 session and runs suites/ci.toml; the tests read what it left on the host. They skip, with
-the reason, where QEMU is not installed."""
+the reason, where this machine lacks what the guest needs (emulate.missing_requirements)."""
 import json
-import shutil
+import subprocess
 
 import pytest
 
-from cxlbench import results
-from cxlbench.emulate import topologies
+from cxlbench import emulate, results
+from cxlbench.emulate import kit, topologies
 
 from .conftest import cxlbench
 
-needs_qemu = pytest.mark.skipif(
-    shutil.which("qemu-system-x86_64") is None,
-    reason="QEMU not installed (apt-get install qemu-system-x86 busybox-static ndctl daxctl)")
+
+def needs(topology: str):
+    missing = emulate.missing_requirements(topology)
+    return pytest.mark.skipif(bool(missing), reason="emulation needs " + "; ".join(missing))
 
 
 def guest_run(tmp_path_factory, topology: str) -> dict:
@@ -46,7 +47,7 @@ def median(df, **where):
     return sel["value"].median()
 
 
-@needs_qemu
+@needs("cxl")
 def test_cxl_node_discovered_as_far_memory_in_a_lower_tier(cxl):
     topo = cxl["meta"]["topology"]
     far = [n for n in topo["nodes"] if n["far_memory"]]
@@ -59,7 +60,7 @@ def test_cxl_node_discovered_as_far_memory_in_a_lower_tier(cxl):
     assert far[0]["tier"] is not None and far[0]["tier"] > dram["tier"]
 
 
-@needs_qemu
+@needs("cxl")
 def test_cxl_run_is_marked_emulated_and_held_data(cxl):
     emulated = cxl["meta"]["emulated"]
     assert emulated["topology"] == "cxl" and emulated["accel"] in ("tcg", "kvm")
@@ -69,7 +70,7 @@ def test_cxl_run_is_marked_emulated_and_held_data(cxl):
     assert "EMULATED" in cxl["stderr"]
 
 
-@needs_qemu
+@needs("cxl")
 def test_buffer_bound_to_cxl_node_verifies_there(cxl):
     df = cxl["df"]
     bound = df[df["mem"] == "bind:1"]
@@ -78,7 +79,7 @@ def test_buffer_bound_to_cxl_node_verifies_there(cxl):
     assert all(v.startswith("1:") and ";" not in v for v in bound["verified"])
 
 
-@needs_qemu
+@needs("cxl")
 def test_weighted_interleave_3_to_1(cxl):
     df = cxl["df"]
     (verified,) = set(df[df["mem"] == "weighted:0=3,1=1"]["verified"])
@@ -87,7 +88,7 @@ def test_weighted_interleave_3_to_1(cxl):
     assert abs(share0 - 0.75) <= 0.02, verified
 
 
-@needs_qemu
+@needs("cxl")
 def test_pages_moved_to_cxl_node_read_back_and_verify(cxl):
     rec = [r for r in cxl["records"] if r["benchmark"] == "migrate"]
     assert rec and all(r["status"] == "ok" for r in rec), rec
@@ -97,7 +98,7 @@ def test_pages_moved_to_cxl_node_read_back_and_verify(cxl):
     assert all(r["median"] > 0 for r in rec)
 
 
-@needs_qemu
+@needs("cxl")
 def test_cxl_chase_slower_than_node0(cxl):
     df = cxl["df"]
     near = median(df, benchmark="chase", mem="bind:0", size=16 << 20)
@@ -105,14 +106,14 @@ def test_cxl_chase_slower_than_node0(cxl):
     assert far > near
 
 
-@needs_qemu
+@needs("cxl")
 def test_every_ci_case_passed(cxl, hmat):
     for run in (cxl, hmat):
         failed = [r for r in run["records"] if r["status"] != "ok"]
         assert not failed, failed
 
 
-@needs_qemu
+@needs("hmat")
 def test_hmat_values_read_back_as_declared(hmat):
     spec = topologies.get("hmat")
     declared = spec.declared_hmat(spec.resolve({}))
@@ -124,7 +125,7 @@ def test_hmat_values_read_back_as_declared(hmat):
     assert far["tier"] is not None         # ranked below DRAM from Linux 6.12 on
 
 
-@needs_qemu
+@needs("cxl-2way")
 def test_cxl_2way_region_interleaves_two_devices(tmp_path):
     r = cxlbench("emulate", "--topology", "cxl-2way", "--", "topology", "--json",
                  cwd=tmp_path, timeout=900)
@@ -141,8 +142,55 @@ def test_missing_qemu_is_a_clear_error(tmp_path):
     r = cxlbench("emulate", "--topology", "cxl", "--", "topology", cwd=tmp_path,
                  env={"PATH": "/nonexistent"})
     assert r.returncode == 2
-    assert "qemu-system-x86_64 (Debian package qemu-system-x86)" in r.stderr
-    assert "apt-get install" in r.stderr
+    assert "emulation needs qemu-system-x86_64 (apt-get install qemu-system-x86)" in r.stderr
+    assert "depmod, modprobe (apt-get install kmod)" in r.stderr
+
+
+def test_missing_requirements_name_each_absent_tool(tmp_path, monkeypatch):
+    """The list the guest tests skip on: a PATH without kmod, a guest without daxctl."""
+    host, guest = tmp_path / "host", tmp_path / "guest"
+    for where, tools in ((host, kit.TOOLS), (guest, kit.GUEST_TOOLS)):
+        where.mkdir()
+        for tool, package in tools.items():
+            if package not in ("kmod", "daxctl"):
+                (where / tool).symlink_to("/bin/true")
+    monkeypatch.setenv("PATH", str(host))
+    monkeypatch.setattr(emulate, "GUEST_PATH", str(guest))
+    assert emulate.missing_requirements("hmat") == ["depmod, modprobe (apt-get install kmod)"]
+    assert emulate.missing_requirements("cxl") == ["depmod, modprobe (apt-get install kmod)",
+                                                   "daxctl (apt-get install daxctl)"]
+
+
+def decoy_checkout(where):
+    """A working directory holding a cxlbench/ that must never be imported (a checkout
+    whose compiled core is not built fails the same way, later)."""
+    (where / "cxlbench").mkdir(parents=True)
+    (where / "cxlbench" / "__init__.py").write_text(
+        "raise ImportError('the cxlbench in the working directory was imported')\n")
+    return where
+
+
+def test_guest_python_imports_this_cxlbench_not_the_working_directory(tmp_path):
+    """The guest's two commands, run here from a checkout."""
+    def guest(module: str, args: str = ""):
+        return subprocess.run(f"{emulate.guest_python(module)} {args}", shell=True,
+                              cwd=decoy_checkout(tmp_path / module), capture_output=True,
+                              text=True, timeout=120)
+    r = guest("cxlbench", "--help")
+    assert r.returncode == 0 and "emulate" in r.stdout, r.stderr
+    r = guest("cxlbench.emulate.probe")       # exits 1 on a machine without far memory
+    assert r.returncode in (0, 1) and "far_nodes" in json.loads(r.stdout), r.stderr
+
+
+@needs("hmat")
+def test_guest_runs_the_host_cxlbench_from_a_checkout(tmp_path):
+    """The host runs its installed cxlbench (as the console script does); the guest, in
+    the same working directory, must not import the checkout's."""
+    r = subprocess.run(f"{emulate.guest_python('cxlbench')} emulate --topology hmat -- "
+                       "topology --json", shell=True, cwd=decoy_checkout(tmp_path),
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["machine"]["emulated"]["topology"] == "hmat"
 
 
 def test_bad_topology_parameter(tmp_path):
@@ -154,7 +202,7 @@ def test_bad_topology_parameter(tmp_path):
     assert r.returncode == 2 and "has no parameter 'nope'" in r.stderr
 
 
-@needs_qemu
+@needs("hmat")
 def test_hmat_node_ranked_below_dram_on_linux_612(tmp_path):
     """Linux 6.1 puts the HMAT node in DRAM's tier; 6.12 ranks it lower from its HMAT."""
     r = cxlbench("emulate", "--kernel", "6.12", "--topology", "hmat", "--", "topology",
@@ -166,7 +214,7 @@ def test_hmat_node_ranked_below_dram_on_linux_612(tmp_path):
     assert far["far_memory"] and far["tier"] > dram["tier"]
 
 
-@needs_qemu
+@needs("cxl")
 def test_node_matrix_includes_the_cpu_less_target(cxl):
     cells = {(r["metric"], r["parameters"]["initiator"], r["parameters"]["target"]): r
              for r in cxl["records"] if r["benchmark"] == "matrix"}
@@ -177,7 +225,7 @@ def test_node_matrix_includes_the_cpu_less_target(cxl):
     assert {tuple(c[:2]) for c in matrices["latency"]["cells"]} == {(0, 0), (0, 1)}
 
 
-@needs_qemu
+@needs("cxl")
 def test_interleave_sweep_verified_shares(cxl):
     df = cxl["df"]
     sweep = df[df["job"] == "interleave"]
@@ -191,7 +239,7 @@ def test_interleave_sweep_verified_shares(cxl):
     assert abs(shares["3:1"] - 0.75) <= 0.02 and abs(shares["1:1"] - 0.5) <= 0.02
 
 
-@needs_qemu
+@needs("cxl")
 def test_pingpong_with_the_line_homed_on_the_cxl_node(cxl):
     rec = {(r["parameters"]["mem"], r["parameters"]["mode"]): r for r in cxl["records"]
            if r["benchmark"] == "pingpong"}
@@ -202,14 +250,14 @@ def test_pingpong_with_the_line_homed_on_the_cxl_node(cxl):
     assert (homed["verified"] == "1:1").all()
 
 
-@needs_qemu
+@needs("cxl")
 def test_cross_node_migration_records_vmstat(cxl):
     df = cxl["df"]
     moved = df[df["benchmark"] == "migrate"]
     assert moved["vmstat"].str.contains("pgmigrate_success").all()
 
 
-@needs_qemu
+@needs("cxl")
 def test_touches_while_pages_move_to_cxl(cxl):
     rec = [r for r in cxl["records"] if r["benchmark"] == "migrate_touch"]
     assert rec and all(r["status"] == "ok" for r in rec), rec

@@ -7,6 +7,7 @@ on the host), and an exchange folder carries the script in and the outputs back.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
 import json
 import os
 import shlex
@@ -17,11 +18,36 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import CxlbenchError
+from ..errors import CxlbenchError, UserError
 from . import kit as _kit
 from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
 
 ENV = "CXLBENCH_EMULATED"       # set in the guest: the run is marked as emulated
+GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Where this process imported cxlbench from: the guest imports it from there too.
+PACKAGE_PARENT = str(Path(os.path.abspath(__file__)).parents[2])
+
+
+def missing_requirements(topology: str) -> list[str]:
+    """What this machine lacks to run a guest of `topology`, each with what installs it;
+    empty when nothing. `cxlbench emulate` refuses with it, the tests skip with it."""
+    missing = _kit.missing_tools(_kit.TOOLS)
+    if get(topology).cxl_devices:
+        missing += _kit.missing_tools(_kit.GUEST_TOOLS, path=GUEST_PATH)
+    # The guest runs this cxlbench: without its compiled core it fails after the boot.
+    if importlib.util.find_spec("cxlbench._native") is None:
+        missing.append(f"the compiled core cxlbench._native in {PACKAGE_PARENT}/cxlbench "
+                       "(pip install .)")
+    return missing
+
+
+def guest_python(module: str) -> str:
+    """The shell command that runs `module` with this interpreter and this cxlbench.
+    `python -m` would put the working directory first on sys.path, so a checkout there
+    (its compiled core not built) would shadow the installed package."""
+    boot = (f"import runpy, sys; sys.path[0] = {PACKAGE_PARENT!r}; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(boot)}"
 
 
 def qemu_version() -> str:
@@ -37,17 +63,16 @@ def _share(tag: str, path: str, readonly: bool = False) -> list[str]:
 
 
 def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
-    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           "HOME": "/tmp", ENV: json.dumps(marker), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PATH": GUEST_PATH, "HOME": "/tmp", ENV: json.dumps(marker),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     for key in ("PYTHONPATH", "CXLBENCH_TEST_KERNELS"):
         if key in os.environ:
             env[key] = os.environ[key]
-    py = shlex.quote(sys.executable)
     lines = ["#!/bin/sh", *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
              f"cd {shlex.quote(os.getcwd())}", "set -ex", *topo.guest_setup(params), "set +ex",
              # Trust no figure until the far memory has held data.
-             f"{py} -m cxlbench.emulate.probe > /.xchg/probe.json || exit 3",
-             f"{py} -m cxlbench {' '.join(shlex.quote(a) for a in command)} "
+             f"{guest_python('cxlbench.emulate.probe')} > /.xchg/probe.json || exit 3",
+             f"{guest_python('cxlbench')} {' '.join(shlex.quote(a) for a in command)} "
              "> /.xchg/stdout 2> /.xchg/stderr",
              "echo $? > /.xchg/rc"]
     return "\n".join(lines) + "\n"
@@ -58,9 +83,9 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
     """Boot the guest, run `cxlbench COMMAND` inside, relay its output; its exit code."""
     topo = get(topology)
     params = topo.resolve(overrides)
-    _kit.require(_kit.TOOLS)
-    if topo.cxl_devices:
-        _kit.require(_kit.GUEST_TOOLS)
+    missing = missing_requirements(topology)
+    if missing:
+        raise UserError("emulation needs " + "; ".join(missing))
     kit = _kit.ensure(kernel_package, log)
     marker = {"topology": topo.name, "params": params, "qemu": qemu_version(), "accel": accel,
               "guest_kernel": kit.version, "probe_file": "/.xchg/probe.json",

@@ -22,9 +22,11 @@ from ..errors import UserError
 MODULES = ("virtio_pci 9pnet_virtio 9p overlay libnvdimm nd_btt nd_pmem cxl_acpi cxl_pci "
            "cxl_mem cxl_pmem dax_pmem device_dax kmem dax_hmem").split()
 
-# Host commands and the Debian packages that provide them.
+# Host commands (QEMU, and what builds the kit) and the Debian packages that provide them.
 TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static",
-         "apt-get": "apt", "dpkg": "dpkg", "depmod": "kmod", "modprobe": "kmod"}
+         "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg", "depmod": "kmod",
+         "modprobe": "kmod"}
+# Run in the guest (from the host's root) to online CXL memory.
 GUEST_TOOLS = {"cxl": "ndctl", "ndctl": "ndctl", "daxctl": "daxctl"}
 
 
@@ -40,16 +42,14 @@ def cache_root() -> Path:
     return Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench")) / "guest"
 
 
-def missing_tools(names) -> list[str]:
-    return [f"{tool} (Debian package {pkg})" for tool, pkg in names.items()
-            if shutil.which(tool) is None]
-
-
-def require(names) -> None:
-    missing = missing_tools(names)
-    if missing:
-        raise UserError("emulation needs " + ", ".join(missing) + ": apt-get install "
-                        + " ".join(sorted({names[m.split()[0]] for m in missing})))
+def missing_tools(names: dict[str, str], path: str | None = None) -> list[str]:
+    """'TOOL, TOOL (apt-get install PACKAGE)' for each package with a tool not on path
+    (default $PATH)."""
+    absent: dict[str, list[str]] = {}
+    for tool, pkg in names.items():
+        if shutil.which(tool, path=path) is None:
+            absent.setdefault(pkg, []).append(tool)
+    return [f"{', '.join(tools)} (apt-get install {pkg})" for pkg, tools in absent.items()]
 
 
 def kernel_package(wanted: str | None = None) -> str:
@@ -78,8 +78,8 @@ def kernel_package(wanted: str | None = None) -> str:
 
 
 def ensure(package: str | None = None, log=print) -> Kit:
-    """The cached kit for a kernel package, built first if need be."""
-    require(TOOLS)
+    """The cached kit for a kernel package, built first if need be (the caller has
+    checked the TOOLS)."""
     package = kernel_package(package)
     home = cache_root() / package
     meta = home / "kit.json"
