@@ -199,7 +199,10 @@ def test_quick_suite_end_to_end(tmp_path):
     assert "bandwidth" in r.stdout and "latency" in r.stdout
     assert "cache levels from latency" in r.stdout
     levels = df.attrs["run"]["analysis"]["cache_levels"][0]["levels"]
-    assert levels[0]["level"] == "L1" and levels[0]["detected"] > 0
+    assert [lv["level"] for lv in levels[:2]] == ["L1", "L2"]
+    for lv in levels:        # within a sweep step of sysfs, or honestly "not detected"
+        if lv["detected"] is not None and lv.get("sysfs"):
+            assert lv["sysfs"] / 2 <= lv["detected"] <= lv["sysfs"] * 2, lv
 
 
 # ---- what a person reads, and runs written by an older cxlbench ---------------------------
