@@ -89,16 +89,21 @@ def bandwidth_pairs(args, tmp: str) -> dict:
         print("likwid-bench not installed (apt-get install likwid): bandwidth not compared")
         return {}
     pairs = {}
+    # likwid's malloc'd buffers are huge only under THP "always": otherwise a thp pair
+    # meets likwid's 4 KiB pages, shown for information and not held to the target.
+    likwid_huge = THP.exists() and "[always]" in THP.read_text()
     for isa in args.isa or runnable_isas():
         for kernel, (test, streams) in LIKWID.items():
             nbytes = 10 ** 9 // streams // 4096 * 4096
             for page in args.pages:
+                unlike = page == "thp" and not likwid_huge
                 for threads in args.threads:
-                    pairs[f"{kernel} {isa} {page} x{threads} (GB/s)"] = (
+                    name = f"{kernel} {isa} {page}{' (likwid 4k)' if unlike else ''} x{threads}"
+                    pairs[f"{name} (GB/s)"] = (
                         lambda t=test + LIKWID_SUFFIX[isa], n=threads: likwid(t, n),
                         lambda k=kernel, n=threads, s=nbytes, p=page, i=isa: cxlbench(
                             tmp, "bandwidth", kernel=k, size=s, page=p, threads=n, isa=i,
-                            mem="bind:0"), 1.00, None)
+                            mem="bind:0"), None if unlike else 1.00, None)
     return pairs
 
 
@@ -133,17 +138,19 @@ def main() -> int:
             figures[name][0].append(ref())
             figures[name][1].append(ours())
     ok = True
-    print(f"{'pair':<34} {'reference':>10} {'cxlbench':>10} {'ratio':>7}  target")
+    width = max(len(name) for name in figures) if figures else 4
+    print(f"{'pair':<{width}} {'reference':>10} {'cxlbench':>10} {'ratio':>7}  target")
     for name, (ref, ours) in figures.items():
         lo, hi = pairs[name][2], pairs[name][3]
         a, b = statistics.median(ref), statistics.median(ours)
         ratio = b / a
-        good = ratio >= lo and (hi is None or ratio <= hi)
+        good = lo is None or (ratio >= lo and (hi is None or ratio <= hi))
         ok &= good
-        target = f">= {lo:.2f}" if hi is None else f"{lo:.2f}..{hi:.2f}"
-        print(f"{name:<34} {a:>10.2f} {b:>10.2f} {ratio:>7.3f}  {target}"
+        target = ("(information)" if lo is None else f">= {lo:.2f}" if hi is None
+                  else f"{lo:.2f}..{hi:.2f}")
+        print(f"{name:<{width}} {a:>10.2f} {b:>10.2f} {ratio:>7.3f}  {target}"
               f"{'' if good else '  MISSED'}")
-        print(f"{'':<34} rounds: ref {', '.join(f'{x:.2f}' for x in ref)}; "
+        print(f"{'':<{width}} rounds: ref {', '.join(f'{x:.2f}' for x in ref)}; "
               f"cxlbench {', '.join(f'{x:.2f}' for x in ours)}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok else 1

@@ -46,7 +46,7 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc < 4)
-        return fprintf(stderr, "usage: %s BYTES LOADS REPS [GROUP]\n", argv[0]), 2;
+        return fprintf(stderr, "usage: %s BYTES LOADS REPS [WINDOW [4k|thp]]\n", argv[0]), 2;
     size_t bytes = strtoull(argv[1], 0, 0), loads = strtoull(argv[2], 0, 0);
     int reps = atoi(argv[3]);
     size_t group = argc > 4 ? strtoull(argv[4], 0, 0) : 256u << 10;

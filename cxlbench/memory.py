@@ -285,10 +285,14 @@ class Buffer:
                                     for n, c in counts.items())
         # Interleaving rounds to whole pages: one page per extra node is never a fault.
         allowed = max(self.tolerance * total, len(shares) - 1)
-        # memory.c maps thp 2 MiB-aligned and rounded up, so the whole mapping can be huge.
-        with open(self.smaps) as f:
-            huge, exact = huge_bytes(f.read(), self.addr, self.addr + self.alloc.map_size)
-        huge /= self.alloc.map_size
+        if self.page == "thp":
+            # memory.c maps thp 2 MiB-aligned and rounded up: the whole mapping can be
+            # huge. smaps walks every page table of the process, so only thp reads it.
+            with open(self.smaps) as f:
+                huge, exact = huge_bytes(f.read(), self.addr, self.addr + self.alloc.map_size)
+            huge /= self.alloc.map_size
+        else:       # hugetlb is huge by construction; 4k is madvised MADV_NOHUGEPAGE
+            huge, exact = float(self.page in HUGETLB_DIRS), True
         if self.huge_at_first_check is None:
             self.huge_at_first_check = huge
         return Verification(counts=counts, other=other, step=step,

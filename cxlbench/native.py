@@ -194,6 +194,7 @@ def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, count: int, cpus,
 
 
 LOAD_MODES = ("read", "rw_3_1", "rw_2_1", "rw_1_1", "write", "write_nt")   # C's mode numbers
+LOAD_BATCH_LINES = lib.CXB_LOADED_BATCH_LINES
 
 
 @dataclass(frozen=True)

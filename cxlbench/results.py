@@ -94,6 +94,15 @@ class Run:
             raise ResultsError(f"{path}: results.csv is missing")
         return cls(path, _upgrade_meta(raw, version), version)
 
+    def table_text(self) -> str:
+        """table() as CSV text."""
+        header, rows = self.table()
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(header)
+        w.writerows(rows)
+        return buf.getvalue()
+
     def upgrade_files(self) -> list[str]:
         """Rewrite an older run's files in this format, so rows appended now match the
         ones already there. Returns what each step changed (empty: nothing to do). The
@@ -101,12 +110,7 @@ class Run:
         kill in between leaves a run that upgrades again."""
         if self.stored_version == FORMAT_VERSION:
             return []
-        header, rows = self.table()
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(header)
-        w.writerows(rows)
-        _write_atomic(self.path / "results.csv", buf.getvalue())
+        _write_atomic(self.path / "results.csv", self.table_text())
         _write_atomic(self.path / "cases.jsonl", "".join(
             json.dumps(e, default=str) + "\n" for e in self.finished().values()))
         steps = [UPGRADES[v].what for v in range(self.stored_version, FORMAT_VERSION)]
@@ -239,12 +243,7 @@ def load(path: str | os.PathLike):
     if run.stored_version == FORMAT_VERSION:
         df = pd.read_csv(run.path / "results.csv")
     else:
-        header, rows = run.table()
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(header)
-        w.writerows(rows)
-        df = pd.read_csv(io.StringIO(buf.getvalue()))
+        df = pd.read_csv(io.StringIO(run.table_text()))
     df.attrs["run"] = run.meta
     return df
 

@@ -69,12 +69,15 @@ int cxb_chase_build(void *buf, size_t bytes, size_t window_bytes, size_t page_by
     if (run_lines && (win % per && win != lines))
         return cxb_fail(EINVAL, "with lines per page, the window (%zu) must be whole pages "
                         "(%zu)", window_bytes, page_bytes);
-    if (run_lines >= per)
-        run_lines = 0;              /* a whole page per visit: plain random window */
+    if (run_lines > per)
+        run_lines = per;            /* a whole page per visit: one round, page by page */
     size_t windows = (lines + win - 1) / win;
-    uint32_t *w = malloc(windows * sizeof *w), *tmp = malloc(win * sizeof *tmp);
+    /* Without the TLB knob a window is permuted in place in order[]; only the knob's
+     * rounds need room for a window's lines and pages. */
+    uint32_t *w = malloc(windows * sizeof *w);
+    uint32_t *tmp = run_lines ? malloc(win * sizeof *tmp) : NULL;
     uint32_t *page = run_lines ? malloc(((win + per - 1) / per) * sizeof *page) : NULL;
-    if (!w || !tmp || (run_lines && !page)) {
+    if (!w || (run_lines && (!tmp || !page))) {
         free(w);
         free(tmp);
         free(page);
@@ -87,9 +90,9 @@ int cxb_chase_build(void *buf, size_t bytes, size_t window_bytes, size_t page_by
         if (run_lines) {
             window_by_pages(order + k, first, n, per, run_lines, page, tmp, &seed);
         } else {
-            permutation(tmp, n, &seed);
+            permutation(order + k, n, &seed);
             for (size_t i = 0; i < n; i++)
-                order[k + i] = (uint32_t)(first + tmp[i]);
+                order[k + i] += (uint32_t)first;
         }
         k += n;
     }

@@ -103,6 +103,7 @@ int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
             uint64_t value, const int *cpus, int nthreads, struct cxb_run_result *out);
 
 /* ---- loaded latency (loaded.c) --------------------------------------------------- */
+enum { CXB_LOADED_BATCH_LINES = 8 };    /* lines a generator moves between pauses */
 struct cxb_loaded_args {
     void *chase_start;      /* a pointer of a linked chase cycle */
     uint64_t chase_loads;   /* loads thread 0 times */

@@ -12,7 +12,7 @@
 #define PAUSE() __asm__ __volatile__("" ::: "memory")
 #endif
 
-#define BATCH_LINES 8
+#define BATCH_LINES CXB_LOADED_BATCH_LINES
 
 struct loaded {
     struct cxb_loaded_args *a;

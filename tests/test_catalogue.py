@@ -26,6 +26,9 @@ def test_tlb_knob_interleaves_pages():
     assert len(set(pages[:256].tolist())) == 256      # one line per page, every page, then again
     order4 = native.chase_build(a, a.size, 0, 4096, seed=3, run_lines=4)
     assert len(set((order4[:4] // 64).tolist())) == 1 and order4[4] // 64 != order4[0] // 64
+    for whole in (64, 1000):        # a page's lines or more: one page at a time, not random
+        pages = native.chase_build(a, a.size, 0, 4096, seed=3, run_lines=whole) // 64
+        assert (pages.reshape(-1, 64) == pages.reshape(-1, 64)[:, :1]).all()
 
 
 def test_chase_knobs_run_and_check():

@@ -45,11 +45,14 @@ def test_checks_see_the_checked_machines_cpus(lab):
     with common.cpus_of(lab):
         assert len(common.resolve_cpus({"threads": "all"})) == 384
         for mode in ATOMIC_MODES:
-            cpus, note = Atomics.cpus({**params, "mode": mode})
+            cpus, note = Atomics.clipped_cpus({**params, "mode": mode})
             assert len(cpus) == (LINE_WORDS if mode == "false_sharing" else 384)
             assert (note is not None) == (mode == "false_sharing")
-        cpus, note = Atomics.cpus({**params, "mode": "false_sharing", "threads": 4})
+        cpus, note = Atomics.clipped_cpus({**params, "mode": "false_sharing", "threads": 4})
         assert cpus == [0, 1, 2, 3] and note is None
+        # an explicit count that cannot run is refused, not recorded as what it was not
+        with pytest.raises(UserError, match="fits 8 threads .* not threads=16"):
+            Atomics.clipped_cpus({**params, "mode": "false_sharing", "threads": 16})
     assert common.resolve_cpus({"threads": "all"}) == sorted(os.sched_getaffinity(0))
 
 

@@ -33,7 +33,8 @@ OPTIONS = {
                      multiple=64),
     "lines_per_page": Option("lines_per_page", "int", 0, "lines visited in a page before "
                              "moving to another, round after round over every page (TLB "
-                             "reach; replaces the window); 0: off", min=0),
+                             "reach; replaces the window; a page's lines or more: one page "
+                             "at a time); 0: off", min=0),
     "chains": Option("chains", "int", 1, "independent chains walked by one thread "
                      "(memory-level parallelism)", min=1, max=16),
     "dist": Option("dist", "bool", False, "time batches with rdtscp: percentiles and a "
@@ -62,7 +63,7 @@ def run(params: dict) -> Measurement:
                                params["seed"], params["lines_per_page"])
     loads = params["loads"] or min(max(lines, 1 << 20), 1 << 22)
     walker = Walker(buf.addr, order)
-    info = {"loads": loads, "lines": lines, "window": window or size}
+    info = {"loads": loads, "lines": lines, "window": min(window or size, size)}
     if params["dist"]:
         once, units = _distribution(walker, loads, params["batch"], cpu, info)
     elif chains > 1:

@@ -85,25 +85,29 @@ class Atomics:
     OPTIONS = _options(ATOMIC_MODES, 1000000, pick("threads", "cpus", threads="all"))
 
     @staticmethod
-    def cpus(params: dict) -> tuple[list[int], str | None]:
-        """The case's CPUs, and a note where false sharing clipped them to a line's words
-        (so threads = "all" sweeps run on machines of any size)."""
+    def clipped_cpus(params: dict) -> tuple[list[int], str | None]:
+        """The case's CPUs, and a note where false sharing clipped threads=all to a line's
+        words (so "all" sweeps run on machines of any size). An explicit count above them
+        is refused: its results would carry a thread count that did not run."""
         cpus = resolve_cpus(params)
         if params["mode"] == "false_sharing" and len(cpus) > LINE_WORDS:
+            if params["threads"] != "all":
+                raise UserError(f"atomics: false sharing fits {LINE_WORDS} threads in a "
+                                f"{LINE}-byte line, not threads={params['threads']}")
             return cpus[:LINE_WORDS], (f"false sharing fits {LINE_WORDS} threads in a "
                                        f"{LINE}-byte line: runs {LINE_WORDS} of the "
-                                       f"{len(cpus)} CPUs threads={params['threads']} gives")
+                                       f"{len(cpus)} CPUs threads=all gives")
         return cpus, None
 
     @classmethod
     def check(cls, params: dict, topology) -> str | None:
-        cpus, note = cls.cpus(params)
+        cpus, note = cls.clipped_cpus(params)
         check_placement({**params, "size": _buffer_size(len(cpus))}, cpus, topology)
         return note
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
-        cpus, note = cls.cpus(params)
+        cpus, note = cls.clipped_cpus(params)
         buf, words = _line_buffer(params, cpus)
         mode, n = ATOMIC_MODES.index(params["mode"]), params["iterations"]
 

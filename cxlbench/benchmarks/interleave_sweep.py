@@ -25,6 +25,7 @@ OPTIONS = {
                       "latency", choices=MEASURES + ("all",), expand={"all": MEASURES}),
     **pick("size", "page", "cpus", "threads", "repeat", "warmup", "tolerance", "timeout",
            size=256 << 20, page="thp", threads="all"),
+    "window": chase.OPTIONS["window"],      # of the latency cells' chase
 }
 
 

@@ -89,11 +89,11 @@ def run(params: dict) -> Measurement:
     m = Measurement(kernel="chase+" + params["mix"], isa="scalar", cpus=cpus,
                     units={"latency": "ns", "bandwidth": "GB/s"},
                     info={"generators": gens, "loads": loads,
-                          "window": params["window"] or params["size"]})
+                          "window": min(params["window"] or params["size"], params["size"])})
     return measure(m, params, [buf] + ([load] if load else []), once)
 
 
-BATCH_LINES = 8                 # native/loaded.c
+BATCH_LINES = native.LOAD_BATCH_LINES
 MASK = (1 << 64) - 1
 
 

@@ -22,6 +22,7 @@ OPTIONS = {
                      "with memory", min=0, words=("*",), nodes="memory"),
     **pick("size", "page", "threads", "repeat", "warmup", "tolerance", "timeout",
            size=256 << 20, page="thp", threads="all"),
+    "window": chase.OPTIONS["window"],      # of the latency cells' chase
 }
 
 

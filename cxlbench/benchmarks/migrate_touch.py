@@ -50,7 +50,7 @@ class Touches:
     end: np.ndarray         # start + the time measured
     took: np.ndarray        # ns, the clock's own cost taken off
     preempted: np.ndarray   # spanned an involuntary context switch of the toucher
-    cold: np.ndarray        # the first touch of its line since the buffer was flushed
+    cold: np.ndarray        # its line and the line's 128-byte pair untouched since a flush
     move_start: int
     move_end: int
     tail_start: int         # the flush after the move done
@@ -81,15 +81,16 @@ def preempted(start: np.ndarray, took: np.ndarray, switches: np.ndarray, flush_g
 
 
 def touches(r: native.TouchResult, lines: int) -> Touches:
-    """A run's samples with the timer's cost taken off, preempted touches flagged, and the
-    touches of lines not touched since a flush (the first `lines` of the lead and of the
-    tail) marked cold."""
+    """A run's samples with the timer's cost taken off, preempted touches flagged, and
+    the cold touches marked: the first half of the `lines` after each flush (lead and
+    tail). The walk reaches a line's 128-byte pair 32 sweeps (half the lines) after the
+    line itself, and the adjacent-line prefetcher may have fetched it with its pair."""
     start, raw = r.samples[:, 0].astype(np.int64), r.samples[:, 1].astype(np.int64)
     tail = int(np.searchsorted(start, r.tail_start))
-    index = np.arange(start.size)
+    index, fresh = np.arange(start.size), lines // 2
     return Touches(start, start + raw, np.maximum(raw - r.timer_ns, 0),
                    preempted(start, raw, r.switches, tail - 1),
-                   (index < lines) | ((index >= tail) & (index < tail + lines)),
+                   (index < fresh) | ((index >= tail) & (index < tail + fresh)),
                    r.move_start, r.move_end, r.tail_start)
 
 

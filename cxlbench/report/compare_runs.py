@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..paramtext import NOT_MEASURED, value_text
-from .runs import HARDWARE, RunData, fact_text, facts
+from .runs import RunData, fact_text, facts, hardware
 
 ALPHA = 0.05
 EXACT_LIMIT = 2500          # m * n up to this: exact null distribution
@@ -169,9 +169,8 @@ def across_machines(a: RunData, b: RunData) -> str | None:
     the hardware), not from the folders they sit in; None where it is one machine."""
     if a.machine != b.machine:
         return f"A on {a.machine}, B on {b.machine}"
-    fa, fb = facts(a.meta), facts(b.meta)
-    differ = [k for k in HARDWARE if fa.get(k) is not None and fb.get(k) is not None
-              and fa[k] != fb[k]]
+    fa, fb = hardware(a.meta), hardware(b.meta)
+    differ = [k for k in fa if fa[k] is not None and fb[k] is not None and fa[k] != fb[k]]
     if differ:
         return f"A and B ran on hosts both named {a.machine} whose {', '.join(differ)} differ"
     return None

@@ -80,14 +80,23 @@ def facts(meta: dict) -> dict[str, object]:
 
 
 # Facts of the hardware: runs that differ in one come from different machines, whatever
-# their host names (VMs of one name land on different hosts; labs reuse names).
-HARDWARE = ("arch", "CPU", "ISAs", "CPUs online", "caches", "NUMA nodes")
+# their host names (VMs of one name land on different hosts; labs reuse names). CPUs
+# online (SMT, offlining) and node memory sizes (crashkernel=, hotplug) are settings of
+# one machine: they show as differences, not as another machine.
+HARDWARE = ("arch", "CPU", "ISAs", "caches")
+
+
+def hardware(meta: dict) -> dict[str, object]:
+    """The HARDWARE facts, and the node ids with whether each has CPUs."""
+    f = facts(meta)
+    nodes = ", ".join(f"{n['id']}{'' if n.get('cpus') else ' (no CPUs)'}"
+                      for n in (meta.get("topology") or {}).get("nodes", []))
+    return {**{k: f.get(k) for k in HARDWARE}, "nodes": nodes or None}
 
 
 def machine_key(run: RunData) -> tuple:
     """One value per machine: its recorded id and its hardware."""
-    f = facts(run.meta)
-    return (run.machine, *(f.get(k) for k in HARDWARE))
+    return (run.machine, *hardware(run.meta).values())
 
 
 def fact_text(value) -> str:
