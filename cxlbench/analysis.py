@@ -14,6 +14,7 @@ RISE = math.log(1.25)   # per octave: a gap rising more belongs to a step...
 NOISE = 2.5             # ... or rising more than this many times the curve's noise,
 CAP = math.log(1.3)     # though noise never hides a rise above this
 FLAT = math.log(2)      # a level whose points spread more than this hides another
+DEPART = math.log(1.5)  # a plateau left by this much within an octave ends right there
 
 
 def cache_levels(points: list[tuple[int, float]]) -> list[dict]:
@@ -125,9 +126,15 @@ class _Curve:
         middle of the two levels; the middle of the gap that holds it where that gap is
         wider than an octave; None where no place is within a factor of two."""
         a, b = self.step(lo, hi)
-        if b > a + 1 and (len(lo) == 1 or len(hi) == 1 or self.hidden(lo, hi)):
-            return None     # a lone end point before a gradual step may be part of it
         s, y = self.sizes, self.y
+        if b > a + 1 and (len(lo) == 1 or len(hi) == 1 or self.hidden(lo, hi)):
+            # A level may hide inside the step (or a lone end point be part of it): only
+            # a sharp departure from a plateau of two points or more, over one octave
+            # (finer sweeps see a smeared step as several small rises), still places the
+            # lower level, at the last size that fit.
+            sharp = (len(lo) > 1 and abs(self.octaves(a) - 1) < 0.01
+                     and y[a + 1] - y[a] >= max(DEPART, 2 * self.floor))
+            return s[a] if sharp else None
         middle = (self.level(lo) + self.level(hi)) / 2
         k = next((k for k in range(a, b) if y[k + 1] >= middle), b - 1)
         r = s[k + 1] / s[k]

@@ -145,6 +145,18 @@ def test_the_example_reports_curve():
         assert not problems(found, [32 * K, 512 * K, 2 * M], "factor 4")
 
 
+def test_a_sharp_departure_places_the_level_below_a_hidden_one():
+    """The quick suite on an AVX-512 EPYC VM (sysfs 32K, 1M, 32M): L2's plateau ends at
+    512 KiB with a near-2x rise, then 1-4 MiB climb unevenly to memory (the VM's share of
+    L3 hides inside that step). L2 is placed at the last size that fit; L3 is not."""
+    pts = [(16 * K, 1.251), (32 * K, 1.488), (64 * K, 3.899), (128 * K, 3.852),
+           (256 * K, 3.885), (512 * K, 3.986), (1 * M, 7.645), (2 * M, 11.0), (4 * M, 36.01),
+           (8 * M, 104.5), (16 * M, 103.5), (32 * M, 103.1), (64 * M, 103.0),
+           (128 * M, 104.1), (256 * M, 101.1), (512 * M, 101.3), (1 * G, 115.6)]
+    assert [lv["capacity"] for lv in analysis.cache_levels(pts)] == [32 * K, 512 * K]
+    assert not problems(analysis.cache_levels(pts), [32 * K, 1 * M, 32 * M], "quick")
+
+
 def test_the_committed_run():
     run = results.Run.open(DATA / "vm" / "20261130-093420")
     recs = runner.summary_records(run, run.finished())
