@@ -5,14 +5,13 @@ outright resumes with `cxlbench run --resume RUN`, skipping the cases its journa
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from typing import Callable
 
-from . import __version__, benchmarks, native, stats, system
+from . import PACKAGE_PARENT, __version__, benchmarks, native, stats, system
 from .errors import UserError
 from .results import Run, columns_for
 from .suite import Case, Suite
@@ -20,14 +19,11 @@ from .topology import Topology
 from .units import format_list
 
 
-# `python -m` puts the working directory first on sys.path: start workers beside the
-# package this process imported, so they run the same (built) cxlbench.
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def git_describe() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", _PACKAGE_PARENT, "describe", "--always", "--dirty",
+        out = subprocess.run(["git", "-C", PACKAGE_PARENT, "describe", "--always", "--dirty",
                               "--tags"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -63,7 +59,7 @@ def run_worker(case: Case) -> dict:
     try:
         proc = subprocess.run([sys.executable, "-m", "cxlbench.worker"],
                               input=json.dumps(case.to_dict()), capture_output=True, text=True,
-                              timeout=timeout, cwd=_PACKAGE_PARENT)
+                              timeout=timeout, cwd=PACKAGE_PARENT)
     except subprocess.TimeoutExpired:
         return {"status": "failed", "error": f"timed out after {timeout:g} s"}
     if proc.returncode < 0:

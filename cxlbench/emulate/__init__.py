@@ -18,14 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import PACKAGE_PARENT
 from ..errors import CxlbenchError, UserError
 from . import kit as _kit
 from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
 
 ENV = "CXLBENCH_EMULATED"       # set in the guest: the run is marked as emulated
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Where this process imported cxlbench from: the guest imports it from there too.
-PACKAGE_PARENT = str(Path(os.path.abspath(__file__)).parents[2])
 
 
 def missing_requirements(topology: str) -> list[str]:
