@@ -128,7 +128,8 @@ class Topology:
 
     def cpu_pairs(self) -> list[str]:
         """Ping-pong's default pairs: the first CPU of every node with CPUs against each
-        other, and two CPUs of the first such node (siblings)."""
+        other, and the first two CPUs of the first such node (two cores where the numbering
+        puts SMT siblings apart, as on most x86 servers: siblings are not paired here)."""
         firsts = [n.cpus[0] for n in self.nodes if n.cpus]
         pairs = [f"{a},{b}" for i, a in enumerate(firsts) for b in firsts[i + 1:]]
         local = next((n.cpus for n in self.nodes if len(n.cpus) >= 2), None)
