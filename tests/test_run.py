@@ -368,3 +368,12 @@ def test_resume_says_why_when_options_have_changed(small_run, tmp_path):
     assert "cannot resume" in r.stderr and "new options: loads" in r.stderr
     # Refused before anything was rewritten: the cxlbench that made it can still finish it.
     assert json.loads((run_dir / "run.json").read_text())["format_version"] == 1
+
+
+def test_every_size_option_reads_as_a_size():
+    """The summary writes size options as 256K, not 262144: paramtext knows them all."""
+    from cxlbench import benchmarks, paramtext
+    sizes = {name for b in benchmarks.available().values() for name, opt in b.OPTIONS.items()
+             if opt.kind == "size"}
+    assert sizes == set(paramtext.SIZES)
+    assert paramtext.params_text({"window": 256 << 10}, ["window"]) == "window=256K"
