@@ -4,11 +4,12 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import warnings
 
 import click
 
 from . import __version__, analysis, benchmarks, paramtext, results, runner, suite
-from .errors import CxlbenchError, UserError
+from .errors import CxlbenchError, ResultsWarning, StorageError, UserError
 from .topology import Topology
 from .units import format_size
 
@@ -28,10 +29,22 @@ def _errors(fn):
     return wrapper
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """What cxlbench warns about (a row cut short and left out) as one line on stderr."""
+    if issubclass(category, ResultsWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 @click.group()
 @click.version_option(__version__, prog_name="cxlbench")
 def main():
     """Latency, bandwidth and placement-verified measurements on every kind of memory."""
+    warnings.showwarning = _show_warning
 
 
 @main.command()
@@ -54,13 +67,13 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         if suite_name or bench or sets:
             raise UserError("--resume takes the run directory alone")
         run_ = results.Run.open(resume)
+        run_.lock()
         runner.check_resumable(run_)
         old = run_.stored_version
         for step in run_.upgrade_files():
             echo(f"upgraded {run_.path} from results format {old}: {step}")
-        dropped = run_.drop_unfinished_rows()
-        if dropped:
-            echo(f"dropped {dropped} rows of a case that did not finish")
+        for note in run_.repair():
+            echo(f"repaired {run_.path}: {note}")
     else:
         if bench and suite_name:
             raise UserError("give a suite or --bench, not both")
@@ -78,6 +91,7 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
             for c in cases:
                 click.echo(f"{c.id} {c.bench} {c.label()}")
             return
+        results.check_writable(results_dir)
         run_ = runner.start(s, cases, topo, results_dir)
         echo(f"run {run_.path}: {len(cases)} cases")
     if run_.meta.get("emulated"):
@@ -89,6 +103,11 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         echo(f"\ninterrupted; finished cases are saved. Resume with: "
              f"cxlbench run --resume {run_.path}")
         sys.exit(130)
+    except StorageError as e:
+        echo(f"error: {e}\nthe run stops here with {len(run_.finished())} of "
+             f"{len(run_.meta['cases'])} cases saved; make room, then resume with: "
+             f"cxlbench run --resume {run_.path}")
+        sys.exit(1)
     records = runner.summary_records(run_, journal)
     # An instruction the CPU lacks is a finding, not a failure.
     failed = sum(1 for e in journal.values() if e["status"] not in ("ok", "unsupported"))
@@ -172,7 +191,10 @@ def _analyse(run_, records: list[dict]) -> dict:
     found["matrices"] = {m: {**v, "cells": [[i, t, x] for (i, t), x in v["cells"].items()]}
                          for m, v in found["matrices"].items()}
     found["pingpong"] = analysis.pingpong_matrices(records)
-    run_.update_meta(analysis=found)
+    try:
+        run_.update_meta(analysis=found)
+    except StorageError as e:               # every result is in already
+        click.echo(f"warning: the analysis is not kept in run.json: {e}", err=True)
     return found
 
 

@@ -21,6 +21,15 @@ class ResultsError(UserError):
     """A results directory that cannot be read (missing, damaged, or too new)."""
 
 
+class StorageError(CxlbenchError):
+    """A run's files could not be written (a full disk, a folder gone read-only): the run
+    stops with every finished case saved, resumable once there is room."""
+
+
+class ResultsWarning(UserWarning):
+    """Something in a run's files was left out while reading it (a row cut short)."""
+
+
 class NativeError(CxlbenchError):
     """A C entry point failed; carries the C-side message and the errno."""
 

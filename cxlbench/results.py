@@ -4,22 +4,33 @@ run.json holds the run's metadata and its expanded cases; results.csv holds tidy
 appended and flushed as each case finishes; cases.jsonl is the journal of finished cases
 (status, error, verified placement) that `--resume` reads. The format carries a version:
 older runs are upgraded as they are read (and on disk before `--resume` appends to them),
-newer ones refused."""
+newer ones refused.
+
+What a run folder guarantees: a case's rows and its journal line are appended whole or not
+at all (a failed write is cut back); run.json is replaced atomically; one process at a time
+holds the folder (flock on .lock); and repair() makes rows and journal agree again after a
+crash or a cut file, so a resumed run neither loses nor doubles a case. Damaged files are
+refused with ResultsError naming the file, never loaded as data."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
+import errno
+import fcntl
 import io
 import json
 import os
 import re
+import shutil
 import socket
+import warnings
 from bisect import bisect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import ResultsError
+from .errors import ResultsError, ResultsWarning, StorageError
 
 FORMAT_VERSION = 2
 
@@ -28,6 +39,8 @@ LAST_COLUMNS = ["cpus_used", "placement_method", "verified", "placement_ok", "vm
                 "repetition", "metric", "unit", "value"]
 # Parameters that already have a column of their own (resolved, not as asked).
 RESOLVED = {"kernel", "isa"}
+FILES = ("run.json", "results.csv", "cases.jsonl")
+LOCK = ".lock"
 
 
 def machine_id() -> str:
@@ -80,19 +93,45 @@ class Run:
         meta = {"format_version": FORMAT_VERSION, "run_id": path.name,
                 "machine_id": base.name, **meta}
         run = cls(path, meta)
-        _write_atomic(path / "run.json", json.dumps(meta, indent=2, default=str))
-        with open(path / "results.csv", "w", newline="") as f:
-            csv.writer(f).writerow(run.columns)
-        (path / "cases.jsonl").touch()
+        try:
+            run.lock()                  # before run.json: no resume can take it meanwhile
+            buf = io.StringIO()
+            csv.writer(buf).writerow(run.columns)
+            _write_atomic(path / "results.csv", buf.getvalue())
+            _write_atomic(path / "cases.jsonl", "")
+            _write_atomic(path / "run.json", json.dumps(meta, indent=2, default=str))
+        except StorageError as e:
+            # Nothing has run yet: leave no half-made run behind for report to trip on.
+            shutil.rmtree(path, ignore_errors=True)
+            raise ResultsError(f"cannot start a run in {base}: {e}") from None
         return run
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Run":
         path = _run_dir(path)
         raw, version = _read_stored(path)
-        if not (path / "results.csv").exists():
-            raise ResultsError(f"{path}: results.csv is missing")
+        for name in FILES[1:]:
+            if not (path / name).is_file():
+                raise ResultsError(f"{path / name} is missing")
         return cls(path, _upgrade_meta(raw, version), version)
+
+    def lock(self) -> None:
+        """Hold the folder for this process until it exits: two processes resuming one run
+        would run its remaining cases twice, competing for the CPUs. flock goes with the
+        process however it ends; the file names the holder for the other one's message."""
+        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise ResultsError(f"cannot lock {self.path}: {e.strerror}") from None
+            raise ResultsError(f"{self.path} is in use by cxlbench {holder}; wait for it to "
+                               "finish, or stop it, before resuming") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        self._lock_fd = fd              # kept open: closing it would release the lock
 
     def table_text(self) -> str:
         """table() as CSV text."""
@@ -119,10 +158,15 @@ class Run:
         return steps
 
     def table(self) -> tuple[list[str], list[list[str]]]:
-        """results.csv's header and rows, upgraded to this format."""
-        with open(self.path / "results.csv", newline="") as f:
-            reader = csv.reader(f)
-            header, rows = next(reader, []), list(reader)
+        """results.csv's header and rows, upgraded to this format. A last row cut short
+        (a kill or a full disk mid-write) is left out with a ResultsWarning."""
+        header, rows, cut = _read_table(self.path / "results.csv")
+        if cut:
+            warnings.warn(f"{self.path / 'results.csv'}: its last row was cut short; left "
+                          "out", ResultsWarning, stacklevel=2)
+        if self.stored_version == FORMAT_VERSION and header != self.columns:
+            raise ResultsError(f"{self.path / 'results.csv'}: its header is not the columns "
+                               "run.json lists")
         meta = self.meta
         for v in range(self.stored_version, FORMAT_VERSION):
             header, rows = UPGRADES[v].table(meta, header, rows)
@@ -130,52 +174,68 @@ class Run:
 
     # ---- journal ----------------------------------------------------------------------
     def finished(self) -> dict[str, dict]:
-        """Journal entries of finished cases, by case id. A line cut short by a kill is
-        ignored: that case did not finish."""
-        done = {}
-        for line in (self.path / "cases.jsonl").read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            for v in range(self.stored_version, FORMAT_VERSION):
-                entry = UPGRADES[v].journal(entry)
-            done[entry["case"]] = entry
-        return done
+        """Journal entries of finished cases, by case id. A line cut short by a kill, or
+        one that is not a journal entry, is ignored: that case did not finish."""
+        return dict(_journal(self.path / "cases.jsonl", self.stored_version)[0])
 
-    def drop_unfinished_rows(self) -> int:
-        """Rows of a case killed before its journal line are removed, so resuming does
-        not count them twice. Returns how many rows went."""
-        done = set(self.finished())
-        text = (self.path / "results.csv").read_text()
-        reader = csv.reader(io.StringIO(text))
-        header = next(reader, None)
-        keep, dropped = [], 0
-        case_col = header.index("case") if header else 0
-        for row in reader:
-            if len(row) == len(header) and row[case_col] in done:
-                keep.append(row)
-            else:
-                dropped += 1
-        if dropped:
+    def repair(self) -> list[str]:
+        """Make rows and journal agree before a resume appends to them, after whatever
+        stopped the run: a journal line or a row cut short, a case whose rows are not all
+        there (its journal line is dropped: it runs again), rows of a case the journal
+        does not list (dropped). The rows go first, then the journal, each replaced
+        whole; a crash between the two leaves a run that repairs again. Returns what was
+        done, one line each."""
+        if self.stored_version != FORMAT_VERSION:
+            raise ResultsError(f"{self.path}: upgrade_files() before repair()")
+        done, bad_lines = _journal(self.path / "cases.jsonl", FORMAT_VERSION)
+        header, rows, cut = _read_table(self.path / "results.csv")
+        case_col = header.index("case")
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row[case_col]] = counts.get(row[case_col], 0) + 1
+        notes = [f"dropped {n} journal line(s) cut short or damaged" for n in [bad_lines] if n]
+        if cut:
+            notes.append("dropped a row cut short")
+        short = [case for case, e in done.items() if counts.get(case, 0) != _rows_expected(e)]
+        for case in short:
+            notes.append(f"{case}: {counts.get(case, 0)} rows where its journal line says "
+                         f"{_rows_expected(done[case])}; it runs again")
+            del done[case]
+        keep = [row for row in rows if row[case_col] in done]
+        if len(keep) < len(rows):
+            notes.append(f"dropped {len(rows) - len(keep)} rows of cases that did not finish")
+        if notes:
             buf = io.StringIO()
-            w = csv.writer(buf)
-            w.writerow(header)
-            w.writerows(keep)
+            csv.writer(buf).writerows([header, *keep])
             _write_atomic(self.path / "results.csv", buf.getvalue())
-        return dropped
+            _write_atomic(self.path / "cases.jsonl", "".join(
+                json.dumps(e, default=str) + "\n" for e in done.values()))
+        return notes
 
     def append(self, case_id: str, rows: list[dict], entry: dict) -> None:
-        """Rows first, then the journal line; each in one write and flushed to disk."""
+        """Rows first, then the journal line, each written whole and flushed to disk. If
+        either cannot be (a full disk, an interrupt), both files are cut back to where
+        they were, so the case did not finish rather than half-finished."""
         if self.stored_version != FORMAT_VERSION:
             raise ResultsError(f"{self.path} is in results format {self.stored_version}: "
                                "upgrade_files() before appending")
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
         w.writerows(rows)
-        _append(self.path / "results.csv", buf.getvalue())
-        _append(self.path / "cases.jsonl", json.dumps({"case": case_id, **entry}, default=str)
-                + "\n")
+        writes = [(self.path / "results.csv", buf.getvalue()),
+                  (self.path / "cases.jsonl",
+                   json.dumps({"case": case_id, **entry}, default=str) + "\n")]
+        sizes = [path.stat().st_size for path, _ in writes]
+        try:
+            for path, text in writes:
+                _append(path, text)
+        except BaseException as e:
+            for (path, _), size in zip(writes, sizes):
+                with contextlib.suppress(OSError):
+                    os.truncate(path, size)
+            if isinstance(e, OSError):
+                raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
+            raise
 
     def update_meta(self, **fields) -> None:
         self.meta.update(fields)
@@ -183,20 +243,121 @@ class Run:
 
 
 def _append(path: Path, text: str) -> None:
-    if not text:
-        return
+    """All of text or an OSError: write() may write less than it was given."""
+    data = memoryview(text.encode())
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     try:
-        os.write(fd, text.encode())
+        while data:
+            n = os.write(fd, data)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            data = data[n:]
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """path holds the old text or the new, whole, whatever happens; StorageError if the
+    new cannot be written (the old stays)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def check_writable(root: str | os.PathLike) -> Path:
+    """The folder this machine's runs go in, made and tried with a file, before anything
+    runs: a results folder that cannot be written is bad input, said in one line."""
+    base = Path(root) / machine_id()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        probe = base / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as e:
+        raise ResultsError(f"cannot write results to {root}: {e.strerror or e}") from None
+    return base
+
+
+def _read_table(path: Path) -> tuple[list[str], list[list[str]], bool]:
+    """results.csv's header and rows, checked: ResultsError for anything that is not a
+    cxlbench table; a last row without its newline (cut short) is left out, and the
+    third value says so."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(f"{path} is missing") from None
+    except UnicodeDecodeError:
+        raise ResultsError(f"{path} is not a cxlbench results table (not UTF-8 text)") from None
+    except OSError as e:
+        raise ResultsError(f"{path} cannot be read: {e.strerror}") from None
+    if "\n" not in text:
+        raise ResultsError(f"{path} is empty or damaged: it has no whole header row")
+    cut = not text.endswith("\n")
+    if cut:
+        text = text[:text.rindex("\n") + 1]
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+        if not {"case", "metric", "value"} <= set(header):
+            raise ResultsError(f"{path} is not a cxlbench results table (its header has no "
+                               "case, metric and value columns)")
+        value_col, rows = header.index("value"), []
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise ResultsError(f"{path}, line {reader.line_num}: {len(row)} fields where "
+                                   f"the header has {len(header)}")
+            try:
+                float(row[value_col])
+            except ValueError:
+                raise ResultsError(f"{path}, line {reader.line_num}: the value "
+                                   f"{row[value_col][:40]!r} is not a number") from None
+            rows.append(row)
+    except csv.Error as e:
+        raise ResultsError(f"{path}, line {reader.line_num}: {e}") from None
+    return header, rows, cut
+
+
+def _journal(path: Path, version: int) -> tuple[dict[str, dict], int]:
+    """cases.jsonl's entries by case id (in this format), and how many lines were not
+    entries: cut short by a kill, or damaged."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ResultsError(f"{path} is missing") from None
+    except OSError as e:
+        raise ResultsError(f"{path} cannot be read: {e.strerror}") from None
+    done, bad = {}, 0
+    for line in text.splitlines(keepends=True):
+        try:
+            entry = json.loads(line) if line.endswith("\n") else None
+        except json.JSONDecodeError:
+            entry = None
+        if not isinstance(entry, dict) or not isinstance(entry.get("case"), str):
+            bad += line.strip() != ""
+            continue
+        for v in range(version, FORMAT_VERSION):
+            entry = UPGRADES[v].journal(entry)
+        done[entry["case"]] = entry
+    return done, bad
+
+
+def _rows_expected(entry: dict) -> int:
+    """Rows a journal entry's case wrote: one per repetition and metric."""
+    summary = entry.get("summary")
+    if not isinstance(summary, dict):
+        return 0
+    return sum(int(s.get("n", 0)) for s in summary.values() if isinstance(s, dict))
 
 
 def _run_dir(path: str | os.PathLike) -> Path:
@@ -204,22 +365,43 @@ def _run_dir(path: str | os.PathLike) -> Path:
     if path.is_file():
         path = path.parent
     if not (path / "run.json").exists():
+        if (path / "run.json.tmp").exists():
+            raise ResultsError(f"{path} is a run that was stopped while it was being "
+                               "created (only run.json.tmp): it holds no results")
         raise ResultsError(f"{path} is not a cxlbench run directory (no run.json)")
     return path
 
 
 def _read_stored(path: Path) -> tuple[dict, int]:
-    """run.json as stored, and its format version; newer formats are refused."""
+    """run.json as stored, and its format version; damaged, unknown and newer formats are
+    refused."""
+    where = path / "run.json"
     try:
-        meta = json.loads((path / "run.json").read_text())
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{path / 'run.json'} is damaged: {e}") from None
+        meta = json.loads(where.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResultsError(f"{where} is damaged: {e}") from None
+    except OSError as e:
+        raise ResultsError(f"{where} cannot be read: {e.strerror}") from None
+    if not isinstance(meta, dict):
+        raise ResultsError(f"{where} is damaged: not a JSON object")
     version = meta.get("format_version")
-    if not isinstance(version, int):
-        raise ResultsError(f"{path / 'run.json'} has no format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ResultsError(f"{where} has no format_version")
     if version > FORMAT_VERSION:
         raise ResultsError(f"{path} was written in results format {version}, newer than this "
                            f"cxlbench reads ({FORMAT_VERSION}): upgrade cxlbench to read it")
+    if version < 1:
+        raise ResultsError(f"{where}: format_version {version} is not one cxlbench has "
+                           f"written (1 to {FORMAT_VERSION})")
+    for key, kind in (("run_id", str), ("columns", list), ("cases", list)):
+        if not isinstance(meta.get(key), kind):
+            raise ResultsError(f"{where} is damaged: {key!r} is missing or not a "
+                               f"{'string' if kind is str else 'list'}")
+    for c in meta["cases"]:
+        if not (isinstance(c, dict) and all(isinstance(c.get(k), str) for k in
+                                            ("id", "job", "bench"))
+                and isinstance(c.get("params"), dict)):
+            raise ResultsError(f"{where} is damaged: a case is not {{id, job, bench, params}}")
     return meta, version
 
 
@@ -240,10 +422,7 @@ def load(path: str | os.PathLike):
     import pandas as pd
 
     run = Run.open(path)
-    if run.stored_version == FORMAT_VERSION:
-        df = pd.read_csv(run.path / "results.csv")
-    else:
-        df = pd.read_csv(io.StringIO(run.table_text()))
+    df = pd.read_csv(io.StringIO(run.table_text()))
     df.attrs["run"] = run.meta
     return df
 

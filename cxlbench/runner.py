@@ -5,6 +5,7 @@ outright resumes with `cxlbench run --resume RUN`, skipping the cases its journa
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,8 +18,6 @@ from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
 from .units import format_list
-
-
 
 
 def git_describe() -> str | None:
@@ -56,15 +55,20 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
 def run_worker(case: Case) -> dict:
     """The case's Measurement as a dict, or a failure saying how the worker died."""
     timeout = case.params.get("timeout", 600)
+    ooms = oom_kills()
     try:
+        # The worker asks to die with this process (see worker.py): it checks its parent
+        # is still this one after asking.
         proc = subprocess.run([sys.executable, "-m", "cxlbench.worker"],
                               input=json.dumps(case.to_dict()), capture_output=True, text=True,
-                              timeout=timeout, cwd=PACKAGE_PARENT)
+                              timeout=timeout, cwd=PACKAGE_PARENT,
+                              env={**os.environ, "CXLBENCH_PARENT_PID": str(os.getpid())})
     except subprocess.TimeoutExpired:
         return {"status": "failed", "error": f"timed out after {timeout:g} s"}
     if proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
-        hint = " (out of memory?)" if sig == "SIGKILL" else ""
+        oom = sig == "SIGKILL" and oom_kills() != ooms
+        hint = " (the kernel's OOM killer ran meanwhile: out of memory)" if oom else ""
         return {"status": "failed", "error": f"worker killed by {sig}{hint}"}
     try:
         return json.loads(proc.stdout)
@@ -72,6 +76,31 @@ def run_worker(case: Case) -> dict:
         tail = proc.stderr.strip().splitlines()[-5:]
         return {"status": "failed",
                 "error": f"worker exited {proc.returncode}: " + " | ".join(tail)}
+
+
+def oom_kills() -> tuple[int, int]:
+    """The kernel's OOM-kill counters, machine-wide (/proc/vmstat) and for this process's
+    cgroup (cgroup v2 memory.events): a worker's SIGKILL is put down to memory only when
+    one of them moved. Counters a kernel lacks read as 0."""
+    def counter(path: str, key: str) -> int:
+        try:
+            with open(path) as f:
+                for line in f:
+                    name, _, value = line.partition(" ")
+                    if name == key:
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+    cgroup = ""
+    try:
+        with open("/proc/self/cgroup") as f:
+            cgroup = next((line.split("::", 1)[1].strip() for line in f
+                           if line.startswith("0::")), "")
+    except OSError:
+        pass
+    return (counter("/proc/vmstat", "oom_kill"),
+            counter(f"/sys/fs/cgroup{cgroup.rstrip('/')}/memory.events", "oom_kill"))
 
 
 def rows_for(run: Run, case: Case, m: dict) -> list[dict]:

@@ -1,0 +1,350 @@
+"""What a run folder guarantees whatever stops it: whole lines or nothing, one process at a
+time, a resume that neither loses nor doubles a case, damaged files refused in one line,
+workers that die with their parent, and a full disk that stops a run cleanly."""
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cxlbench import results, runner, stats
+from cxlbench.errors import ResultsError, ResultsWarning, StorageError
+
+from .conftest import cxlbench
+
+THREE = """
+[global]
+repeat = 2
+warmup = 0
+[lat]
+bench = "chase"
+size = ["64K", "128K", "256K"]
+loads = 20000
+"""
+TEST_KERNELS = {"CXLBENCH_TEST_KERNELS": "1"}
+
+
+def make_run(tmp_path, suite=THREE) -> Path:
+    suite_file = tmp_path / "three.toml"
+    suite_file.write_text(suite)
+    r = cxlbench("run", str(suite_file), "--results-dir", str(tmp_path / "r"))
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p.parent for p in (tmp_path / "r").glob("*/*/run.json")]
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished three-case run, copied by each test that damages it."""
+    return make_run(tmp_path_factory.mktemp("finished"))
+
+
+@pytest.fixture
+def run_dir(finished, tmp_path):
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in results.FILES:
+        (copy / name).write_bytes((finished / name).read_bytes())
+    return copy
+
+
+def journal_cases(run_dir: Path) -> list[str]:
+    return [json.loads(x)["case"] for x in (run_dir / "cases.jsonl").read_text().splitlines()]
+
+
+# ---- 2: a journal line cut short --------------------------------------------------------
+
+def test_resume_after_a_cut_journal_line_runs_that_case_once(run_dir):
+    text = (run_dir / "cases.jsonl").read_bytes()
+    (run_dir / "cases.jsonl").write_bytes(text[:text.index(b"\n") + 1 + 200])  # 2nd line cut
+    r = cxlbench("run", "--resume", str(run_dir), "--json")
+    assert r.returncode == 0, r.stderr
+    assert "journal line(s) cut short" in r.stderr and "rows of cases that did not finish" in r.stderr
+    assert sorted(journal_cases(run_dir)) == ["lat/000", "lat/001", "lat/002"]
+    assert len(json.loads(r.stdout)) == 3
+    df = results.load(run_dir)
+    assert df.groupby("case").size().tolist() == [2, 2, 2]
+    # a second resume finds nothing to do
+    again = cxlbench("run", "--resume", str(run_dir), "--json")
+    assert again.returncode == 0 and "3 of 3 cases already finished" in again.stderr
+    assert "] lat/" not in again.stderr
+
+
+def test_a_case_with_rows_missing_runs_again(run_dir):
+    lines = (run_dir / "results.csv").read_text().splitlines(keepends=True)
+    (run_dir / "results.csv").write_text("".join(lines[:-1]))      # lat/002 lost a row
+    run = results.Run.open(run_dir)
+    notes = run.repair()
+    assert any("lat/002: 1 rows where its journal line says 2" in n for n in notes)
+    assert sorted(run.finished()) == ["lat/000", "lat/001"]
+    assert set(results.load(run_dir)["case"]) == {"lat/000", "lat/001"}
+    assert run.repair() == []                                     # repaired is repaired
+
+
+def test_short_writes_still_append_whole_lines(run_dir, monkeypatch):
+    real_write = os.write
+    monkeypatch.setattr(results.os, "write", lambda fd, data: real_write(fd, bytes(data[:7])))
+    run = results.Run.open(run_dir)
+    row = {c: "1" for c in run.columns} | {"case": "extra/000", "metric": "latency"}
+    run.append("extra/000", [row, row], {"status": "ok", "summary": {"latency": {"n": 2}}})
+    monkeypatch.undo()
+    assert "extra/000" in run.finished()
+    assert (run_dir / "cases.jsonl").read_text().endswith("}\n")
+    assert (results.load(run_dir)["case"] == "extra/000").sum() == 2
+    assert run.repair() == []
+
+
+def test_a_failed_write_is_cut_back_and_says_so(run_dir, monkeypatch):
+    """Rows written, then the journal runs out of room part-way: both files go back to
+    their length before the case."""
+    sizes = {n: (run_dir / n).stat().st_size for n in ("results.csv", "cases.jsonl")}
+    real_write, calls = os.write, []
+
+    def full_disk(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, data)              # the rows
+        if len(calls) == 2:
+            return real_write(fd, bytes(data[:10]))  # part of the journal line
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(results.os, "write", full_disk)
+    run = results.Run.open(run_dir)
+    row = {c: "1" for c in run.columns}
+    with pytest.raises(StorageError, match="No space left on device"):
+        run.append("extra/000", [row], {"status": "ok", "summary": {}})
+    monkeypatch.undo()
+    assert {n: (run_dir / n).stat().st_size for n in sizes} == sizes
+
+
+# ---- 3: one process per run folder -------------------------------------------------------
+
+def test_a_second_process_on_a_run_folder_is_refused(run_dir):
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "cases.jsonl").write_text(lines[0])          # two cases left to run
+    holder = results.Run.open(run_dir)
+    holder.lock()
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"error: {run_dir} is in use by cxlbench pid {os.getpid()} on "
+        f"{os.uname().nodename}; wait for it to finish, or stop it, before resuming"]
+    assert journal_cases(run_dir) == ["lat/000"]                 # nothing ran
+    os.close(holder._lock_fd)                                      # the holder ends
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert sorted(journal_cases(run_dir)) == ["lat/000", "lat/001", "lat/002"]
+
+
+# ---- 4: a results folder that cannot be written, a full disk ----------------------------
+
+@pytest.mark.parametrize("where", ["/proc/cxlbench-results", "FILE"])
+def test_unwritable_results_folder_is_refused_before_anything_runs(tmp_path, where):
+    if where == "FILE":
+        where = tmp_path / "a-file"
+        where.write_text("not a folder")
+    r = cxlbench("run", "--bench", "chase", "--set", "size=64K", "--results-dir", str(where))
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot write results to {where}:")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 1 MiB tmpfs, where the test may mount one (root, in CI)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill: {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)])
+
+
+def _fill(disk: Path) -> None:
+    """Write a file until the disk has no room left."""
+    with open(disk / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+
+
+MANY = THREE.replace('size = ["64K", "128K", "256K"]', 'size = { from = "64K", to = "768K", step = "64K" }')
+
+
+def test_full_disk_stops_the_run_cleanly_and_it_resumes(tmp_path, tiny_disk):
+    """The disk fills once the run has started: appends within a page already held
+    succeed, and the case whose journal line needs a new page stops the run."""
+    suite_file = tmp_path / "many.toml"
+    suite_file.write_text(MANY)
+    proc = subprocess.Popen([sys.executable, "-m", "cxlbench", "run", str(suite_file),
+                             "--results-dir", str(tiny_disk / "r")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(tiny_disk.glob("r/*/*/run.json")):
+        time.sleep(0.01)
+    _fill(tiny_disk)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "No space left on device" in err
+    assert "cases saved; make room, then resume with" in err
+    (run_dir,) = [p.parent for p in tiny_disk.glob("r/*/*/run.json")]
+    saved = journal_cases(run_dir)
+    assert len(saved) < 12          # an empty journal needs a page for its first line
+    assert results.Run.open(run_dir).repair() == []       # whole lines, nothing to mend
+    (tiny_disk / "filler").unlink()
+    again = cxlbench("run", "--resume", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    assert sorted(journal_cases(run_dir)) == [f"lat/{i:03d}" for i in range(12)]
+    assert results.load(run_dir).groupby("case").size().tolist() == [2] * 12
+
+
+def test_a_full_disk_refuses_the_run_before_it_starts(tmp_path, tiny_disk):
+    _fill(tiny_disk)
+    r = cxlbench("run", "--bench", "chase", "--set", "size=64K",
+                 "--results-dir", str(tiny_disk / "r"))
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot write results to {tiny_disk / 'r'}: No space left")
+
+
+def test_a_run_that_cannot_be_created_leaves_nothing(tiny_disk):
+    (tiny_disk / "r").mkdir()
+    _fill(tiny_disk)
+    (tiny_disk / "filler").write_bytes(b"\0" * (os.stat(tiny_disk / "filler").st_size
+                                                - 3 * 4096))   # room for 3 small files
+    meta = {"columns": ["run", "case", "metric", "value"], "cases": [],
+            "big": "x" * 100_000}                               # run.json does not fit
+    with pytest.raises(ResultsError, match="cannot start a run in .*No space left"):
+        results.Run.create(tiny_disk / "r", meta)
+    (machine,) = (tiny_disk / "r").iterdir()
+    assert list(machine.iterdir()) == []
+
+
+# ---- 5: damaged files --------------------------------------------------------------------
+
+def _damage(run_dir: Path, how: str) -> None:
+    meta = json.loads((run_dir / "run.json").read_text())
+    if how == "empty results.csv":
+        (run_dir / "results.csv").write_text("")
+    elif how == "garbage results.csv":
+        (run_dir / "results.csv").write_bytes(b"\x00\xff garbage,\n1,2,3\n")
+    elif how == "missing results.csv":
+        (run_dir / "results.csv").unlink()
+    elif how == "missing cases.jsonl":
+        (run_dir / "cases.jsonl").unlink()
+    elif how == "run.json a list":
+        (run_dir / "run.json").write_text("[1, 2]")
+    elif how == "format_version 0":
+        (run_dir / "run.json").write_text(json.dumps({**meta, "format_version": 0}))
+    elif how == "cases not a list":
+        (run_dir / "run.json").write_text(json.dumps({**meta, "cases": {"a": 1}}))
+    elif how == "value not a number":
+        text = (run_dir / "results.csv").read_text()
+        (run_dir / "results.csv").write_text(text.replace(",latency,ns,", ",latency,ns,x", 1))
+    elif how == "only run.json.tmp":
+        (run_dir / "run.json").rename(run_dir / "run.json.tmp")
+
+
+DAMAGE = {"empty results.csv": "results.csv is empty or damaged",
+          "garbage results.csv": "results.csv is not a cxlbench results table",
+          "missing results.csv": "results.csv is missing",
+          "missing cases.jsonl": "cases.jsonl is missing",
+          "run.json a list": "run.json is damaged: not a JSON object",
+          "format_version 0": "format_version 0 is not one cxlbench has written",
+          "cases not a list": "'cases' is missing or not a list",
+          "value not a number": "is not a number",
+          "only run.json.tmp": "stopped while it was being created"}
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_damaged_files_are_refused_in_one_line(run_dir, how):
+    _damage(run_dir, how)
+    with pytest.raises(ResultsError, match=DAMAGE[how]):
+        results.load(run_dir)
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: ") and DAMAGE[how] in line
+
+
+def test_a_row_cut_short_is_left_out_with_a_warning(run_dir):
+    text = (run_dir / "results.csv").read_text()
+    (run_dir / "results.csv").write_text(text[:-3])            # the last value loses digits
+    with pytest.warns(ResultsWarning, match="last row was cut short"):
+        df = results.load(run_dir)
+    assert len(df) == 5 and df["value"].notna().all()
+
+
+# ---- 6 and 12: workers die with their parent; SIGKILL is not called out of memory ------
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _start_sleeping_run(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "cxlbench", "run", "--bench", "selftest",
+                             "--set", "action=sleep", "--set", "repeat=1",
+                             "--results-dir", str(tmp_path / "r")],
+                            env={**os.environ, **TEST_KERNELS},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _children(proc.pid):
+        time.sleep(0.05)
+    (worker,) = _children(proc.pid)
+    time.sleep(1.0)                     # past the worker's imports: it is sleeping
+    return proc, worker
+
+
+def test_a_worker_dies_with_its_parent(tmp_path):
+    proc, worker = _start_sleeping_run(tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{worker}").exists():
+        state = Path(f"/proc/{worker}/stat").read_text().split()[2] \
+            if Path(f"/proc/{worker}/stat").exists() else "gone"
+        if state == "Z":                          # dead, waiting for init to reap it
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{worker}").exists(), "the worker outlived its parent"
+
+
+def test_a_killed_worker_is_not_called_out_of_memory(tmp_path):
+    proc, worker = _start_sleeping_run(tmp_path)
+    os.kill(worker, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "FAILED: worker killed by SIGKILL" in err and "memory" not in err
+
+
+def test_oom_is_named_only_when_the_counters_moved(monkeypatch):
+    counts = iter([(5, 0), (6, 0)])
+    monkeypatch.setattr(runner, "oom_kills", lambda: next(counts))
+    monkeypatch.setattr(runner.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, -9, "", ""))
+    case = runner.Case("x/000", "x", "chase", {"timeout": 10})
+    assert "OOM killer" in runner.run_worker(case)["error"]
+    counts = iter([(5, 1), (5, 1)])
+    assert runner.run_worker(case)["error"] == "worker killed by SIGKILL"
+
+
+# ---- 7: the median's interval at the largest repeat -------------------------------------
+
+def test_median_ci_at_the_largest_repeat():
+    # n = 10000: the binomial(10000, 1/2) bounds are the 4902nd and 5099th values, which
+    # the normal approximation (5000 -+ 1.96 * 50) also gives.
+    lo, hi, coverage = stats.median_ci(range(10000))
+    assert (lo, hi) == (4901, 5098) and 0.95 <= coverage < 0.96
+    assert stats.summarize([float(i % 97) for i in range(10000)])["n"] == 10000
