@@ -12,3 +12,35 @@ def test_summarize_flags_noise():
     quiet = summarize([100, 101, 99, 100, 100])
     assert quiet["median"] == 100 and not quiet["noisy"] and quiet["n"] == 5
     assert summarize([100, 150, 60, 100, 100])["noisy"]
+
+
+def test_pairwise_interval_without_all_pairs_matches_the_sorted_one(monkeypatch):
+    """Beyond PAIRS_LIMIT the Hodges-Lehmann bounds come from bisection, not from m * n
+    values in memory (repeat allows 10000 a side): they must be the same pair values."""
+    import numpy as np
+    from cxlbench.report import compare_runs
+
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        m, n = rng.integers(3, 50, 2)
+        a, b = rng.lognormal(0, 0.3, m), rng.lognormal(0.05, 0.3, n)
+        if trial % 2:
+            a, b = a - 1.1, b - 1.1                  # not all positive: differences
+        if trial % 3 == 0:
+            a, b = np.round(a, 2), np.round(b, 2)    # ties
+        sorted_way = compare_runs.compare_values(a, b)
+        monkeypatch.setattr(compare_runs, "PAIRS_LIMIT", 0)
+        bisected = compare_runs.compare_values(a, b)
+        monkeypatch.undo()
+        assert bisected["p"] == sorted_way["p"]
+        for key in ("ci_low", "ci_high"):
+            assert abs(bisected[key] - sorted_way[key]) <= 1e-12 * max(1, abs(sorted_way[key]))
+
+
+def test_compare_at_the_largest_repeat():
+    import numpy as np
+    from cxlbench.report.compare_runs import compare_values
+
+    rng = np.random.default_rng(3)
+    r = compare_values(rng.normal(100, 5, 10000), rng.normal(101, 5, 10000))
+    assert r["significant"] and r["ci_low"] < 1.01 < r["ci_high"]

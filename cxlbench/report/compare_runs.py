@@ -20,6 +20,7 @@ from .runs import RunData, fact_text, facts, hardware
 
 ALPHA = 0.05
 EXACT_LIMIT = 2500          # m * n up to this: exact null distribution
+PAIRS_LIMIT = 1 << 22       # m * n up to this: the pairwise values are held and sorted
 
 
 @lru_cache(maxsize=256)
@@ -42,7 +43,11 @@ def mann_whitney(a, b) -> float:
     """Two-sided p-value that a and b come from one distribution."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     m, n = len(a), len(b)
-    u = float(((b[None, :] > a[:, None]).sum() + 0.5 * (b[None, :] == a[:, None]).sum()))
+    # U counts the pairs with b above a (ties a half), from sorted A rather than all m * n
+    # pairs: repeat allows 10000 a side.
+    a_sorted = np.sort(a)
+    below, upto = np.searchsorted(a_sorted, b, "left"), np.searchsorted(a_sorted, b, "right")
+    u = float(below.sum() + 0.5 * (upto - below).sum())
     if m * n <= EXACT_LIMIT:
         cdf = _null_cdf(m, n)
         lo = cdf[math.floor(u)]                               # P(U <= u)
@@ -88,8 +93,8 @@ def compare_values(a, b, alpha: float = ALPHA) -> dict:
     p = mann_whitney(a, b)
     c = _critical(len(a), len(b), alpha)
     positive = (a > 0).all() and (b > 0).all()
-    pairs = np.sort((b[None, :] / a[:, None] if positive else b[None, :] - a[:, None]).ravel())
-    lo, hi = (pairs[0], pairs[-1]) if c is None else (pairs[c], pairs[len(pairs) - 1 - c])
+    last = len(a) * len(b) - 1
+    lo, hi = _pairwise(a, b, positive, [0, last] if c is None else [c, last - c])
     if not positive:        # differences -> ratios to A's median, where that means anything
         lo, hi = ((med_a + lo) / med_a, (med_a + hi) / med_a) if med_a else (math.nan, math.nan)
     ratio = med_b / med_a if med_a else math.nan
@@ -103,6 +108,47 @@ def compare_values(a, b, alpha: float = ALPHA) -> dict:
     return {"median_a": med_a, "median_b": med_b, "ratio": ratio, "ci_low": float(lo),
             "ci_high": float(hi), "p": p, "significant": bool(significant),
             "verdict": verdict}
+
+
+def _pairwise(a, b, positive: bool, ranks: list[int]) -> list[float]:
+    """The values of the given ranks (0-based, ascending) among the pairwise b_j / a_i
+    (positive) or b_j - a_i. Up to PAIRS_LIMIT pairs they are sorted; beyond, each is found
+    by bisection on how many pairs lie at or below a value (from sorted B, O(m log n) per
+    step), without holding m * n values, and snapped to the pair value it closed in on."""
+    if len(a) * len(b) <= PAIRS_LIMIT:
+        pairs = np.sort((b[None, :] / a[:, None] if positive else b[None, :] - a[:, None])
+                        .ravel())
+        return [float(pairs[r]) for r in ranks]
+    a_sorted, b_sorted = np.sort(a), np.sort(b)
+
+    def at_or_below(t: float) -> int:
+        edge = a_sorted * t if positive else a_sorted + t
+        return int(np.searchsorted(b_sorted, edge, "right").sum())
+    if positive:
+        span = (b_sorted[0] / a_sorted[-1], b_sorted[-1] / a_sorted[0])
+    else:
+        span = (b_sorted[0] - a_sorted[-1], b_sorted[-1] - a_sorted[0])
+    out = []
+    for r in ranks:                     # the smallest t with more than r pairs <= t
+        lo, hi = span
+        while hi - lo > 1e-12 * max(abs(lo), abs(hi), 1e-300):
+            mid = (lo + hi) / 2
+            if mid in (lo, hi):
+                break
+            lo, hi = (lo, mid) if at_or_below(mid) > r else (mid, hi)
+        out.append(_largest_pair_at_or_below(a_sorted, b_sorted, hi, positive))
+    return out
+
+
+def _largest_pair_at_or_below(a_sorted, b_sorted, t: float, positive: bool) -> float:
+    """The pairwise value itself that bisection closed in on: per a_i the largest b_j
+    with b_j / a_i (or b_j - a_i) at most t, then the largest of those."""
+    edge = a_sorted * t if positive else a_sorted + t
+    j = np.searchsorted(b_sorted, edge, "right") - 1
+    has = j >= 0
+    values = (b_sorted[j[has]] / a_sorted[has] if positive
+              else b_sorted[j[has]] - a_sorted[has])
+    return float(values[values <= t].max(initial=values.min(initial=t)))
 
 
 def _key(row) -> str:
