@@ -2,11 +2,18 @@
 Reports read results only; they never run kernels."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from .. import __version__
-from ..errors import ResultsError
+from ..errors import ResultsError, UserError
 from ..units import format_list, format_size
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
@@ -15,6 +22,10 @@ from .runs import (NOT_MEASURED, RunData, fact_text, facts, load_runs, machine_k
                    summary)
 
 FIGURE_DIR = "figures"
+# What cxlbench wrote in a report folder, with each file's SHA-256: the only files it ever
+# overwrites or removes there.
+MANIFEST = ".cxlbench-report.json"
+TMP_PREFIX = ".cxlbench-report.tmp-"    # where a report is made before it moves into place
 FAMILY_TITLES = {
     "chase": "Idle latency", "bandwidth": "Bandwidth", "random_bw": "Random-access bandwidth",
     "loaded_latency": "Loaded latency", "matrix": "Node matrices",
@@ -132,7 +143,7 @@ def machines_blocks(runs: list[RunData]) -> list:
     return [b for r in runs if firsts[machine_key(r)] is r for b in machine_blocks(r)]
 
 
-def report_blocks(runs: list[RunData]) -> list:
+def report_blocks(runs: list[RunData], skipped=()) -> list:
     frame = summary(runs)
     blocks: list = [Para(f"Made by cxlbench {__version__} on "
                          f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from "
@@ -140,6 +151,11 @@ def report_blocks(runs: list[RunData]) -> list:
                          "with distribution-free 95 % confidence intervals; CV above 5 % is "
                          "flagged noisy."),
                     run_table(runs)]
+    if skipped:
+        blocks += [Heading(2, "Runs left out"),
+                   Para("These runs were found but could not be read; nothing below comes "
+                        "from them.", "note"),
+                   Table(["run", "why"], [[str(p), why] for p, why in skipped])]
     if len({machine_key(r) for r in runs}) > 1:
         blocks.append(Para("These runs come from different machines: each line or bar is "
                            "labelled with its machine.", "note"))
@@ -154,35 +170,130 @@ def report_blocks(runs: list[RunData]) -> list:
     return blocks
 
 
-def write(out_dir: str | Path, title: str, blocks: list) -> tuple[Path, Path]:
-    """report.html (self-contained), report.md and figures/*.png under out_dir."""
+class OutputError(UserError):
+    """A report folder that cannot be written, or whose files cxlbench did not write."""
+
+
+@contextlib.contextmanager
+def _os_errors(out: Path):
+    """An OSError (no such folder, read-only, disk full) as one line naming the folder."""
+    try:
+        yield
+    except OSError as e:
+        reason = e.strerror or str(e)
+        if e.filename and Path(e.filename) != out:
+            reason += f" ({e.filename})"
+        raise OutputError(f"cannot write the report to {out}: {reason}") from None
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# The only names a manifest may list: one from elsewhere cannot point outside the folder.
+_OURS = re.compile(rf"report\.(html|md)|{FIGURE_DIR}/[^/]+\.png")
+
+
+def _manifest(out: Path) -> dict[str, list[str]] | None:
+    """Each file the manifest lists, with the contents (hashes) cxlbench wrote there; None
+    without a readable manifest."""
+    try:
+        files = json.loads((out / MANIFEST).read_text())["files"]
+        return {name: [str(h) for h in hashes] for name, hashes in files.items()
+                if _OURS.fullmatch(name)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _previous(out: Path, force: bool) -> dict[str, list[str]]:
+    """What cxlbench wrote in out before and may replace or remove; refuses (OutputError) a
+    file, a non-empty folder that is no cxlbench report, and files changed since cxlbench
+    wrote them, unless force (then the changed files are no longer its own to remove)."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out} is a file, not a folder: name a folder for the report")
+    if not out.exists():
+        return {}
+    listed = _manifest(out)
+    if listed is None:
+        if next(out.iterdir(), None) is not None and not force:
+            raise OutputError(f"{out} is not empty and holds no cxlbench report (no readable "
+                              f"{MANIFEST}): name a new or empty folder, or --force")
+        return {}
+    changed = [name for name, hashes in listed.items() if (out / name).is_file()
+               and _sha((out / name).read_bytes()) not in hashes]
+    if changed and not force:
+        raise OutputError(f"{', '.join(str(out / n) for n in changed)} changed since "
+                          "cxlbench wrote it: move it away, or --force to overwrite it")
+    return {name: hashes for name, hashes in listed.items() if name not in changed}
+
+
+def _write_manifest(folder: Path, files: dict[str, list[str]]) -> None:
+    (folder / MANIFEST).write_text(json.dumps({"cxlbench_version": __version__,
+                                               "files": files}, indent=1))
+
+
+def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) -> tuple[Path, Path]:
+    """report.html (self-contained), report.md and figures/*.png under out_dir, with a
+    manifest of them. Only files the manifest lists are ever replaced or removed (figures of
+    an older report that this one lacks are removed); a folder that is not empty and holds no
+    cxlbench report is refused, and so is a listed file changed since. force writes anyway,
+    overwriting report.html, report.md and the figures of the same names, and still removes
+    nothing cxlbench did not write. Each file appears whole or not at all: all are made in a
+    temporary folder in out_dir, then moved into place."""
     out = Path(out_dir)
-    (out / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
-    figs = figures_in(blocks)
-    # A report written again over an older one: its figures that are gone go too.
-    for stale in set((out / FIGURE_DIR).glob("*.png")) - {out / FIGURE_DIR / f"{f.key}.png"
-                                                          for f in figs}:
-        stale.unlink()
-    for fig in figs:
-        (out / FIGURE_DIR / f"{fig.key}.png").write_bytes(fig.png)
-    html_path, md_path = out / "report.html", out / "report.md"
-    html_path.write_text(to_html(title, blocks))
-    md_path.write_text(to_markdown(title, blocks, FIGURE_DIR))
-    return html_path, md_path
+    with _os_errors(out):
+        listed = _previous(out, force)
+        files = {"report.html": to_html(title, blocks).encode(),
+                 "report.md": to_markdown(title, blocks, FIGURE_DIR).encode(),
+                 **{f"{FIGURE_DIR}/{f.key}.png": f.png for f in figures_in(blocks)}}
+        theirs = [n for n in files if n not in listed and (out / n).exists()]
+        if theirs and not force:
+            raise OutputError(f"{', '.join(str(out / n) for n in theirs)} would be overwritten "
+                              "but cxlbench did not write it: move it away, or --force")
+        (out / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
+        # Inside out, not beside it: on out's file system even where out is a mount point
+        # (os.replace cannot cross file systems), and writable wherever out is.
+        tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out))
+        try:
+            (tmp / FIGURE_DIR).mkdir()
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
+            new = {name: [_sha(data)] for name, data in files.items()}
+            # While files move the manifest takes old and new contents alike: a crash midway
+            # leaves a folder the next report still knows as its own.
+            _write_manifest(tmp, {**listed, **{n: listed.get(n, []) + h for n, h in new.items()}})
+            os.replace(tmp / MANIFEST, out / MANIFEST)
+            for name in files:
+                os.replace(tmp / name, out / name)
+            for stale in listed.keys() - files.keys():
+                (out / stale).unlink(missing_ok=True)
+            _write_manifest(tmp, new)
+            os.replace(tmp / MANIFEST, out / MANIFEST)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out / "report.html", out / "report.md"
 
 
 def build(paths, out_dir, title: str | None = None, suite: str | None = None,
-          latest: bool = False) -> tuple[Path, Path]:
+          latest: bool = False, force: bool = False, on_skip=None) -> tuple[Path, Path]:
+    """Report on the runs paths name or hold (see write for out_dir and force). Runs found
+    by searching that cannot be read are left out, listed in the report, and each passed to
+    on_skip(path, why) before the figures are made (the CLI prints them)."""
+    with _os_errors(Path(out_dir)):
+        _previous(Path(out_dir), force)     # refuse before minutes of figures, not after
     runs = load_runs(paths, suite=suite, latest=latest)
+    for path, why in runs.skipped if on_skip else ():
+        on_skip(path, why)
     title = title or "cxlbench report: " + ", ".join(
         dict.fromkeys(f"{r.suite} on {r.machine}" for r in runs))
-    return write(out_dir, title, report_blocks(runs))
+    return write(out_dir, title, report_blocks(runs, runs.skipped), force)
 
 
 def _one_run(path, side: str) -> RunData:
     runs = load_runs([path])
-    if len(runs) != 1:
-        raise ResultsError(f"{side}: {path} holds {len(runs)} runs; name one run folder")
+    if len(runs) + len(runs.skipped) != 1:
+        raise ResultsError(f"{side}: {path} holds {len(runs) + len(runs.skipped)} runs; "
+                           "name one run folder")
     return runs[0]
 
 
@@ -260,11 +371,17 @@ def compare_blocks(runs, frame, table, unpaired, alpha: float) -> list:
     return blocks
 
 
-def compare(a_path, b_path, out_dir=None, alpha: float = ALPHA, title: str | None = None):
-    """Compare runs A and B; with out_dir, also write the comparison report there."""
+def compare(a_path, b_path, out_dir=None, alpha: float = ALPHA, title: str | None = None,
+            force: bool = False):
+    """Compare runs A and B; with out_dir, also write the comparison report there (see
+    write for force)."""
+    if out_dir is not None:
+        with _os_errors(Path(out_dir)):
+            _previous(Path(out_dir), force)
     runs, frame, table, unpaired = comparison(a_path, b_path, alpha)
     written = None
     if out_dir is not None:
         title = title or f"cxlbench comparison: {runs[0].label} vs {runs[1].label}"
-        written = write(out_dir, title, compare_blocks(runs, frame, table, unpaired, alpha))
+        written = write(out_dir, title, compare_blocks(runs, frame, table, unpaired, alpha),
+                        force)
     return runs, table, unpaired, written

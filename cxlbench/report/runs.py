@@ -107,39 +107,86 @@ def fact_text(value) -> str:
     return str(value)
 
 
-def find_runs(paths, suite: str | None = None, latest: bool = False) -> list[Path]:
-    """Run directories: each path is a run, or a folder searched for runs (results/,
-    results/<machine>/). `suite` keeps that suite's runs; `latest` the newest per machine."""
-    found: list[Path] = []
+class Runs(list):
+    """The runs loaded, in order; `skipped`: (path, why) for each run a folder search found
+    that could not be read, left out so that one damaged run does not sink the rest."""
+
+    def __init__(self, runs=(), skipped=()):
+        super().__init__(runs)
+        self.skipped: list[tuple[Path, str]] = list(skipped)
+
+
+def find_runs(paths) -> dict[Path, bool]:
+    """Run directories, each with whether it was named (True) or found by searching a folder
+    such as results/ or results/<machine>/ (False). A folder holding run.json.tmp alone is a
+    run interrupted as it was created: found too, so that the report says it left it out."""
+    found: dict[Path, bool] = {}
     for p in map(Path, paths):
         if not p.exists():
             raise ResultsError(f"{p} does not exist")
         if (p / "run.json").exists() or p.name == "run.json":
-            found.append(p if p.is_dir() else p.parent)
+            found[p if p.is_dir() else p.parent] = True
             continue
-        below = sorted(f.parent for f in p.rglob("run.json"))
+        below = sorted({f.parent for f in p.rglob("run.json*")
+                        if f.name in ("run.json", "run.json.tmp")})
         if not below:
             raise ResultsError(f"{p} holds no cxlbench runs (no run.json below it)")
-        found.extend(below)
+        for run in below:
+            found.setdefault(run, False)
+    return found
+
+
+def _load(path: Path) -> RunData:
+    rows = results.load(path)
+    journal = results.Run.open(path).finished() if (path / "cases.jsonl").exists() else {}
+    return RunData(path, rows.attrs["run"], rows, journal)
+
+
+def _why(path: Path, e: ResultsError) -> str:
+    """The error without the run's path in front: the left-out list names the run."""
+    text = str(e)
+    return text[len(str(path)):].lstrip(":/ ") if text.startswith(str(path)) else text
+
+
+def load_runs(paths, suite: str | None = None, latest: bool = False) -> Runs:
+    """The runs the paths name or hold (find_runs); `suite` keeps that suite's runs, `latest`
+    the newest per machine. A run found by searching that cannot be read (ResultsError) is
+    left out and listed in Runs.skipped; one named directly is an error, and so is leaving
+    out every run."""
+    found = find_runs(paths)
+    skipped: list[tuple[Path, str]] = []
+
+    def read(path: Path, how):
+        try:
+            if not (path / "run.json").exists():
+                raise ResultsError(f"{path}: interrupted as it was created (run.json.tmp, "
+                                   "no run.json): nothing to report")
+            return how(path)
+        except ResultsError as e:
+            if found[path]:
+                raise
+            skipped.append((path, _why(path, e)))
+            return None
+
+    chosen = list(found)
     if suite is not None:
-        found = [p for p in found if (results.read_meta(p).get("suite") or {}).get("name") == suite]
-        if not found:
-            raise ResultsError(f"no run of suite {suite!r} in {', '.join(map(str, paths))}")
+        chosen = [p for p in chosen
+                  if ((read(p, results.read_meta) or {}).get("suite") or {}).get("name") == suite]
     if latest:
         newest: dict[str, Path] = {}
-        for p in found:
+        for p in chosen:
             if p.parent.name not in newest or p.name > newest[p.parent.name].name:
                 newest[p.parent.name] = p
-        found = sorted(newest.values())
-    return list(dict.fromkeys(found))
-
-
-def load_runs(paths, suite: str | None = None, latest: bool = False) -> list[RunData]:
-    runs = []
-    for path in find_runs(paths, suite, latest):
-        rows = results.load(path)
-        journal = results.Run.open(path).finished() if (path / "cases.jsonl").exists() else {}
-        runs.append(RunData(path, rows.attrs["run"], rows, journal))
+        chosen = sorted(newest.values())
+    loaded = [read(p, _load) for p in chosen]
+    runs = Runs([r for r in loaded if r is not None], skipped)
+    if not runs:
+        what = "no run" if suite is None else f"no run of suite {suite!r}"
+        where = ", ".join(map(str, paths))
+        if not skipped:
+            raise ResultsError(f"{what} in {where}")
+        raise ResultsError(f"{what} in {where} could be read: "
+                           + "; ".join(f"{p}: {why}" for p, why in skipped))
     _label(runs)
     return runs
 
