@@ -5,14 +5,13 @@ outright resumes with `cxlbench run --resume RUN`, skipping the cases its journa
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from typing import Callable
 
-from . import PACKAGE_PARENT, __version__, benchmarks, native, stats, system
+from . import PACKAGE_PARENT, __version__, benchmarks, lifetime, native, stats, system
 from .errors import UserError
 from .results import Run, columns_for
 from .suite import Case, Suite
@@ -57,12 +56,10 @@ def run_worker(case: Case) -> dict:
     timeout = case.params.get("timeout", 600)
     ooms = oom_kills()
     try:
-        # The worker asks to die with this process (see worker.py): it checks its parent
-        # is still this one after asking.
         proc = subprocess.run([sys.executable, "-m", "cxlbench.worker"],
                               input=json.dumps(case.to_dict()), capture_output=True, text=True,
                               timeout=timeout, cwd=PACKAGE_PARENT,
-                              env={**os.environ, "CXLBENCH_PARENT_PID": str(os.getpid())})
+                              preexec_fn=lifetime.preexec())    # dies with this process
     except subprocess.TimeoutExpired:
         return {"status": "failed", "error": f"timed out after {timeout:g} s"}
     if proc.returncode < 0:

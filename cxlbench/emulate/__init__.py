@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import PACKAGE_PARENT
+from .. import PACKAGE_PARENT, lifetime
 from ..errors import CxlbenchError, UserError
 from . import kit as _kit
 from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
@@ -101,7 +101,9 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
         t0 = time.monotonic()
         try:
             # subprocess kills with SIGKILL on time-out: QEMU has been seen to ignore SIGTERM.
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            # The guest goes with cxlbench if that is killed.
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  preexec_fn=lifetime.preexec())
             problem = None if proc.returncode == 0 else \
                 f"QEMU exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
         except subprocess.TimeoutExpired:
