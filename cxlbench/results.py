@@ -119,7 +119,10 @@ class Run:
         """Hold the folder for this process until it exits: two processes resuming one run
         would run its remaining cases twice, competing for the CPUs. flock goes with the
         process however it ends; the file names the holder for the other one's message."""
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise ResultsError(f"cannot write in {self.path}: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
