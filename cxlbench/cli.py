@@ -260,6 +260,11 @@ def emulate(topology_name, params, timeout, accel, kernel_package, command):
     sys.exit(rc)
 
 
+FORCE_HELP = ("write into a non-empty folder that is not a cxlbench report, overwriting "
+              "report.html, report.md and figures of the same names; never deletes anything "
+              "cxlbench did not write")
+
+
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", required=True, type=click.Path(),
@@ -267,14 +272,17 @@ def emulate(topology_name, params, timeout, accel, kernel_package, command):
 @click.option("--title", help="the report's title")
 @click.option("--suite", "suite_name", help="only runs of this suite")
 @click.option("--latest", is_flag=True, help="only the newest run of each machine")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @_errors
-def report(runs, output, title, suite_name, latest):
+def report(runs, output, title, suite_name, latest, force):
     """Report on RUNS (run folders, or folders holding runs such as results/): the machine,
     a figure per benchmark family with captions, and every case's median and CI."""
     from . import report as rep
 
     click.echo("building the report ...", err=True)
-    html_path, md_path = rep.build(runs, output, title=title, suite=suite_name, latest=latest)
+    html_path, md_path = rep.build(
+        runs, output, title=title, suite=suite_name, latest=latest, force=force,
+        on_skip=lambda path, why: click.echo(f"skipped {path}: {why}", err=True))
     click.echo(f"report: {html_path}\nmarkdown: {md_path}")
 
 
@@ -286,13 +294,14 @@ def report(runs, output, title, suite_name, latest):
 @click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0.0001, 0.5),
               help="significance level")
 @click.option("--all", "show_all", is_flag=True, help="print every compared metric, not the 20 largest")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @_errors
-def compare(a, b, output, alpha, show_all):
+def compare(a, b, output, alpha, show_all, force):
     """Compare run B with run A: per case and metric the ratio B/A with its confidence
     interval, or "not significant" where the difference is noise."""
     from . import report as rep
 
-    runs, table, unpaired, written = rep.compare(a, b, output, alpha=alpha)
+    runs, table, unpaired, written = rep.compare(a, b, output, alpha=alpha, force=force)
     across = rep.across_machines(*runs)
     if across:
         click.echo(f"ACROSS MACHINES: {across}")

@@ -274,14 +274,6 @@ def test_headless_chromium_renders_without_console_errors(built, tmp_path):
     assert console == []
 
 
-def test_writing_again_removes_figures_that_are_gone(tmp_path):
-    stale = tmp_path / "figures" / "from-an-older-report.png"
-    stale.parent.mkdir(parents=True)
-    stale.write_bytes(b"old")
-    report.build([EXAMPLE], tmp_path)
-    assert not stale.exists() and (tmp_path / "figures" / "latency.png").exists()
-
-
 def test_across_machines_comes_from_what_runs_recorded(tmp_path):
     """Not from folder names: a copy filed under another name is the same machine; a
     host of the same name with other hardware is not."""

@@ -5,6 +5,7 @@ import errno
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -134,12 +135,28 @@ def test_output_that_cannot_be_created_is_one_line():
     assert line.startswith("error: cannot write the report to /proc/cxlbench-no/out: ")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_read_only_folder_is_one_line(tmp_path, blocks):
+@pytest.fixture
+def read_only(tmp_path):
+    """A folder this process cannot write: mode 555, or for root (who writes there
+    anyway) a read-only bind mount."""
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o555)
-    with pytest.raises(report.OutputError, match="cannot write the report to .*denied"):
-        report.write(ro / "out", "t", blocks)
+    if os.geteuid() != 0:
+        yield ro
+        return
+    r = subprocess.run(f"mount --bind {ro} {ro} && mount -o remount,ro,bind {ro}",
+                       shell=True, capture_output=True, text=True)
+    if r.returncode != 0:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+        pytest.skip(f"root cannot make a read-only bind mount here: {r.stderr.strip()}")
+    yield ro
+    subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_read_only_folder_is_one_line(read_only, blocks):
+    with pytest.raises(report.OutputError,
+                       match="cannot write the report to .*(denied|Read-only file system)"):
+        report.write(read_only / "out", "t", blocks)
 
 
 def test_a_failed_write_leaves_the_old_report_as_it_was(tmp_path, blocks, monkeypatch):
@@ -191,7 +208,8 @@ def damaged_results(root: Path) -> dict[str, Path]:
     good = root / "vm" / EXAMPLE.name
     shutil.copytree(EXAMPLE, good)
     bad = {"garbage": root / "vm" / "garbage", "no-csv": root / "lab" / "no-csv",
-           "newer": root / "vm" / "newer", "interrupted": root / "vm" / "interrupted"}
+           "newer": root / "vm" / "newer", "interrupted": root / "vm" / "interrupted",
+           "empty-csv": root / "vm" / "empty-csv", "no-journal": root / "vm" / "no-journal"}
     for path in bad.values():
         shutil.copytree(EXAMPLE, path)
     (bad["garbage"] / "run.json").write_text("{not json")
@@ -199,6 +217,8 @@ def damaged_results(root: Path) -> dict[str, Path]:
     meta = json.loads((bad["newer"] / "run.json").read_text())
     (bad["newer"] / "run.json").write_text(json.dumps({**meta, "format_version": 99}))
     (bad["interrupted"] / "run.json").rename(bad["interrupted"] / "run.json.tmp")
+    (bad["empty-csv"] / "results.csv").write_text("")
+    (bad["no-journal"] / "cases.jsonl").unlink()
     return {"good": good, **bad}
 
 
@@ -207,13 +227,14 @@ def test_one_damaged_run_does_not_sink_the_report(tmp_path):
     seen = []
     html_path, _ = report.build([tmp_path / "results"], tmp_path / "out",
                                 on_skip=lambda p, why: seen.append((p, why)))
-    assert {p for p, _ in seen} == {runs[k] for k in ("garbage", "no-csv", "newer",
-                                                      "interrupted")}
+    assert {p for p, _ in seen} == {path for name, path in runs.items() if name != "good"}
     why = {p.name: w for p, w in seen}
     assert why["garbage"].startswith("run.json is damaged")
     assert why["no-csv"] == "results.csv is missing"
     assert "newer than this cxlbench reads" in why["newer"]
     assert why["interrupted"].startswith("interrupted as it was created")
+    assert why["empty-csv"].startswith("results.csv is empty or damaged")
+    assert why["no-journal"] == "cases.jsonl is missing"
     text = html_path.read_text()
     assert "<h2>Runs left out</h2>" in text and str(runs["garbage"]) in text
     assert '<figure id="latency">' in text
@@ -234,3 +255,12 @@ def test_damaged_runs_named_or_all_left_out_are_errors(tmp_path):
     with pytest.raises(ResultsError, match="B: .*lab holds 2 runs"):
         report.compare(lab / EXAMPLE.name, lab)
     assert runs_.load_runs([lab]).skipped == [(runs["no-csv"], "results.csv is missing")]
+
+
+def test_report_cli_names_each_run_it_leaves_out(tmp_path):
+    runs = damaged_results(tmp_path / "results")
+    r = cxlbench("report", str(tmp_path / "results"), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    skipped = [line for line in r.stderr.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == len(runs) - 1
+    assert f"skipped {runs['garbage']}: run.json is damaged" in r.stderr
