@@ -130,12 +130,12 @@ def execute(run: Run, echo: Callable[[str], None]) -> dict[str, dict]:
     """Run every case the journal does not list yet. Returns the journal by case id."""
     cases = [Case.from_dict(c) for c in run.meta["cases"]]
     done = run.finished()
-    todo = [c for c in cases if c.id not in done]
     if done:
         echo(f"resuming {run.path}: {len(done)} of {len(cases)} cases already finished")
     width = len(str(len(cases)))
-    for case in todo:
-        position = cases.index(case) + 1
+    for position, case in enumerate(cases, 1):
+        if case.id in done:
+            continue
         echo(f"[{position:>{width}}/{len(cases)}] {case.id} {case.bench} {case.label()} ...")
         t0 = time.monotonic()
         m = run_worker(case)
