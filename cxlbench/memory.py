@@ -17,7 +17,7 @@ import numpy as np
 from . import native
 from .errors import PlacementError
 from .topology import Topology
-from .units import format_list, format_size, parse_list
+from .units import MAX_NODES, format_list, format_size, parse_list
 
 PAGE_SIZES = {"4k": 4096, "thp": 2 << 20, "2m": 2 << 20, "1g": 1 << 30}
 HUGETLB_DIRS = {"2m": "hugepages-2048kB", "1g": "hugepages-1048576kB"}
@@ -43,9 +43,9 @@ class Placement:
                                  "interleave:0-3 or weighted:0=3,2=1")
         try:
             if policy in ("bind", "interleave"):
-                return cls(policy, tuple(parse_list(arg)))
+                return cls(policy, tuple(parse_list(arg, limit=MAX_NODES)))
             if policy == "preferred":
-                nodes = parse_list(arg)
+                nodes = parse_list(arg, limit=MAX_NODES)
                 if len(nodes) != 1:
                     raise ValueError("preferred takes exactly one node")
                 return cls(policy, tuple(nodes))
@@ -66,7 +66,7 @@ class Placement:
             weight = int(m.group(2))
             if weight < 1 or weight > 255:
                 raise ValueError(f"weight {weight} is outside 1..255")
-            for node in parse_list(m.group(1)):
+            for node in parse_list(m.group(1), limit=MAX_NODES):
                 if node in nodes:
                     raise ValueError(f"node {node} is weighted twice")
                 nodes.append(node)

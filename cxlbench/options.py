@@ -2,10 +2,15 @@
 Suite validation, `--set`, `cxlbench list` and the results' columns all come from here."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .memory import PAGE_SIZES, Placement
-from .units import format_list, format_size, parse_list, parse_size
+from .units import MAX_CPUS, format_list, format_size, parse_list, parse_size
+
+# The C side takes int options as int64_t, uint64_t or size_t: an int option without a
+# max of its own stops at the bound all three take, before it can overflow in a worker.
+INT_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -26,12 +31,15 @@ class Option:
     def convert(self, raw) -> object:
         """A raw value (TOML value or --set text) -> its canonical form. ValueError on bad input."""
         kind = self.kind
+        if isinstance(raw, (list, dict)):
+            raise ValueError(f"a {'list' if isinstance(raw, list) else 'table'} where one "
+                             "value was expected")
         if kind == "size":
             value = parse_size(raw)
         elif kind == "int":
-            value = str(raw) if str(raw) in self.words else _to_int(raw)
+            value = str(raw) if str(raw) in self.words else to_int(raw)
         elif kind == "float":
-            value = float(raw)
+            value = _to_float(raw)
         elif kind == "bool":
             value = _to_bool(raw)
         elif kind == "choice":
@@ -45,10 +53,11 @@ class Option:
         else:
             raise AssertionError(f"option {self.name} has unknown kind {kind}")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            top = INT_MAX if self.max is None and kind in ("int", "size") else self.max
             if self.min is not None and value < self.min:
                 raise ValueError(f"{self.show(value)} is below the minimum {self.show(self.min)}")
-            if self.max is not None and value > self.max:
-                raise ValueError(f"{self.show(value)} is above the maximum {self.show(self.max)}")
+            if top is not None and value > top:
+                raise ValueError(f"{self.show(value)} is above the maximum {self.show(top)}")
             if self.multiple and value % self.multiple:
                 raise ValueError(f"{self.show(value)} is not a multiple of {self.multiple} bytes")
         return value
@@ -69,7 +78,7 @@ class Option:
         return f"{self.name:<10} {', '.join(parts):<34} default {default:<8} {self.help}"
 
 
-def _to_int(raw) -> int:
+def to_int(raw) -> int:
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is not an integer")
     if isinstance(raw, int):
@@ -78,6 +87,19 @@ def _to_int(raw) -> int:
         return int(str(raw), 0)
     except ValueError:
         raise ValueError(f"{raw!r} is not an integer") from None
+
+
+def _to_float(raw) -> float:
+    """A finite float: NaN passes every min and max comparison, and inf is no timeout."""
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a number")
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):   # OverflowError: an int too large for a float
+        raise ValueError(f"{raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{raw!r} is not a finite number")
+    return value
 
 
 def _to_bool(raw) -> bool:
@@ -101,14 +123,15 @@ COMMON = {o.name: o for o in [
            choices=tuple(PAGE_SIZES)),
     Option("cpus", "cpus", "", "CPUs to run on (list like 0-3,8); default: those allowed"),
     Option("threads", "int", 1, "threads, pinned one per CPU from cpus; or all", min=1,
-           words=("all",)),
+           max=MAX_CPUS, words=("all",)),
     Option("isa", "choice", "auto", "kernel variant; auto picks the widest this CPU runs",
            choices=("auto", "scalar", "avx2", "avx512")),
     Option("repeat", "int", 5, "timed repetitions", min=1, max=10000),
     Option("warmup", "int", 1, "untimed repetitions before them", min=0, max=1000),
     Option("tolerance", "float", 0.01, "misplaced page fraction that fails a case", min=0, max=1),
+    # A week: longer is no timeout, and a huge one overflows the wait on the worker.
     Option("timeout", "float", 600.0, "seconds before the case's worker is killed", "s",
-           min=1),
+           min=1, max=7 * 24 * 3600),
 ]}
 
 
