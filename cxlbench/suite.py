@@ -11,6 +11,7 @@ inherit from it (fio's model). List values sweep; every combination becomes a ca
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from . import benchmarks
 from .errors import SuiteError, UserError
+from .options import INT_MAX, to_int
 from .units import parse_size
 
 if sys.version_info >= (3, 11):
@@ -28,6 +30,10 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 RESERVED = {"bench"}            # job keys that are not options
 TOP_LEVEL = {"description"}     # top-level keys that are not tables
+# More cases than this is a typo (step where factor was meant), not a plan; --max-cases
+# raises it. Counted before anything is built, so a typo costs no memory.
+DEFAULT_MAX_CASES = 10000
+RAISE_CAP = "raise the cap with --max-cases N"
 
 
 @dataclass(frozen=True)
@@ -65,14 +71,16 @@ class Suite:
 def find(name_or_path: str) -> Path:
     """A suite file: a path, suites/NAME.toml here, or a suite shipped with cxlbench."""
     p = Path(name_or_path)
-    if p.is_file():
-        return p
-    local = Path("suites") / f"{name_or_path}.toml"
-    if local.is_file():
-        return local
     shipped = _shipped_dir()
-    if shipped is not None and (shipped / f"{name_or_path}.toml").is_file():
-        return Path(str(shipped / f"{name_or_path}.toml"))
+    try:
+        for where in (p, Path("suites") / f"{name_or_path}.toml",
+                      shipped and shipped / f"{name_or_path}.toml"):
+            if where and where.is_file():
+                return Path(str(where))
+        if p.is_dir():
+            raise SuiteError(f"{p}: is a directory, not a suite file")
+    except OSError as e:        # a name too long for the file system, say
+        raise UserError(f"no suite {name_or_path!r}: {e.strerror}") from None
     raise UserError(f"no suite {name_or_path!r}: not a file, not suites/{name_or_path}.toml, "
                     f"and not one shipped with cxlbench ({', '.join(shipped_names())})")
 
@@ -98,12 +106,22 @@ def load(name_or_path: str, variables: dict[str, str] | None = None) -> Suite:
     """A suite file, its [vars] defaults overridden by `variables` (--var KEY=VALUE) and
     substituted where a value is "${KEY}" or contains it."""
     path = find(name_or_path)
-    text = path.read_text()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise SuiteError(f"{path}: cannot be read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise SuiteError(f"{path}: not UTF-8 text (line {line}: {e.reason})") from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:     # TOMLDecodeError, or an integer of over 4300 digits
         raise SuiteError(f"{path}: not valid TOML: {e}") from None
     defaults = data.pop("vars", {})
+    if not isinstance(defaults, dict):
+        raise SuiteError(f"{path}: vars must be a table ([vars])")
     for key in variables or {}:
         if key not in defaults:
             raise SuiteError(f"{path}: --var {key}: the suite declares no such variable "
@@ -147,9 +165,11 @@ def adhoc(bench: str, sets: list[str]) -> Suite:
 
 
 def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = None,
-           cpu_pairs: list[str] | None = None) -> list[Case]:
+           cpu_pairs: list[str] | None = None,
+           max_cases: int = DEFAULT_MAX_CASES) -> list[Case]:
     """Every case of the suite. `*` stands for every node with memory (or, for options
-    naming an initiator, every node with CPUs; for ping-pong's CPUs, the default pairs)."""
+    naming an initiator, every node with CPUs; for ping-pong's CPUs, the default pairs).
+    A suite of more than `max_cases` cases is refused before they are built."""
     nodes = {"memory": memory_nodes, "cpu": memory_nodes if cpu_nodes is None else cpu_nodes,
              "pairs": cpu_pairs or []}
     data = dict(suite.data)
@@ -168,23 +188,28 @@ def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = 
             continue
         if not isinstance(body, dict):
             raise SuiteError(f"{where}: {job!r} must be a job table ([{job}])")
-        cases += _expand_job(where, job, glob, body, nodes)
+        cases += _expand_job(where, job, glob, body, nodes, len(cases), max_cases)
     if not cases:
         raise SuiteError(f"{where}: no jobs")
     return cases
 
 
-def expand_for(suite: Suite, topology) -> list[Case]:
+def expand_for(suite: Suite, topology, max_cases: int = DEFAULT_MAX_CASES) -> list[Case]:
     """expand() with `topology`'s wildcards: its memory nodes, CPU nodes and CPU pairs."""
     return expand(suite, topology.memory_nodes, [n.id for n in topology.nodes if n.cpus],
-                  topology.cpu_pairs())
+                  topology.cpu_pairs(), max_cases)
 
 
-def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict) -> list[Case]:
+def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict, done: int,
+                max_cases: int) -> list[Case]:
+    """The job's cases, counted before they are built: `done` cases came before it."""
     ctx = f"--bench {job}" if where == "--bench" else f"{where}: job {job!r}"
     bench_name = body.get("bench")
     if not bench_name:
         raise SuiteError(f"{ctx}: names no benchmark (add bench = \"chase\", for example)")
+    if not isinstance(bench_name, str):
+        raise SuiteError(f"{ctx}: bench = {bench_name!r}: name one benchmark (a job runs "
+                         "one; give each benchmark its own job)")
     try:
         bench = benchmarks.get(bench_name)
     except UserError as e:
@@ -194,18 +219,27 @@ def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict) -> li
         if key not in options and key not in RESERVED:
             raise SuiteError(f"{ctx}: option {key!r} is not an option of {bench_name} "
                              f"(options: {', '.join(options)})")
-    axes = []
+    def check_count(n: int) -> None:
+        if done + n > max_cases:
+            before = f" after {done} in the jobs before it" if done else ""
+            raise SuiteError(f"{ctx}: expands to {n} cases or more{before}, more than the "
+                             f"{max_cases} a suite may have: narrow its sweeps, or "
+                             f"{RAISE_CAP}")
+
+    axes, count = [], 1         # count: the product of the axes' lengths so far
     for name, opt in options.items():
         raw = body.get(name, glob.get(name, opt.default))
         values = []
         for item in _as_list(raw):
-            for v in _unfold(item, opt, nodes, f"{ctx}: option {name!r}"):
+            for v in _unfold(item, opt, nodes, f"{ctx}: option {name!r}", max_cases):
                 try:
                     values.append(opt.convert(v))
                 except (ValueError, UserError) as e:
                     raise SuiteError(f"{ctx}: option {name!r}: {e}") from None
+            check_count(count * len(values))
         if not values:
             raise SuiteError(f"{ctx}: option {name!r} sweeps over no values")
+        count *= len(values)
         axes.append([(name, v) for v in values])
     return [Case(f"{job}/{i:03d}", job, bench_name, dict(combo))
             for i, combo in enumerate(itertools.product(*axes))]
@@ -215,11 +249,11 @@ def _as_list(raw) -> list:
     return list(raw) if isinstance(raw, list) else [raw]
 
 
-def _unfold(item, opt, nodes: dict, ctx) -> list:
+def _unfold(item, opt, nodes: dict, ctx, max_cases: int) -> list:
     """Ranges ({from, to, factor|step}), sweep words (delay = "sweep") and node wildcards
     (bind:*, target = "*") become value lists."""
     if isinstance(item, dict):
-        return _range(item, opt, ctx)
+        return _range(item, opt, ctx, max_cases)
     if opt.expand and isinstance(item, str) and item in opt.expand:
         return list(opt.expand[item])
     wildcard = opt.kind == "placement" or opt.nodes
@@ -231,22 +265,57 @@ def _unfold(item, opt, nodes: dict, ctx) -> list:
     return [item]
 
 
-def _range(spec: dict, opt, ctx) -> list:
+def _range(spec: dict, opt, ctx, max_cases: int) -> list:
+    """A range's values, counted before any is made: a typo (step = 2 where factor = 2
+    was meant) must be refused in milliseconds, not fill memory."""
+    if opt.kind not in ("size", "int", "float"):
+        raise SuiteError(f"{ctx}: a table where a value was expected (ranges are for sizes "
+                         "and numbers)")
     if set(spec) - {"from", "to", "factor", "step"} or "from" not in spec or "to" not in spec:
         raise SuiteError(f"{ctx}: a range is {{ from = A, to = B, factor = F }} or "
                          f"{{ from = A, to = B, step = S }}")
-    parse = parse_size if opt.kind == "size" else int
+    parse = parse_size if opt.kind == "size" else to_int
     try:
         lo, hi = parse(spec["from"]), parse(spec["to"])
-        factor, step = spec.get("factor"), parse(spec["step"]) if "step" in spec else None
-    except (ValueError, TypeError) as e:
+        step = parse(spec["step"]) if "step" in spec else None
+    except ValueError as e:
         raise SuiteError(f"{ctx}: bad range: {e}") from None
+    factor = spec.get("factor")
     if (factor is None) == (step is None):
         raise SuiteError(f"{ctx}: a range takes exactly one of factor and step")
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))
+                               or not math.isfinite(factor)):
+        raise SuiteError(f"{ctx}: the range's factor {factor!r} is not a finite number")
+    if max(abs(lo), abs(hi), abs(step or 0)) > INT_MAX:
+        raise SuiteError(f"{ctx}: the range's from, to and step must be within 2^63 - 1")
     if (factor is not None and factor <= 1) or (step is not None and step <= 0) or hi < lo:
         raise SuiteError(f"{ctx}: the range {spec} does not climb from 'from' to 'to'")
+    show = opt.show
+    if step is not None:
+        count = (hi - lo) // step + 1
+        # Sizes sweep by factors: a step below a line, or one no larger than the start
+        # with far too many values, is a factor written as a step.
+        hint = " (did you mean factor = 2?)"
+        if opt.kind == "size" and step < 64:
+            raise SuiteError(f"{ctx}: a size range's step of {step} bytes is below a 64-byte "
+                             f"line{hint}")
+        if count > max_cases:
+            hint = hint if opt.kind == "size" and step <= lo else ""
+            raise SuiteError(f"{ctx}: the range from {show(lo)} to {show(hi)} in steps of "
+                             f"{show(step)} has {count} values, more than the {max_cases} "
+                             f"cases a suite may have{hint}: {RAISE_CAP}")
+        return list(range(lo, hi + 1, step))
     out, v = [], lo
-    while v <= hi:
+    while True:
+        if len(out) == max_cases:
+            raise SuiteError(f"{ctx}: the range from {show(lo)} to {show(hi)} by a factor of "
+                             f"{factor} has more than {max_cases} values, the cases a suite "
+                             f"may have: {RAISE_CAP}")
         out.append(v)
-        v = int(v * factor) if factor is not None else v + step
-    return out
+        grown = v * factor      # compared before int(): an inf ends the range too
+        if grown > hi:
+            return out
+        if int(grown) <= v:     # from = 0, or a factor too close to 1 to add 1: forever
+            raise SuiteError(f"{ctx}: the range stalls at {show(v)}: a factor of {factor} "
+                             "does not grow it")
+        v = int(grown)
