@@ -59,8 +59,10 @@ def main():
               help="where results/<machine>/<run>/ go")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
 @click.option("--dry-run", is_flag=True, help="list the cases and stop")
+@click.option("--max-cases", type=click.IntRange(min=1), default=suite.DEFAULT_MAX_CASES,
+              show_default=True, help="refuse a suite that expands to more cases than this")
 @_errors
-def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_run):
+def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_run, max_cases):
     """Run SUITE_NAME (a file, or a suite under suites/; default: quick) or --bench."""
     echo = functools.partial(click.echo, err=True)
     if resume:
@@ -84,7 +86,7 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         s = suite.adhoc(bench, list(sets)) if bench else \
             suite.load(suite_name or "quick", suite.parse_pairs(variables, "--var"))
         topo = Topology.read()
-        cases = suite.expand_for(s, topo)
+        cases = suite.expand_for(s, topo, max_cases)
         for note in benchmarks.precheck(cases, topo):
             echo(f"note: {note}")
         if dry_run:

@@ -263,3 +263,23 @@ def test_cli_refuses_bad_suites_in_one_line(tmp_path, args):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
     assert not results_dir.exists()
+
+
+def test_cli_max_cases_refuses_and_raises_the_cap(tmp_path):
+    path = tmp_path / "wide.toml"
+    path.write_text('[j]\nbench = "chase"\nseed = { from = 1, to = 12, step = 1 }\n')
+    r = cxlbench("run", str(path), "--dry-run", "--max-cases", "10", timeout=60)
+    assert r.returncode == 2
+    (line,) = r.stderr.splitlines()
+    assert "more than the 10 cases a suite may have" in line and "--max-cases N" in line
+    r = cxlbench("run", str(path), "--dry-run", "--max-cases", "12", timeout=60)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 12
+
+
+@pytest.mark.parametrize("setting", ["delay=4294967296", "rest=3600001", "lead=3600001",
+                                     "tail=3600001"])
+def test_milliseconds_and_delays_within_what_the_c_side_takes(setting):
+    bench = {"delay": "loaded_latency", "rest": "migrate"}.get(setting.split("=")[0],
+                                                               "migrate_touch")
+    r = cxlbench("run", "--bench", bench, "--set", setting, "--dry-run", timeout=60)
+    assert r.returncode == 2 and "is above the maximum" in r.stderr

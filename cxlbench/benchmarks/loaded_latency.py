@@ -28,7 +28,8 @@ OPTIONS = {
                   "mixes, write or write_nt", choices=native.LOAD_MODES,
                   expand={"all": native.LOAD_MODES}),
     "delay": Option("delay", "int", "sweep", "pauses after each 8 lines: idle (no load) to 0 "
-                    "(full load); sweep runs them all", min=0, words=("idle",),
+                    "(full load); sweep runs them all", min=0, max=(1 << 32) - 1,  # uint32_t in C
+                    words=("idle",),
                     expand={"sweep": DELAYS}),
     "loads": Option("loads", "int", 1 << 20, "chase loads per repetition", min=1000),
 }

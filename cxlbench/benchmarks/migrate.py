@@ -32,7 +32,7 @@ OPTIONS = {
                     "or untouched for `rest` ms with their lines evicted",
                     choices=("written", "untouched"), expand={"all": ("written", "untouched")}),
     "rest": Option("rest", "int", 100, "ms untouched pages rest before a move", min=0,
-                   unit="ms"),
+                   max=3_600_000, unit="ms"),
 }
 KERNELS = {"move_pages": "move_pages", "mbind": "mbind_move"}
 

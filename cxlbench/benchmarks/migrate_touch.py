@@ -30,9 +30,10 @@ OPTIONS = {
                      "load and a store of the same value", choices=("read", "write"),
                      expand={"all": ("read", "write")}),
     "lead": Option("lead", "int", 5, "ms of touches before the move (the baseline)", min=1,
-                   unit="ms"),
+                   max=3_600_000, unit="ms"),
     "tail": Option("tail", "int", 2, "ms of touches after the move (and the flush after "
-                   "it): the latency on the new node", min=0, unit="ms"),
+                   "it): the latency on the new node", min=0, max=3_600_000,
+                   unit="ms"),
 }
 MAX_SAMPLES = 4 << 20       # 64 MiB of samples; touches past this are counted only
 SLOW_FACTOR, SLOW_FLOOR_NS = 10, 1000
