@@ -13,10 +13,25 @@ import numpy as np
 from ._native import ffi, lib
 from .errors import NativeError
 
-ISAS = ("scalar", "avx2", "avx512")          # index = the C enum value
-PAGE_KINDS = ("4k", "thp", "2m", "1g")       # index = the C enum value
-POLICIES = ("local", "bind", "preferred", "interleave", "weighted")
-WEIGHTED_METHODS = ("none", "kernel", "manual")
+
+def _enum(prefix: str) -> tuple[str, ...]:
+    """The header's CXB_<KIND>_* names under `prefix`, lower-cased, in value order: the
+    index of a name is its C value (so the values must be 0, 1, 2, ...)."""
+    found = sorted((getattr(lib, n), n[len(prefix):].lower()) for n in dir(lib)
+                   if n.startswith(prefix))
+    if [v for v, _ in found] != list(range(len(found))):
+        raise ImportError(f"{prefix}* in cxlbench.h are not numbered 0, 1, 2, ...: {found}")
+    return tuple(name for _, name in found)
+
+
+ISAS = _enum("CXB_ISA_")
+PAGE_KINDS = _enum("CXB_PAGE_")
+POLICIES = _enum("CXB_POL_")
+WEIGHTED_METHODS = _enum("CXB_WEIGHTED_")
+LOAD_MODES = _enum("CXB_LOAD_")             # loaded latency's generators
+PINGPONG_MODES = _enum("CXB_PINGPONG_")
+ATOMIC_MODES = _enum("CXB_ATOMIC_")
+FLUSH_KINDS = _enum("CXB_FLUSH_")
 
 
 def _check(call: str, rc: int) -> int:
@@ -193,7 +208,6 @@ def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, count: int, cpus,
     return RunResult(out.ns, out.checksum, int(ffi.cast("uintptr_t", out.end)))
 
 
-LOAD_MODES = ("read", "rw_3_1", "rw_2_1", "rw_1_1", "write", "write_nt")   # C's mode numbers
 LOAD_BATCH_LINES = lib.CXB_LOADED_BATCH_LINES
 
 
@@ -224,9 +238,6 @@ def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, genera
     _check("cxb_loaded_latency", lib.cxb_loaded_latency(a))
     return LoadedResult(a.chase_ns, int(ffi.cast("uintptr_t", a.chase_end)), a.gen_moved,
                         a.gen_ns, list(batches)[:generators], list(sums)[:generators])
-
-
-FLUSH_KINDS = ("clflush", "clflushopt", "clwb", "nt")      # C's CXB_FLUSH_* order
 
 
 def _coherence(call, fn, addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:

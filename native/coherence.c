@@ -11,7 +11,7 @@ struct team_state {
 };
 
 /* Ping-pong: thread 0 owns odd turns, thread 1 even ones. Each waits for its turn, then
- * hands over: mode 0 by a plain store, mode 1 by compare-and-swap. The counter ends at
+ * hands over by a plain store or by compare-and-swap. The counter ends at
  * 2 * iterations, one increment per one-way transfer. */
 static int pingpong_thread(void *p, int t)
 {
@@ -21,7 +21,7 @@ static int pingpong_thread(void *p, int t)
     uint64_t total = 2 * a->iterations;
     s->start[t] = cxb_now_ns();
     for (uint64_t turn = (uint64_t)t; turn < total; turn += 2) {
-        if (a->mode == 0) {
+        if (a->mode == CXB_PINGPONG_STORE) {
             while (__atomic_load_n(line, __ATOMIC_ACQUIRE) != turn)
                 ;
             __atomic_store_n(line, turn + 1, __ATOMIC_RELEASE);
@@ -36,19 +36,19 @@ static int pingpong_thread(void *p, int t)
     return 0;
 }
 
-/* Atomics, `iterations` per thread. mode 0: fetch-and-add on one shared word; 1: CAS
- * increments of one shared word; 2: fetch-and-add on a line of its own per thread;
- * 3: fetch-and-add on adjacent words of one line (false sharing). */
+/* Atomics, `iterations` per thread (CXB_ATOMIC_*): fetch-and-add or CAS increments of one
+ * shared word; fetch-and-add on a line of each thread's own, or on adjacent words of one
+ * line (false sharing). */
 static int atomics_thread(void *p, int t)
 {
     struct team_state *s = p;
     struct cxb_coherence_args *a = s->a;
     uint64_t *base = a->line;
-    uint64_t *word = a->mode == 2 ? base + (size_t)t * (CXB_LINE / 8)
-                   : a->mode == 3 ? base + t % (CXB_LINE / 8) : base;
+    uint64_t *word = a->mode == CXB_ATOMIC_PRIVATE ? base + (size_t)t * (CXB_LINE / 8)
+                   : a->mode == CXB_ATOMIC_FALSE_SHARING ? base + t % (CXB_LINE / 8) : base;
     s->start[t] = cxb_now_ns();
     for (uint64_t i = 0; i < a->iterations; i++) {
-        if (a->mode == 1) {
+        if (a->mode == CXB_ATOMIC_CAS) {
             uint64_t v = __atomic_load_n(word, __ATOMIC_RELAXED);
             while (!__atomic_compare_exchange_n(word, &v, v + 1, 1, __ATOMIC_ACQ_REL,
                                                 __ATOMIC_RELAXED))
@@ -61,15 +61,15 @@ static int atomics_thread(void *p, int t)
     return 0;
 }
 
-/* Any thread count cxb_parallel can start (lab machines have hundreds of CPUs); mode 2
- * needs the caller's buffer to hold a line per thread. */
+/* Any thread count cxb_parallel can start (lab machines have hundreds of CPUs);
+ * CXB_ATOMIC_PRIVATE needs the caller's buffer to hold a line per thread. */
 static int run_team(struct cxb_coherence_args *a, cxb_thread_fn fn, int need_threads)
 {
     if (!a || !a->line || ((uintptr_t)a->line % CXB_LINE) || a->threads < need_threads ||
         (need_threads == 2 && a->threads != 2))
         return cxb_fail(EINVAL, "bad coherence arguments (a 64-byte aligned line, %s threads)",
                         need_threads == 2 ? "2" : "1 or more");
-    if (a->mode == 3 && a->threads > CXB_LINE / 8)
+    if (a->mode == CXB_ATOMIC_FALSE_SHARING && a->threads > CXB_LINE / 8)
         return cxb_fail(EINVAL, "false sharing fits %d threads in a line", CXB_LINE / 8);
     uint64_t *start = calloc((size_t)a->threads, sizeof *start);
     uint64_t *end = calloc((size_t)a->threads, sizeof *end);
@@ -93,14 +93,14 @@ static int run_team(struct cxb_coherence_args *a, cxb_thread_fn fn, int need_thr
 
 int cxb_pingpong(struct cxb_coherence_args *a)
 {
-    if (a && a->mode != 0 && a->mode != 1)
-        return cxb_fail(EINVAL, "ping-pong mode %d is neither 0 (store) nor 1 (CAS)", a->mode);
+    if (a && a->mode != CXB_PINGPONG_STORE && a->mode != CXB_PINGPONG_CAS)
+        return cxb_fail(EINVAL, "ping-pong mode %d is neither store nor CAS", a->mode);
     return run_team(a, pingpong_thread, 2);
 }
 
 int cxb_atomics(struct cxb_coherence_args *a)
 {
-    if (a && (a->mode < 0 || a->mode > 3))
-        return cxb_fail(EINVAL, "atomics mode %d is not 0-3", a->mode);
+    if (a && (a->mode < CXB_ATOMIC_FAA || a->mode > CXB_ATOMIC_FALSE_SHARING))
+        return cxb_fail(EINVAL, "atomics mode %d is not a CXB_ATOMIC_*", a->mode);
     return run_team(a, atomics_thread, 1);
 }

@@ -3,6 +3,8 @@
  * native/build.py feeds this file to cffi's cdef after dropping preprocessor lines, so it
  * holds only plain declarations. Every entry point that can fail returns 0 on success or a
  * negative errno; cxb_last_error() then gives the C-side message (thread-local).
+ * native.py reads each enum of CXB_<KIND>_<NAME> values 0, 1, 2, ... by its prefix: the
+ * lower-cased names, in value order, are the names Python and suites use.
  */
 #ifndef CXLBENCH_H
 #define CXLBENCH_H
@@ -25,7 +27,7 @@ uint64_t cxb_rdtscp(void);      /* 0 where there is no TSC */
 int cxb_timer_calibrate(double window_ms, struct cxb_timer_info *out);
 
 /* ---- CPU (cpu.c) ----------------------------------------------------------------- */
-enum { CXB_ISA_SCALAR = 0, CXB_ISA_AVX2 = 1, CXB_ISA_AVX512 = 2, CXB_ISA_COUNT = 3 };
+enum cxb_isa { CXB_ISA_SCALAR = 0, CXB_ISA_AVX2 = 1, CXB_ISA_AVX512 = 2 };
 int cxb_isa_supported(int isa); /* 1 when this CPU (and OS) can run the variant */
 int cxb_isa_compiled(int isa);  /* 1 when this build contains the variant */
 int cxb_pin_self(int cpu);      /* pin the calling thread to one CPU */
@@ -104,13 +106,18 @@ int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
 
 /* ---- loaded latency (loaded.c) --------------------------------------------------- */
 enum { CXB_LOADED_BATCH_LINES = 8 };    /* lines a generator moves between pauses */
+/* What the generators do: read, read R of every R+1 lines and write the rest, or write. */
+enum cxb_load_mode {
+    CXB_LOAD_READ = 0, CXB_LOAD_RW_3_1 = 1, CXB_LOAD_RW_2_1 = 2, CXB_LOAD_RW_1_1 = 3,
+    CXB_LOAD_WRITE = 4, CXB_LOAD_WRITE_NT = 5
+};
 struct cxb_loaded_args {
     void *chase_start;      /* a pointer of a linked chase cycle */
     uint64_t chase_loads;   /* loads thread 0 times */
     void *gen_buf;          /* the generators' buffer, split between them */
     size_t gen_bytes;
     int generators;         /* load threads (0: idle latency) */
-    int mode;               /* 0 read, 1 3:1, 2 2:1, 3 1:1 read:write, 4 write, 5 NT write */
+    int mode;               /* CXB_LOAD_* */
     uint32_t delay;         /* pause instructions after each batch of 8 lines */
     const int *cpus;        /* cpus[0] chases, cpus[1..generators] load */
     uint64_t value;         /* written lines get value + their line index in the slice */
@@ -124,9 +131,16 @@ struct cxb_loaded_args {
 int cxb_loaded_latency(struct cxb_loaded_args *a);
 
 /* ---- coherence (coherence.c) ----------------------------------------------------- */
+/* Ping-pong hands the line over by a store or a compare-and-swap. Atomics increment one
+ * shared word by fetch-and-add or CAS, a word on a line of each thread's own, or
+ * neighbouring words of one line (false sharing). */
+enum cxb_pingpong_mode { CXB_PINGPONG_STORE = 0, CXB_PINGPONG_CAS = 1 };
+enum cxb_atomic_mode {
+    CXB_ATOMIC_FAA = 0, CXB_ATOMIC_CAS = 1, CXB_ATOMIC_PRIVATE = 2, CXB_ATOMIC_FALSE_SHARING = 3
+};
 struct cxb_coherence_args {
-    void *line;             /* 64-byte aligned; mode 2 needs a line per thread */
-    int mode;               /* ping-pong: 0 store, 1 CAS; atomics: 0 FAA, 1 CAS, 2 private, 3 false sharing */
+    void *line;             /* 64-byte aligned; CXB_ATOMIC_PRIVATE needs a line per thread */
+    int mode;               /* CXB_PINGPONG_* or CXB_ATOMIC_* */
     uint64_t iterations;    /* ping-pong: round trips; atomics: operations per thread */
     const int *cpus;        /* thread i on cpus[i] */
     int threads;            /* ping-pong: 2; atomics: 1 or more (false sharing: 1..8) */
@@ -137,7 +151,9 @@ int cxb_pingpong(struct cxb_coherence_args *a);
 int cxb_atomics(struct cxb_coherence_args *a);
 
 /* ---- flush and persistence (flush.c) --------------------------------------------- */
-enum { CXB_FLUSH_CLFLUSH = 0, CXB_FLUSH_CLFLUSHOPT = 1, CXB_FLUSH_CLWB = 2, CXB_FLUSH_NT = 3 };
+enum cxb_flush_kind {
+    CXB_FLUSH_CLFLUSH = 0, CXB_FLUSH_CLFLUSHOPT = 1, CXB_FLUSH_CLWB = 2, CXB_FLUSH_NT = 3
+};
 struct cxb_flush_args {
     void *buf;
     size_t bytes;

@@ -19,4 +19,5 @@ int cxb_parallel(cxb_thread_fn fn, void *arg, const int *cpus, int n);
 int cxb_tsc_usable(void);
 
 #define CXB_LINE 64
+#define CXB_ISA_COUNT (CXB_ISA_AVX512 + 1)
 #endif

@@ -21,20 +21,22 @@ struct loaded {
     uint64_t *t_start, *t_end, *moved, *sums;     /* one slot per thread */
 };
 
-/* One batch of lines at `line`: mode 0 reads all; 1-3 read R of every R+1 lines and
- * write the rest; 4 writes; 5 writes non-temporally. What is read is summed and what is
+/* One batch of lines at `line` in a CXB_LOAD_* mode. What is read is summed and what is
  * written is value + the line's index, so Python can check both afterwards. */
 static uint64_t batch(char *base, size_t line, int mode, uint64_t value, uint64_t *sum)
 {
-    static const int reads_of[4] = {1, 3, 2, 1};
+    static const int reads_of[CXB_LOAD_WRITE] = {
+        [CXB_LOAD_READ] = 1, [CXB_LOAD_RW_3_1] = 3, [CXB_LOAD_RW_2_1] = 2, [CXB_LOAD_RW_1_1] = 1};
     uint64_t s = 0;
     for (size_t l = line; l < line + BATCH_LINES; l++) {
         uint64_t *p = (uint64_t *)(base + l * CXB_LINE);
-        int write = mode >= 4 || (mode > 0 && (int)(l % (size_t)(reads_of[mode] + 1)) >= reads_of[mode]);
+        int write = mode >= CXB_LOAD_WRITE ||
+                    (mode != CXB_LOAD_READ &&
+                     (int)(l % (size_t)(reads_of[mode] + 1)) >= reads_of[mode]);
         if (!write) {
             for (int w = 0; w < 8; w++)
                 s += p[w];
-        } else if (mode == 5) {
+        } else if (mode == CXB_LOAD_WRITE_NT) {
 #if defined(__x86_64__)
             for (int w = 0; w < 8; w++)
                 _mm_stream_si64((long long *)&p[w], (long long)(value + l));
@@ -95,7 +97,7 @@ int cxb_loaded_latency(struct cxb_loaded_args *a)
 {
     if (!a || !a->chase_start || a->chase_loads == 0)
         return cxb_fail(EINVAL, "loaded latency needs a chase");
-    if (a->generators < 0 || a->mode < 0 || a->mode > 5)
+    if (a->generators < 0 || a->mode < CXB_LOAD_READ || a->mode > CXB_LOAD_WRITE_NT)
         return cxb_fail(EINVAL, "bad generator count %d or mode %d", a->generators, a->mode);
     if (a->generators && (!a->gen_buf ||
                           a->gen_bytes / CXB_LINE / (size_t)a->generators < 2 * BATCH_LINES))

@@ -13,8 +13,7 @@ from ..errors import CheckError, UserError
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
-PINGPONG_MODES = ("store", "cas")
-ATOMIC_MODES = ("faa", "cas", "private", "false_sharing")
+PINGPONG_MODES, ATOMIC_MODES = native.PINGPONG_MODES, native.ATOMIC_MODES
 LINE, PAGE = 64, 4096
 LINE_WORDS = LINE // 8          # false sharing: one 64-bit counter per thread in one line
 
