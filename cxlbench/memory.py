@@ -7,8 +7,10 @@ move_pages(2) (and its page size with smaps) so a number measured on the wrong n
 on small pages where huge ones were asked for, never goes unnoticed."""
 from __future__ import annotations
 
+import errno
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -347,11 +349,87 @@ def array(shape, dtype=np.float64, mem: str = "local", page: str = "4k", cpus=No
     return np.asarray(_Owner(buf, buf.array(dtype, shape)))
 
 
+def _buffer_of(a: np.ndarray) -> Buffer | None:
+    """The Buffer under an array() result or a view of one."""
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return a.buffer if isinstance(a, _Owner) else None
+
+
 def verify(a: np.ndarray) -> Verification:
     """Placement and huge-page fraction of an array() result (or a view of one), now."""
-    base = a
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if not isinstance(base, _Owner):
+    buf = _buffer_of(a)
+    if buf is None:
         raise PlacementError("verify() takes an array made by cxlbench.memory.array()")
-    return base.buffer.verify()
+    return buf.verify()
+
+
+# ---- page-range moves and node maps ---------------------------------------------------
+MEMORY_NODES = "/sys/devices/system/node/has_memory"
+_byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds   # numpy 2
+
+
+def _pages(obj) -> tuple[int, int, int]:
+    """(first page's address, pages, page size) of a Buffer's mapping or of the pages
+    holding a numpy array's bytes. A page is 4 KiB (under THP too: move_pages(2) takes
+    base pages) or the page of a hugetlb Buffer (page=2m, 1g) and of its arrays. An array
+    that starts or ends inside a page takes that whole page, with whatever else it holds."""
+    if isinstance(obj, Buffer):
+        buf, (lo, hi) = obj, (obj.addr, obj.addr + obj.alloc.map_size)
+    elif isinstance(obj, np.ndarray) and obj.size:
+        buf, (lo, hi) = _buffer_of(obj), _byte_bounds(obj)
+    else:
+        raise PlacementError("page moves and maps take a Buffer or a non-empty numpy array, "
+                             f"not {'an empty one' if isinstance(obj, np.ndarray) else type(obj).__name__}")
+    page = buf.alloc.page_size if buf is not None and buf.page in HUGETLB_DIRS else 4096
+    first = lo - lo % page
+    return first, -(-(hi - first) // page), page
+
+
+def node_map(obj) -> np.ndarray:
+    """Each page's node now (int32, one per page: see _pages), read with move_pages(2) in
+    C. A page that is not there reads -errno: -ENOENT never touched, -EFAULT only read
+    (the shared zero page) or not mapped."""
+    return native.node_map(*_pages(obj))
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    moved: int                  # pages of the range on the node after (moved, or there already)
+    ns: int                     # the system calls alone, timed in C
+    failures: dict[int, str]    # page index -> why it is not on the node: an errno name
+                                # (EBUSY, EACCES, ENOMEM, ENOENT...) or "node N" where it stayed
+
+    def reasons(self) -> str:
+        """The failures counted by reason, most common first: 'EBUSY x3, node 0 x1'."""
+        return ", ".join(f"{why} x{n}" for why, n in Counter(self.failures.values()).most_common())
+
+
+def move(obj, node: int, start: int = 0, end: int | None = None, method: str = "move_pages",
+         batch: int = 0) -> MoveResult:
+    """Move pages [start, end) of obj (a Buffer or numpy array: pages as in _pages) to
+    `node` with move_pages(2) or mbind(2) MPOL_BIND|MPOL_MF_MOVE (the range then stays
+    bound to the node), `batch` pages a call (0: one), timed in C. A THP holding a page of
+    the range moves whole, its pages outside the range too."""
+    addr, pages, page = _pages(obj)
+    end = pages if end is None else end
+    if not 0 <= start < end <= pages:
+        raise PlacementError(f"page range [{start}, {end}) is not within the {pages} pages "
+                             f"of {format_size(page)}")
+    if method not in native.MOVE_METHODS or batch < 0:
+        raise PlacementError(f"method {method!r} or batch {batch} is not move_pages or mbind "
+                             "with 0 or more pages a call")
+    try:
+        with open(MEMORY_NODES) as f:
+            nodes = parse_list(f.read().strip(), limit=MAX_NODES)
+    except OSError:             # no NUMA in sysfs: the kernel answers alone
+        nodes = [node]
+    if node not in nodes:
+        raise PlacementError(f"node {node} does not exist or has no memory (nodes with "
+                             f"memory: {format_list(nodes)})")
+    moved, ns, status = native.move(addr + start * page, end - start, page, node, method, batch)
+    bad = np.flatnonzero(status != node)
+    why = {s: f"node {s}" if s >= 0 else errno.errorcode.get(-s, f"errno {-s}")
+           for s in np.unique(status[bad]).tolist()}
+    return MoveResult(moved, ns, {start + i: why[s]
+                                  for i, s in zip(bad.tolist(), status[bad].tolist())})

@@ -153,11 +153,11 @@ class Allocation:
                                                     _int_array(cpus), len(cpus)))
 
     def query_nodes(self, step: int, maxnode: int) -> tuple[list[int], int]:
-        """Pages (of `step` bytes) per node as move_pages(2) sees them now."""
-        counts = ffi.new("int64_t[]", maxnode)
-        other = ffi.new("int64_t *")
-        _check("cxb_query_nodes", lib.cxb_query_nodes(self._handle, step, counts, maxnode, other))
-        return list(counts), other[0]
+        """Pages (of `step` bytes) per node below maxnode as move_pages(2) sees them now,
+        and the others (not present, or on a node >= maxnode)."""
+        m = node_map(self.addr, -(-self.map_size // step), step)
+        counts = np.bincount(m[(m >= 0) & (m < maxnode)], minlength=maxnode)
+        return counts.tolist(), int(m.size - counts.sum())
 
     def array(self, dtype, shape=None) -> np.ndarray:
         """A numpy view of the buffer: no copy; keeps the memory alive."""
@@ -309,7 +309,7 @@ def migrate_touch(addr: int, nbytes: int, node: int, method: str, batch: int, wr
     a = ffi.new("struct cxb_touch_args *")
     cpu_array = _int_array(cpus)
     a.buf, a.bytes, a.node = ffi.cast("void *", addr), nbytes, node
-    a.method, a.batch, a.write = ("move_pages", "mbind").index(method), batch, int(write)
+    a.method, a.batch, a.write = MOVE_METHODS.index(method), batch, int(write)
     a.cpus, a.lead_ns, a.tail_ns, a.control_ns = cpu_array, lead_ns, tail_ns, control_ns
     a.samples = ffi.cast("uint64_t *", samples.ctypes.data)
     a.max_samples = max_samples
@@ -325,3 +325,28 @@ def touch_walk(pages: int, n: int) -> np.ndarray:
     out = np.empty(n, dtype=np.uint64)
     _check("cxb_touch_walk", lib.cxb_touch_walk(pages, ffi.cast("uint64_t *", out.ctypes.data), n))
     return out
+
+
+# ---- page moves and node maps ---------------------------------------------------------
+MOVE_METHODS = _enum("CXB_MOVE_BY_")        # ("move_pages", "mbind")
+
+
+def node_map(addr: int, pages: int, page: int = 4096) -> np.ndarray:
+    """Each page's node as move_pages(2) reports it now, or -errno: int32, one per page."""
+    out = np.empty(pages, dtype=np.int32)
+    _check("cxb_node_map", lib.cxb_node_map(ffi.cast("void *", addr), pages, page,
+                                            ffi.cast("int32_t *", out.ctypes.data)))
+    return out
+
+
+def move(addr: int, pages: int, page: int, node: int, method: str,
+         batch: int = 0) -> tuple[int, int, np.ndarray]:
+    """Move the pages to `node`, `batch` a call (0: one): (pages on the node after, ns the
+    calls took, each page's node after or -errno)."""
+    status = np.empty(pages, dtype=np.int32)
+    a = ffi.new("struct cxb_move_args *")
+    a.addr, a.pages, a.page, a.node = ffi.cast("void *", addr), pages, page, node
+    a.method, a.batch = MOVE_METHODS.index(method), batch
+    a.status = ffi.cast("int32_t *", status.ctypes.data)
+    _check(f"{method} to node {node}", lib.cxb_move(a))
+    return a.moved, a.t1 - a.t0, status

@@ -60,10 +60,30 @@ int cxb_alloc(size_t size, int page_kind, int policy, const int *nodes, const in
 void cxb_free(struct cxb_buffer *buf);
 /* Touch every page, split across threads pinned to cpus[0..ncpus). */
 int cxb_prefault(struct cxb_buffer *buf, const int *cpus, int ncpus);
-/* move_pages(2) query: counts[n] += pages (of `step` bytes) on node n, n < maxnode;
- * pages not present or on a node >= maxnode go to *other. */
-int cxb_query_nodes(const struct cxb_buffer *buf, size_t step, int64_t *counts, int maxnode,
-                    int64_t *other);
+/* The node of each page of [addr, addr + pages * page): nodes[i] is page i's node as
+ * move_pages(2) reports it, or -errno (-ENOENT: not present, -EFAULT: not mapped). page
+ * is 4096 (THP regions too: every base page answers with its huge page's node) or a
+ * hugetlb page size. */
+int cxb_node_map(void *addr, size_t pages, size_t page, int32_t *nodes);
+
+/* Move pages [0, pages) of `page` bytes from addr (page-aligned) to `node`, `batch` pages
+ * a call (0: one call), by move_pages(2) or by mbind(2) MPOL_BIND with MPOL_MF_MOVE (the
+ * range's policy then stays bind:node). Only the calls are timed. A base page of a THP
+ * queues its whole huge page, so pages beyond the range may move with it. */
+enum { CXB_MOVE_BY_MOVE_PAGES = 0, CXB_MOVE_BY_MBIND = 1 };
+struct cxb_move_args {
+    void *addr;
+    size_t pages;
+    size_t page;            /* 4096, or the hugetlb page size */
+    int node;
+    int method;             /* CXB_MOVE_BY_* */
+    uint64_t batch;
+    int32_t *status;        /* out, optional (pages entries): each page's node after the
+                             * move, or -errno saying why it is not on `node` */
+    uint64_t moved;         /* out: pages on `node` after the move (moved or there before) */
+    uint64_t t0, t1;        /* out: cxb_now_ns() before the first call, after the last */
+};
+int cxb_move(struct cxb_move_args *a);
 /* 1 when mbind accepts MPOL_WEIGHTED_INTERLEAVE (Linux 6.9+), 0 otherwise. */
 int cxb_has_weighted_interleave(void);
 
@@ -167,7 +187,7 @@ int cxb_flush_supported(int kind);
 int cxb_flush(struct cxb_flush_args *a);
 
 /* ---- touches during a page migration (migrate.c) ----------------------------- */
-/* cpus[0] moves every 4 KiB page of buf to `node` (as the move_pages/mbind_move kernels)
+/* cpus[0] moves every 4 KiB page of buf to `node` (by cxb_move)
  * while cpus[1] keeps reading (write: and storing back) one word of a line at a time,
  * pages in a scattered order and the next line of each page on each sweep (so every
  * touch in a run of bytes / 64 is of a distinct line), from lead_ns before the move until
@@ -184,7 +204,7 @@ struct cxb_touch_args {
     void *buf;
     size_t bytes;
     int node;
-    int method;             /* 0 move_pages, 1 mbind */
+    int method;             /* CXB_MOVE_BY_* */
     uint64_t batch;         /* pages per call, 0: all */
     int write;
     const int *cpus;
@@ -201,7 +221,7 @@ struct cxb_touch_args {
     uint64_t tail_start;    /* out: ns since the toucher began, the flush after the move done */
     uint64_t timer_ns;      /* out: median time of an empty timed touch (the clock's cost) */
     uint64_t voluntary, involuntary;    /* out: the toucher's context switches in all */
-    uint64_t unmoved;       /* out: pages move_pages left elsewhere (mbind: 0) */
+    uint64_t unmoved;       /* out: pages not on `node` after the move */
 };
 int cxb_migrate_touch(struct cxb_touch_args *a);
 /* The byte offsets of the toucher's first n touches in a buffer of `pages` 4 KiB pages. */

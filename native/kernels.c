@@ -16,8 +16,6 @@ DECLARE3(random_64) DECLARE3(random_256) DECLARE3(random_4096)
 int cxb_chase_kernel(struct cxb_kargs *a);
 int cxb_chase_mlp_kernel(struct cxb_kargs *a);
 int cxb_chase_dist_kernel(struct cxb_kargs *a);
-int cxb_move_pages_kernel(struct cxb_kargs *a);
-int cxb_mbind_move_kernel(struct cxb_kargs *a);
 
 /* Test-only: dies the way a broken kernel would, so the runner's isolation is testable. */
 static int crash_kernel(struct cxb_kargs *a)
@@ -75,11 +73,6 @@ static const struct row table[] = {
           8, 8, 0, 1, 0, 0), SCALAR_ONLY(cxb_chase_mlp_kernel)},
     {INFO("chase_dist", "chase", "batches of `value` dependent loads, each timed with rdtscp",
           8, 8, 0, 2, 0, 0), SCALAR_ONLY(cxb_chase_dist_kernel)},
-    {INFO("move_pages", "migrate", "move_pages(2) of every 4 KiB page to node `count`, "
-          "`value` pages a call; a page is read on one node, written on the other",
-          4096, 4096, 4096, 1, 0, 0), SCALAR_ONLY(cxb_move_pages_kernel)},
-    {INFO("mbind_move", "migrate", "mbind(2) MPOL_BIND with MPOL_MF_MOVE to node `count`, "
-          "`value` pages a call", 4096, 4096, 4096, 1, 0, 0), SCALAR_ONLY(cxb_mbind_move_kernel)},
     {INFO("crash", "selftest", "raises SIGSEGV (test-only)", 8, 0, 0, 0, 0, 1),
      SCALAR_ONLY(crash_kernel)},
 };

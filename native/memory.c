@@ -1,5 +1,5 @@
 /* Placed buffers: mmap, a NUMA policy through raw mbind(2), prefault from named CPUs,
- * and placement read back with move_pages(2). No libnuma. */
+ * placement read back with move_pages(2), and page ranges moved. No libnuma. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #define MPOL_INTERLEAVE_ 3
 #define MPOL_LOCAL_ 4
 #define MPOL_WEIGHTED_INTERLEAVE_ 6
+#define MPOL_MF_MOVE_ (1 << 1)
 #define MAX_NODES 1024
 #define MASK_WORDS (MAX_NODES / (8 * sizeof(unsigned long)))
 #ifndef MAP_HUGE_SHIFT
@@ -27,10 +28,11 @@
 
 static const size_t KB4 = 4096, MB2 = 2ul << 20, GB1 = 1ul << 30;
 
-static long sys_mbind(void *addr, size_t len, int mode, const unsigned long *mask)
+static long sys_mbind(void *addr, size_t len, int mode, const unsigned long *mask,
+                      unsigned flags)
 {
     /* The kernel reads maxnode - 1 bits. */
-    return syscall(SYS_mbind, addr, len, mode, mask, mask ? MAX_NODES + 1 : 0, 0);
+    return syscall(SYS_mbind, addr, len, mode, mask, mask ? MAX_NODES + 1 : 0, flags);
 }
 
 static int set_mask(unsigned long *mask, const int *nodes, int n)
@@ -50,7 +52,7 @@ static int bind_range(void *addr, size_t len, int mode, const int *nodes, int n)
     int rc = set_mask(mask, nodes, n);
     if (rc)
         return rc;
-    if (sys_mbind(addr, len, mode, n ? mask : NULL) != 0) {
+    if (sys_mbind(addr, len, mode, n ? mask : NULL, 0) != 0) {
         int err = errno;
         return cxb_fail(err, "mbind(mode %d) over %zu bytes", mode, len);
     }
@@ -204,40 +206,107 @@ int cxb_prefault(struct cxb_buffer *b, const int *cpus, int ncpus)
     return cxb_parallel(touch_slice, &tc, ncpus > 0 ? cpus : NULL, tc.n);
 }
 
-int cxb_query_nodes(const struct cxb_buffer *b, size_t step, int64_t *counts, int maxnode,
-                    int64_t *other)
+/* move_pages(2) without target nodes: where each page is, or -errno. */
+static int query(char *addr, size_t n, size_t page, int32_t *nodes)
 {
-    if (!b || !counts || !other || step == 0 || maxnode < 1)
-        return cxb_fail(EINVAL, "bad query arguments");
     enum { CHUNK = 65536 };
     void **pages = malloc(CHUNK * sizeof *pages);
-    int *status = malloc(CHUNK * sizeof *status);
-    if (!pages || !status) {
-        free(pages);
-        free(status);
-        return cxb_fail(ENOMEM, "cannot allocate the query arrays");
-    }
-    memset(counts, 0, (size_t)maxnode * sizeof *counts);
-    *other = 0;
-    size_t total = (b->map_size + step - 1) / step;
+    if (!pages)
+        return cxb_fail(ENOMEM, "cannot allocate the query array");
     int rc = 0;
-    for (size_t first = 0; first < total && rc == 0; first += CHUNK) {
-        size_t n = total - first < CHUNK ? total - first : CHUNK;
-        for (size_t i = 0; i < n; i++)
-            pages[i] = (char *)b->addr + (first + i) * step;
-        if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) != 0) {
-            rc = cxb_fail(errno, "move_pages query");
-            break;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (status[i] >= 0 && status[i] < maxnode)
-                counts[status[i]]++;
-            else
-                (*other)++;
-        }
+    for (size_t first = 0; first < n && rc == 0; first += CHUNK) {
+        size_t len = n - first < CHUNK ? n - first : CHUNK;
+        for (size_t i = 0; i < len; i++)
+            pages[i] = addr + (first + i) * page;
+        if (syscall(SYS_move_pages, 0, (unsigned long)len, pages, NULL, nodes + first, 0) != 0)
+            rc = cxb_fail(errno, "move_pages query of %zu pages", len);
     }
     free(pages);
-    free(status);
+    return rc;
+}
+
+int cxb_node_map(void *addr, size_t pages, size_t page, int32_t *nodes)
+{
+    if (!addr || !nodes || !page || page % KB4 || (uintptr_t)addr % KB4)
+        return cxb_fail(EINVAL, "bad node-map arguments (a page-aligned address, pages "
+                        "of a multiple of 4096 bytes, an output array)");
+    return query(addr, pages, page, nodes);
+}
+
+/* Where a page's status says nothing yet: move_pages writes none for a batch it gave up. */
+#define UNSET INT32_MIN
+
+/* After the calls (untimed): mbind says nothing per page, move_pages nothing for pages
+ * of a batch it gave up on, and EBUSY for every base page of a THP but the one that
+ * queued it. Read back where each page is; keep move_pages' errno for a page not there. */
+static int settle(struct cxb_move_args *a, int32_t *status, int32_t *now)
+{
+    size_t n = a->pages;
+    int rc = 0;
+    if (!now)
+        rc = query(a->addr, n, a->page, status);
+    else {
+        size_t i = 0;
+        while (i < n && status[i] == a->node)
+            i++;
+        if (i < n)
+            rc = query(a->addr, n, a->page, now);
+        for (; i < n && rc == 0; i++)
+            if (status[i] != a->node && (now[i] == a->node || status[i] >= 0 || status[i] == UNSET))
+                status[i] = now[i];
+    }
+    a->moved = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        a->moved += status[i] == a->node;
+    return rc;
+}
+
+int cxb_move(struct cxb_move_args *a)
+{
+    if (!a)
+        return cxb_fail(EINVAL, "no move arguments");
+    a->t0 = a->t1 = cxb_now_ns();
+    int pages_method = a->method == CXB_MOVE_BY_MOVE_PAGES;
+    if (!a->addr || !a->pages || !a->page || a->page % KB4 || (uintptr_t)a->addr % a->page ||
+        (!pages_method && a->method != CXB_MOVE_BY_MBIND))
+        return cxb_fail(EINVAL, "bad move arguments (a page-aligned address, at least one "
+                        "page of a multiple of 4096 bytes, method %d)", a->method);
+    unsigned long mask[MASK_WORDS];
+    int rc = set_mask(mask, &a->node, 1);
+    if (rc)
+        return rc;
+    size_t n = a->pages, per = a->batch && a->batch < n ? a->batch : n;
+    int32_t *status = a->status ? a->status : malloc(n * sizeof *status), *targets = NULL;
+    void **addrs = NULL;
+    if (pages_method) {
+        addrs = malloc(n * sizeof *addrs);
+        targets = malloc(n * sizeof *targets);
+    }
+    if (!status || (pages_method && (!addrs || !targets)))
+        rc = cxb_fail(ENOMEM, "cannot allocate the move arrays for %zu pages", n);
+    for (size_t i = 0; i < n && rc == 0 && pages_method; i++) {
+        addrs[i] = (char *)a->addr + i * a->page;
+        targets[i] = a->node;
+        status[i] = UNSET;
+    }
+    a->t0 = cxb_now_ns();
+    for (size_t first = 0; first < n && rc == 0; first += per) {
+        size_t len = n - first < per ? n - first : per;
+        /* move_pages > 0: pages it could not move; their status is read back below. */
+        if (pages_method ? syscall(SYS_move_pages, 0, (unsigned long)len, addrs + first,
+                                   targets + first, status + first, MPOL_MF_MOVE_) < 0
+                         : sys_mbind((char *)a->addr + first * a->page, len * a->page,
+                                     MPOL_BIND_, mask, MPOL_MF_MOVE_) != 0)
+            rc = cxb_fail(errno, "%s of %zu pages to node %d",
+                          pages_method ? "move_pages" : "mbind(MPOL_MF_MOVE)", len, a->node);
+    }
+    a->t1 = cxb_now_ns();
+    if (rc == 0)
+        rc = settle(a, status, targets);
+    if (!a->status)
+        free(status);
+    free(addrs);
+    free(targets);
     return rc;
 }
 

@@ -1,85 +1,13 @@
-/* Page migration of every 4 KiB page of a range to a node, in batches of pages, by
- * move_pages(2) or by mbind(2) with MPOL_MF_MOVE: two kernel-table rows (node = count,
- * batch = value, 0: one batch; the checksum output counts the pages that did not land,
- * from move_pages' per-page status), and a driver that times one thread's touches of
- * the pages while another moves them. */
+/* What a thread sees when it touches pages while they migrate: one thread moves the
+ * pages (cxb_move, memory.c) while another times its touches of them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include "internal.h"
 
-#define MPOL_MF_MOVE_ (1 << 1)
-#define MPOL_BIND_ 2
 #define PAGE 4096
-
-static int mbind_range(char *buf, size_t n, int node, size_t batch)
-{
-    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
-    if (node < 0 || node >= 1024)
-        return cxb_fail(EINVAL, "node %d is out of range", node);
-    mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
-    for (size_t first = 0; first < n; first += batch) {
-        size_t len = (n - first < batch ? n - first : batch) * PAGE;
-        if (syscall(SYS_mbind, buf + first * PAGE, len, MPOL_BIND_, mask, 1025ul,
-                    MPOL_MF_MOVE_) != 0)
-            return cxb_fail(errno, "mbind(MPOL_MF_MOVE) of %zu bytes to node %d", len, node);
-    }
-    return 0;
-}
-
-static int move_pages_range(char *buf, size_t n, int node, size_t batch, uint64_t *unmoved)
-{
-    void **pages = malloc(n * sizeof *pages);
-    int *nodes = malloc(n * sizeof *nodes), *status = malloc(n * sizeof *status);
-    int rc = 0;
-    if (!pages || !nodes || !status)
-        rc = cxb_fail(ENOMEM, "cannot allocate move_pages arrays for %zu pages", n);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        pages[i] = buf + i * PAGE;
-        nodes[i] = node;
-    }
-    for (size_t first = 0; first < n && rc == 0; first += batch) {
-        size_t len = n - first < batch ? n - first : batch;
-        if (syscall(SYS_move_pages, 0, (unsigned long)len, pages + first, nodes + first,
-                    status + first, MPOL_MF_MOVE_) < 0)
-            rc = cxb_fail(errno, "move_pages of %zu pages to node %d", len, node);
-    }
-    if (rc == 0) {
-        *unmoved = 0;
-        for (size_t i = 0; i < n; i++)
-            *unmoved += status[i] != node;
-    }
-    free(pages);
-    free(nodes);
-    free(status);
-    return rc;
-}
-
-/* method 0: move_pages, 1: mbind (which reports no per-page status: *unmoved = 0, the
- * caller counts pages with move_pages' query). */
-static int move_range(void *buf, size_t bytes, int node, uint64_t batch, int method,
-                      uint64_t *unmoved)
-{
-    size_t n = bytes / PAGE, per = batch ? batch : n;
-    *unmoved = 0;
-    return method ? mbind_range(buf, n, node, per)
-                  : move_pages_range(buf, n, node, per, unmoved);
-}
-
-int cxb_mbind_move_kernel(struct cxb_kargs *a)
-{
-    return move_range(a->buf[0], a->bytes, (int)a->count, a->value, 1, &a->checksum);
-}
-
-int cxb_move_pages_kernel(struct cxb_kargs *a)
-{
-    return move_range(a->buf[0], a->bytes, (int)a->count, a->value, 0, &a->checksum);
-}
-
-/* ---- touches during a move ---------------------------------------------------- */
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -262,14 +190,21 @@ static int mover_thread(struct touch_state *s)
         ;
     while (cxb_now_ns() - s->t0 < a->lead_ns)      /* the toucher's baseline */
         ;
-    a->move_start = cxb_now_ns() - s->t0;
     int rc = 0;
-    if (a->control_ns)          /* a control run: the mover busy as long, nothing moves */
+    if (a->control_ns) {        /* a control run: the mover busy as long, nothing moves */
+        a->move_start = cxb_now_ns() - s->t0;
         while (cxb_now_ns() - s->t0 - a->move_start < a->control_ns)
             ;
-    else
-        rc = move_range(a->buf, a->bytes, a->node, a->batch, a->method, &a->unmoved);
-    a->move_end = cxb_now_ns() - s->t0;
+        a->move_end = cxb_now_ns() - s->t0;
+    } else {
+        struct cxb_move_args mv = {.addr = a->buf, .pages = a->bytes / PAGE, .page = PAGE,
+                                   .node = a->node, .method = a->method, .batch = a->batch};
+        rc = cxb_move(&mv);
+        /* The move is its calls: not the arrays set up before nor the read-back after. */
+        a->move_start = mv.t0 - s->t0;
+        a->move_end = mv.t1 - s->t0;
+        a->unmoved = mv.pages - mv.moved;
+    }
     __atomic_store_n(&s->moved, 1, __ATOMIC_RELEASE);  /* even on failure: the toucher ends */
     return rc;
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from .. import native
+from .. import memory, native
 from ..errors import CheckError
 from ..memory import Buffer
 from ..options import Option, pick
@@ -34,6 +34,7 @@ OPTIONS = {
     "rest": Option("rest", "int", 100, "ms untouched pages rest before a move", min=0,
                    max=3_600_000, unit="ms"),
 }
+# The results' `kernel` for each method (the names of the kernel-table rows they were).
 KERNELS = {"move_pages": "move_pages", "mbind": "mbind_move"}
 
 
@@ -50,19 +51,19 @@ def check(params: dict, topology) -> None:
 class Checker:
     """After a move: every page on the node, and the data (an index fill) unchanged."""
 
-    def __init__(self, buf: Buffer, cpu: list[int], maxnode: int):
-        self.buf, self.cpu, self.maxnode = buf, cpu, maxnode
+    def __init__(self, buf: Buffer, cpu: list[int]):
+        self.buf, self.cpu = buf, cpu
         self.pages, n = buf.alloc.map_size // 4096, buf.alloc.size // 8
         self.want = n * (n - 1) // 2 % (1 << 64)
         self.reader = native.kernel("read")
 
-    def __call__(self, node: int, unmoved: int = 0) -> None:
+    def __call__(self, node: int, unmoved: int = 0, why: str = "") -> None:
         if unmoved:
-            raise CheckError(f"{unmoved} of {self.pages} pages did not move to node {node}")
-        counts, _ = self.buf.alloc.query_nodes(4096, self.maxnode)
-        if counts[node] != self.pages:
-            raise CheckError(f"after the move node {node} holds {counts[node]} of "
-                             f"{self.pages} pages")
+            raise CheckError(f"{unmoved} of {self.pages} pages did not move to node {node}"
+                             + (f" ({why})" if why else ""))
+        there = int((memory.node_map(self.buf) == node).sum())
+        if there != self.pages:
+            raise CheckError(f"after the move node {node} holds {there} of {self.pages} pages")
         r = native.run_kernel(self.reader, self.reader.best_isa(), [self.buf.addr],
                               self.buf.alloc.size, 1, self.cpu)
         if r.checksum != self.want:
@@ -80,33 +81,37 @@ def evictor(cpu: list[int]):
     return lambda: native.run_kernel(reader, reader.best_isa(), [other.addr], other.size, 1, cpu)
 
 
+def move(buf: Buffer, node: int, params: dict, check_move: Checker) -> int:
+    """Every page of buf to node by the case's method and batch, checked: ns of the calls."""
+    r = memory.move(buf, node, method=params["method"], batch=params["batch"])
+    check_move(node, len(r.failures), r.reasons())
+    return r.ns
+
+
 def run(params: dict) -> Measurement:
     src, dst = params["from"], params["to"]
     cpu = resolve_cpus({**params, "threads": 1})
     (buf,) = place(buffer_params(params), cpu)
     buf.alloc.fill_index(cpu)
-    mover = native.kernel(KERNELS[params["method"]])
-    check_move = Checker(buf, cpu, max(src, dst) + 1)
+    check_move = Checker(buf, cpu)
     pages, size = check_move.pages, buf.alloc.map_size
     evict = evictor(cpu) if params["pages"] == "untouched" else None
 
-    def move(node: int) -> int:
+    def prepared_move(node: int) -> int:
         if evict:
             evict()
             time.sleep(params["rest"] / 1000)
         else:
             buf.alloc.fill_index(cpu)       # rewrites the same values: dirty, hot pages
-        r = native.run_kernel(mover, "scalar", [buf.addr], size, node, cpu, params["batch"])
-        check_move(node, r.checksum)
-        return r.ns
+        return move(buf, node, params, check_move)
 
     def once() -> dict[str, float]:
-        there = move(dst)
-        back = move(src)
+        there = prepared_move(dst)
+        back = prepared_move(src)
         return {"bandwidth": size / there, "return_bandwidth": size / back,
                 "pages_per_s": pages / there * 1e9, "page_latency": there / pages / 1000}
 
-    m = Measurement(kernel=mover.key, isa="scalar", cpus=cpu,
+    m = Measurement(kernel=KERNELS[params["method"]], isa="scalar", cpus=cpu,
                     units={"bandwidth": "GB/s", "return_bandwidth": "GB/s",
                            "pages_per_s": "pages/s", "page_latency": "us"},
                     info={"pages": pages, "from": src, "to": dst})

@@ -166,11 +166,11 @@ def run(params: dict) -> Measurement:
     cpus = resolve_cpus({**params, "threads": 2})
     (buf,) = place(migrate.buffer_params(params), cpus[:1])
     buf.alloc.fill_index(cpus[:1])
-    check_move = migrate.Checker(buf, cpus[:1], max(src, dst) + 1)
-    back = native.kernel(migrate.KERNELS[params["method"]])
+    check_move = migrate.Checker(buf, cpus[:1])
     size = buf.alloc.map_size
     lines = size // 64
-    m = Measurement(kernel=back.key, isa="scalar", cpus=cpus, units=UNITS,
+    m = Measurement(kernel=migrate.KERNELS[params["method"]], isa="scalar", cpus=cpus,
+                    units=UNITS,
                     info={"pages": check_move.pages, "from": src, "to": dst,
                           "mover_cpu": cpus[0], "toucher_cpu": cpus[1],
                           "slow": f"> max({SLOW_FACTOR} x baseline, {SLOW_FLOOR_NS} ns)",
@@ -193,9 +193,7 @@ def run(params: dict) -> Measurement:
     def once() -> dict[str, float]:
         r, t = touch()
         check_move(dst, r.unmoved)
-        # Untimed: the pages go home for the next repetition.
-        check_move(src, native.run_kernel(back, "scalar", [buf.addr], size, src, cpus[:1],
-                                          params["batch"]).checksum)
+        migrate.move(buf, src, params, check_move)  # home for the next repetition, untimed
         out = analyse(t)
         m.info.update(touches=r.touches, samples_kept=len(r.samples), timer_ns=r.timer_ns,
                       switches={"voluntary": r.voluntary, "involuntary": r.involuntary})
