@@ -32,6 +32,7 @@ LOAD_MODES = _enum("CXB_LOAD_")             # loaded latency's generators
 PINGPONG_MODES = _enum("CXB_PINGPONG_")
 ATOMIC_MODES = _enum("CXB_ATOMIC_")
 FLUSH_KINDS = _enum("CXB_FLUSH_")
+CHECKS = _enum("CXB_CHECK_")                # how a table row's output is checked
 
 
 def _check(call: str, rc: int) -> int:
@@ -69,18 +70,18 @@ def isa_supported(isa: str) -> bool:
 
 
 @dataclass(frozen=True)
-class KernelInfo:
+class Entry:
+    """A row of a C table (struct cxb_entry): a kernel, or a driver."""
     index: int
     key: str
     benchmark: str
     description: str
-    elem_bytes: int
-    bytes_read: int
-    bytes_written: int
-    streams: int
-    write_allocate: bool      # stores pull lines in first: memory sees the written bytes twice
+    check: str                # one of CHECKS
+    unchecked: str | None     # check "none": why
+    min_threads: int
+    max_threads: int          # 0: any number
     isas: tuple[str, ...]     # variants compiled in
-    test_only: bool
+    needs: str | None         # what else it needs of the CPU
 
     def runnable_isas(self) -> tuple[str, ...]:
         return tuple(i for i in self.isas if isa_supported(i))
@@ -90,6 +91,28 @@ class KernelInfo:
         return self.runnable_isas()[-1]
 
 
+@dataclass(frozen=True)
+class KernelInfo(Entry):
+    elem_bytes: int
+    bytes_read: int
+    bytes_written: int
+    streams: int
+    write_allocate: bool      # stores pull lines in first: memory sees the written bytes twice
+    test_only: bool
+
+
+def _text(p) -> str | None:
+    return None if p == ffi.NULL else ffi.string(p).decode()
+
+
+def _entry(index: int, e) -> dict:
+    return dict(index=index, key=_text(e.key), benchmark=_text(e.benchmark),
+                description=_text(e.description), check=CHECKS[e.check],
+                unchecked=_text(e.unchecked), min_threads=e.min_threads,
+                max_threads=e.max_threads, needs=_text(e.needs),
+                isas=tuple(name for b, name in enumerate(ISAS) if e.isa_mask >> b & 1))
+
+
 @functools.lru_cache(maxsize=None)
 def kernels() -> tuple[KernelInfo, ...]:
     out = []
@@ -97,14 +120,20 @@ def kernels() -> tuple[KernelInfo, ...]:
     for i in range(lib.cxb_kernel_count()):
         _check("cxb_kernel_get", lib.cxb_kernel_get(i, info))
         out.append(KernelInfo(
-            index=i, key=ffi.string(info.key).decode(),
-            benchmark=ffi.string(info.benchmark).decode(),
-            description=ffi.string(info.description).decode(),
-            elem_bytes=info.elem_bytes, bytes_read=info.bytes_read,
+            **_entry(i, info.entry), elem_bytes=info.elem_bytes, bytes_read=info.bytes_read,
             bytes_written=info.bytes_written, streams=info.streams,
-            write_allocate=bool(info.write_allocate),
-            isas=tuple(name for b, name in enumerate(ISAS) if info.isa_mask >> b & 1),
-            test_only=bool(info.test_only)))
+            write_allocate=bool(info.write_allocate), test_only=bool(info.test_only)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def drivers() -> tuple[Entry, ...]:
+    """The entry points with argument structs of their own: cxb_<key>."""
+    entry = ffi.new("struct cxb_entry *")
+    out = []
+    for i in range(lib.cxb_driver_count()):
+        _check("cxb_driver_get", lib.cxb_driver_get(i, entry))
+        out.append(Entry(**_entry(i, entry)))
     return tuple(out)
 
 
@@ -193,19 +222,36 @@ def address(arr: np.ndarray) -> int:
 @dataclass(frozen=True)
 class RunResult:
     ns: int
-    checksum: int
-    end: int          # address of chase's last pointer
+    checksum: int     # stream kernels: the sum of the words read, the threads' added
+    end: int          # chase kernels: the address where the walk (chain 0) stopped
 
 
-def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, count: int, cpus,
-               value: int = 0) -> RunResult:
+def _run(k: KernelInfo, isa: str, a, cpus) -> RunResult:
     """One timed region: kernel k on len(cpus) pinned threads (or one unpinned)."""
-    cpus = list(cpus)
-    bufs = ffi.new("void *[]", [ffi.cast("void *", a) for a in addrs] or [ffi.NULL])
-    out = ffi.new("struct cxb_run_result *")
-    _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), bufs, nbytes, count, value,
-                                          _int_array(cpus), max(len(cpus), 1), out))
-    return RunResult(out.ns, out.checksum, int(ffi.cast("uintptr_t", out.end)))
+    cpus, ns = list(cpus), ffi.new("uint64_t *")
+    _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), a, _int_array(cpus),
+                                          max(len(cpus), 1), ns))
+    return RunResult(ns[0], a.stream.sum, int(ffi.cast("uintptr_t", a.chase.end)))
+
+
+def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, passes: int, cpus,
+               value: int = 0) -> RunResult:
+    """A stream kernel (struct cxb_stream_args): `passes` over nbytes of each buffer."""
+    a = ffi.new("struct cxb_kargs *")
+    for i, addr in enumerate(addrs):
+        a.stream.buf[i] = ffi.cast("void *", addr)
+    a.stream.bytes, a.stream.passes, a.stream.value = nbytes, passes, value
+    return _run(k, isa, a, cpus)
+
+
+def run_chase(k: KernelInfo, cpus, loads: int, start: int = 0, starts: int = 0,
+              chains: int = 0, batch: int = 0, ticks: int = 0) -> RunResult:
+    """A chase kernel (struct cxb_chase_args, its pointers given as addresses)."""
+    a = ffi.new("struct cxb_kargs *")
+    a.chase.start, a.chase.starts = ffi.cast("void *", start), ffi.cast("void **", starts)
+    a.chase.loads, a.chase.chains, a.chase.batch = loads, chains, batch
+    a.chase.ticks = ffi.cast("uint64_t *", ticks)
+    return _run(k, "scalar", a, cpus)
 
 
 LOAD_BATCH_LINES = lib.CXB_LOADED_BATCH_LINES

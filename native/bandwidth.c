@@ -1,9 +1,8 @@
 /* Bandwidth kernels. One template, instantiated per instruction set, defines every
  * streaming kernel from a handful of vector primitives, so the variants cannot drift
- * apart. Each kernel leaves a result that Python checks independently:
- *   read, rw_*   sum the uint64 words they load (closed form from the index fill);
- *   write*       store `value` everywhere; copy* and triad* compute doubles that numpy
- *                recomputes. */
+ * apart. Each leaves what its row's check kind (kernels.c) says: read, rw_* and random_*
+ * sum the uint64 words they load, write* and rw_* store the word `value`, copy* and
+ * triad* compute what numpy recomputes. */
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
@@ -109,13 +108,14 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
 
 /* A read:write mix over one buffer: of every R+W lines, R are summed and W stored. */
 #define RW_KERNEL(P, ATTR, R, W)                                                     \
-    ATTR int cxb_rw_##R##_##W##_##P(struct cxb_kargs *a)                             \
+    ATTR int cxb_rw_##R##_##W##_##P(struct cxb_kargs *kargs)                           \
     {                                                                                \
+        struct cxb_stream_args *a = &kargs->stream;                                  \
         char *base = a->buf[0];                                                      \
         size_t lines = a->bytes / CXB_LINE;                                          \
         uint64_t total = 0;                                                          \
         const P##_VI v = P##_SETI(a->value);                                         \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+        for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
             P##_VI acc0 = P##_ZEROI(), acc1 = P##_ZEROI();                           \
             for (size_t l = 0; l < lines; l++) {                                     \
                 char *line = base + l * CXB_LINE;                                    \
@@ -132,7 +132,7 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
             }                                                                        \
             total += P##_SUMI(acc0) + P##_SUMI(acc1);                                \
         }                                                                            \
-        a->checksum = total;                                                         \
+        a->sum = total;                                                              \
         return 0;                                                                    \
     }
 
@@ -140,8 +140,9 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
  * of a counter over the next power of two (values past the end are skipped). The sum of
  * what was read is the same closed form as the sequential read's. */
 #define RANDOM_KERNEL(P, ATTR, G)                                                    \
-    ATTR int cxb_random_##G##_##P(struct cxb_kargs *a)                               \
+    ATTR int cxb_random_##G##_##P(struct cxb_kargs *kargs)                             \
     {                                                                                \
+        struct cxb_stream_args *a = &kargs->stream;                                  \
         const char *base = a->buf[0];                                                \
         uint64_t nb = a->bytes / (G), mask = 0;                                      \
         unsigned k = 0;                                                              \
@@ -149,7 +150,7 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
             k++;                                                                     \
         mask = (k >= 64) ? ~0ull : (1ull << k) - 1;                                  \
         uint64_t total = 0;                                                          \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+        for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
             P##_VI acc0 = P##_ZEROI(), acc1 = P##_ZEROI();                           \
             for (uint64_t i = 0; i <= mask; i++) {                                   \
                 uint64_t y = (i * 0x9E3779B97F4A7C15ull) & mask;                     \
@@ -167,42 +168,46 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
             }                                                                        \
             total += P##_SUMI(acc0) + P##_SUMI(acc1);                                \
         }                                                                            \
-        a->checksum = total;                                                         \
+        a->sum = total;                                                              \
         return 0;                                                                    \
     }
 
-/* write, copy and triad, with the store given: temporal (STORE = _ST) or non-temporal
- * (_NT, then a fence so the data is globally visible before the timer stops). */
-#define STORE_KERNELS(P, ATTR, SUFFIX, STORE, END)                                   \
-    ATTR int cxb_write##SUFFIX##_##P(struct cxb_kargs *a)                            \
+/* write, copy and triad, with the stores given: temporal (_ST, _STI) or non-temporal
+ * (_NT, _NTI, then a fence so the data is globally visible before the timer stops).
+ * write stores the word `value` (FILL); copy and triad move doubles. */
+#define STORE_KERNELS(P, ATTR, SUFFIX, STORE, STOREI, END)                           \
+    ATTR int cxb_write##SUFFIX##_##P(struct cxb_kargs *kargs)                          \
     {                                                                                \
+        struct cxb_stream_args *a = &kargs->stream;                                  \
         char *p = a->buf[0];                                                         \
         size_t bytes = a->bytes;                                                     \
-        const P##_VD v = P##_SET1((double)a->value);                                 \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            ALL_VECTORS(P, P##_N, STORE(p + o, v))                                   \
+        const P##_VI v = P##_SETI(a->value);                                         \
+        for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
+            ALL_VECTORS(P, P##_N, STOREI(p + o, v))                                  \
         }                                                                            \
         END;                                                                         \
         return 0;                                                                    \
     }                                                                                \
-    ATTR int cxb_copy##SUFFIX##_##P(struct cxb_kargs *a)                             \
+    ATTR int cxb_copy##SUFFIX##_##P(struct cxb_kargs *kargs)                           \
     {                                                                                \
+        struct cxb_stream_args *a = &kargs->stream;                                  \
         char *d = a->buf[0];                                                         \
         const char *s = a->buf[1];                                                   \
         size_t bytes = a->bytes;                                                     \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+        for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
             ALL_VECTORS(P, P##_N, STORE(d + o, P##_LD(s + o)))                       \
         }                                                                            \
         END;                                                                         \
         return 0;                                                                    \
     }                                                                                \
-    ATTR int cxb_triad##SUFFIX##_##P(struct cxb_kargs *a)                            \
+    ATTR int cxb_triad##SUFFIX##_##P(struct cxb_kargs *kargs)                          \
     {                                                                                \
+        struct cxb_stream_args *a = &kargs->stream;                                  \
         char *d = a->buf[0];                                                         \
         const char *b = a->buf[1], *c = a->buf[2];                                   \
         size_t bytes = a->bytes;                                                     \
         const P##_VD s = P##_SET1((double)a->value);                                 \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
+        for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
             ALL_VECTORS(P, P##_N, STORE(d + o, P##_FMA(P##_LD(b + o), s, P##_LD(c + o)))) \
         }                                                                            \
         END;                                                                         \
@@ -210,13 +215,14 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
     }
 
 #define STREAM_KERNELS(P, ATTR)                                                      \
-    ATTR int cxb_read_##P(struct cxb_kargs *a)                                       \
+    ATTR int cxb_read_##P(struct cxb_kargs *kargs)                                     \
     {                                                                                \
+        struct cxb_stream_args *a = &kargs->stream;                                  \
         const char *p = a->buf[0];                                                   \
         size_t bytes = a->bytes;                                                     \
         uint64_t total = 0;                                                          \
-        for (uint64_t pass = 0; pass < a->count; pass++) {                           \
-            /* four named accumulators: four independent add chains in registers */ \
+        for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
+            /* four named accumulators: four independent add chains in registers */  \
             P##_VI s0 = P##_ZEROI(), s1 = P##_ZEROI(), s2 = P##_ZEROI(), s3 = P##_ZEROI(); \
             for (size_t i = 0; i + 4 * P##_N <= bytes; i += 4 * P##_N) {             \
                 s0 = P##_ADDI(s0, P##_LDI(p + i));                                   \
@@ -228,11 +234,11 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
                 s0 = P##_ADDI(s0, P##_LDI(p + o));                                   \
             total += P##_SUMI(s0) + P##_SUMI(s1) + P##_SUMI(s2) + P##_SUMI(s3);      \
         }                                                                            \
-        a->checksum = total;                                                         \
+        a->sum = total;                                                              \
         return 0;                                                                    \
     }                                                                                \
-    STORE_KERNELS(P, ATTR, , P##_ST, (void)0)                                       \
-    STORE_KERNELS(P, ATTR, _nt, P##_NT, P##_FENCE())                                 \
+    STORE_KERNELS(P, ATTR, , P##_ST, P##_STI, (void)0)                               \
+    STORE_KERNELS(P, ATTR, _nt, P##_NT, P##_NTI, P##_FENCE())                        \
     RW_KERNEL(P, ATTR, 3, 1)                                                         \
     RW_KERNEL(P, ATTR, 2, 1)                                                         \
     RW_KERNEL(P, ATTR, 1, 1)                                                         \

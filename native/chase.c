@@ -107,10 +107,13 @@ int cxb_chase_build(void *buf, size_t bytes, size_t window_bytes, size_t page_by
 }
 
 /* The timed loop: dependent loads, unrolled; the returned pointer keeps it alive. */
-int cxb_chase_kernel(struct cxb_kargs *a)
+int cxb_chase_kernel(struct cxb_kargs *kargs)
 {
-    void **p = a->buf[0];
-    uint64_t n = a->count;
+    struct cxb_chase_args *a = &kargs->chase;
+    void **p = a->start;
+    uint64_t n = a->loads;
+    if (!p)
+        return cxb_fail(EINVAL, "chase needs a start pointer");
     for (; n >= 16; n -= 16) {
 #define HOP p = (void **)*p;
         HOP HOP HOP HOP HOP HOP HOP HOP HOP HOP HOP HOP HOP HOP HOP HOP
@@ -122,8 +125,8 @@ int cxb_chase_kernel(struct cxb_kargs *a)
     return 0;
 }
 
-/* Memory-level parallelism: `value` chains (1..16) walked in lockstep by one thread.
- * buf[0] is an array of the chains' start pointers; their end pointers replace them. */
+/* Memory-level parallelism: `chains` chains (1..16) walked in lockstep by one thread,
+ * each from its pointer in starts[], which is replaced by where the chain stopped. */
 #define MLP(N)                                                                       \
     static void walk_##N(void **start, uint64_t n)                                   \
     {                                                                                \
@@ -139,27 +142,33 @@ int cxb_chase_kernel(struct cxb_kargs *a)
 MLP(1) MLP(2) MLP(3) MLP(4) MLP(5) MLP(6) MLP(7) MLP(8)
 MLP(9) MLP(10) MLP(11) MLP(12) MLP(13) MLP(14) MLP(15) MLP(16)
 
-int cxb_chase_mlp_kernel(struct cxb_kargs *a)
+int cxb_chase_mlp_kernel(struct cxb_kargs *kargs)
 {
     static void (*const walk[17])(void **, uint64_t) = {
         NULL, walk_1, walk_2, walk_3, walk_4, walk_5, walk_6, walk_7, walk_8,
         walk_9, walk_10, walk_11, walk_12, walk_13, walk_14, walk_15, walk_16};
-    if (a->value < 1 || a->value > 16)
-        return cxb_fail(EINVAL, "chains must be 1 to 16, got %llu", (unsigned long long)a->value);
-    walk[a->value](a->buf[0], a->count);
-    a->end = ((void **)a->buf[0])[0];
+    struct cxb_chase_args *a = &kargs->chase;
+    if (a->chains < 1 || a->chains > 16 || !a->starts)
+        return cxb_fail(EINVAL, "chase_mlp needs 1 to 16 chains' starts, got %u", a->chains);
+    walk[a->chains](a->starts, a->loads);
+    a->end = a->starts[0];
     return 0;
 }
 
-/* Latency distribution: `count` batches of `value` dependent loads, each timed with
+/* Latency distribution: `loads` dependent loads in batches of `batch`, each timed with
  * rdtscp (or the monotonic clock where there is no invariant TSC: the same decision
- * Python scales the ticks by) into buf[1] as uint64 ticks. */
-int cxb_chase_dist_kernel(struct cxb_kargs *a)
+ * Python scales the ticks by) into ticks[], one per batch. */
+int cxb_chase_dist_kernel(struct cxb_kargs *kargs)
 {
-    void **p = a->buf[0];
-    uint64_t *ticks = a->buf[1], batch = a->value;
+    struct cxb_chase_args *a = &kargs->chase;
+    void **p = a->start;
+    uint64_t *ticks = a->ticks, batch = a->batch;
+    if (!p || !ticks || !batch || a->loads % batch)
+        return cxb_fail(EINVAL, "chase_dist needs a start, ticks and whole batches of 1 or "
+                        "more loads");
+    uint64_t batches = a->loads / batch;
     int tsc = cxb_tsc_usable();
-    for (uint64_t b = 0; b < a->count; b++) {
+    for (uint64_t b = 0; b < batches; b++) {
         uint64_t t0 = tsc ? cxb_rdtscp() : cxb_now_ns();
         for (uint64_t i = 0; i < batch; i++)
             p = (void **)*p;

@@ -87,42 +87,84 @@ int cxb_move(struct cxb_move_args *a);
 /* 1 when mbind accepts MPOL_WEIGHTED_INTERLEAVE (Linux 6.9+), 0 otherwise. */
 int cxb_has_weighted_interleave(void);
 
-/* ---- kernels (kernels.c) --------------------------------------------------------- */
-/* Every kernel has this one signature. A driver fills the inputs for each thread. */
-struct cxb_kargs {
-    void *buf[3];           /* streams; chase: buf[0] is the start pointer */
-    size_t bytes;           /* bytes of each stream this thread covers */
-    uint64_t count;         /* stream kernels: passes; chase: dependent loads */
-    uint64_t value;         /* stream kernels: the value stored (write) or the scalar (triad) */
-    uint64_t checksum;      /* out: stream kernels' independent check value */
-    void *end;              /* out: chase's last pointer */
+/* ---- kernels and drivers (kernels.c) ---------------------------------------------- */
+/* How Python checks what a kernel or driver did: one Python function per kind, which
+ * bandwidth.py picks by the stream kernel's row. */
+enum cxb_check {
+    CXB_CHECK_NONE = 0,         /* not checked; the row's `unchecked` says why */
+    CXB_CHECK_INDEX_SUM = 1,    /* buf[0] index-filled (word i holds i): the words read add
+                                 * up to a closed form. Of each step the bytes_read come
+                                 * first; the bytes_written after them hold `value`. */
+    CXB_CHECK_FILL = 2,         /* every uint64 word of buf[0] holds `value` */
+    CXB_CHECK_COPY = 3,         /* buf[0] equals buf[1], which is index-filled */
+    CXB_CHECK_TRIAD = 4,        /* numpy recomputes buf[0] = buf[1] + value * buf[2] */
+    CXB_CHECK_CHAIN_END = 5,    /* each walk ends on the line the cycle's order predicts */
+    CXB_CHECK_COUNTERS = 6,     /* the line's counters add up to the operations made */
+    CXB_CHECK_LINES = 7         /* lines read back: written ones hold value + their index,
+                                 * the rest the index fill or its sum (and CHAIN_END) */
 };
 
-struct cxb_kernel_info {
+/* What a row of either table says. */
+struct cxb_entry {
     const char *key;        /* stable identifier, e.g. "read" */
     const char *benchmark;  /* the benchmark that runs it */
     const char *description;
+    int check;              /* CXB_CHECK_* */
+    const char *unchecked;  /* CXB_CHECK_NONE: why not; else NULL */
+    int min_threads;        /* threads it needs */
+    int max_threads;        /* threads it can take; 0: any number */
+    int isa_mask;           /* bit i set: a variant for CXB_ISA_* i is compiled in */
+    const char *needs;      /* what else it needs of the CPU, or NULL */
+};
+
+/* Stream kernels (bandwidth.c): every thread gets a slice of each stream. */
+struct cxb_stream_args {
+    void *buf[3];           /* the streams, 64-byte aligned */
+    size_t bytes;           /* bytes of each */
+    uint64_t passes;        /* passes over them */
+    uint64_t value;         /* FILL and INDEX_SUM: the word stored; TRIAD: the scalar */
+    uint64_t sum;           /* out, INDEX_SUM: the sum of the words read */
+};
+/* Chase kernels (chase.c): one thread walks a cycle linked by cxb_chase_build. */
+struct cxb_chase_args {
+    void *start;            /* chase, chase_dist: a pointer of the cycle */
+    void **starts;          /* chase_mlp: `chains` pointers, each replaced by its chain's end */
+    uint64_t loads;         /* dependent loads (chase_mlp: per chain) */
+    uint32_t chains;        /* chase_mlp: chains walked in lockstep, 1 to 16 */
+    uint32_t batch;         /* chase_dist: loads per timed batch; loads is whole batches */
+    uint64_t *ticks;        /* chase_dist, out: each batch's rdtscp ticks (ns without TSC) */
+    void *end;              /* out: where the walk (chain 0) stopped */
+};
+/* The one signature of the kernel table: a kernel reads its family's member. */
+struct cxb_kargs {
+    struct cxb_stream_args stream;
+    struct cxb_chase_args chase;
+};
+
+struct cxb_kernel_info {
+    struct cxb_entry entry;
     uint32_t elem_bytes;    /* bytes per iteration step of the counts below */
     uint32_t bytes_read;    /* application bytes read per iteration */
     uint32_t bytes_written; /* application bytes written per iteration */
     int streams;            /* buffers the kernel takes */
     int write_allocate;     /* its stores pull lines in first (not non-temporal) */
-    int isa_mask;           /* bit i set: variant for ISA i compiled in */
     int test_only;          /* runs only under CXLBENCH_TEST_KERNELS=1 */
 };
 int cxb_kernel_count(void);
 int cxb_kernel_get(int index, struct cxb_kernel_info *out);
 
-struct cxb_run_result {
-    uint64_t ns;            /* last finish minus first start, over all threads */
-    uint64_t checksum;      /* sum of the threads' checksums */
-    void *end;              /* thread 0's end pointer */
-};
 /* Run kernel `index` in its `isa` variant on nthreads threads, thread i pinned to cpus[i],
- * all released together at a barrier. Streams are split into slices of whole steps
- * (elem_bytes, at least a 64-byte line); the last thread also takes any remainder. */
-int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
-            uint64_t value, const int *cpus, int nthreads, struct cxb_run_result *out);
+ * all released together at a barrier, each with a copy of *a whose streams are cut into
+ * slices of whole steps (elem_bytes, at least a 64-byte line; the last thread also takes
+ * any remainder). Then a->stream.sum holds the threads' sums added, a->chase.end thread
+ * 0's, and *ns the last finish less the first start. */
+int cxb_run(int index, int isa, struct cxb_kargs *a, const int *cpus, int nthreads,
+            uint64_t *ns);
+
+/* The entry points with argument structs of their own (below), in a table of the same
+ * rows: cxb_<key> is the function. */
+int cxb_driver_count(void);
+int cxb_driver_get(int index, struct cxb_entry *out);
 
 /* ---- loaded latency (loaded.c) --------------------------------------------------- */
 enum { CXB_LOADED_BATCH_LINES = 8 };    /* lines a generator moves between pauses */

@@ -1,5 +1,7 @@
-/* The kernel table: one row per kernel, one fixed signature, a variant per ISA.
- * Adding a kernel is one function plus one row; Python reads the rest from here. */
+/* The kernel table: one row per kernel, one fixed signature, a variant per ISA. Adding a
+ * kernel is one function, one row (its check kind says how Python checks what it did)
+ * and one test; Python reads the rest from here. The drivers' table below lists the entry
+ * points with argument structs of their own in rows of the same shape. */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,14 +15,14 @@
 DECLARE3(read) DECLARE3(write) DECLARE3(write_nt) DECLARE3(copy) DECLARE3(copy_nt)
 DECLARE3(triad) DECLARE3(triad_nt) DECLARE3(rw_3_1) DECLARE3(rw_2_1) DECLARE3(rw_1_1)
 DECLARE3(random_64) DECLARE3(random_256) DECLARE3(random_4096)
-int cxb_chase_kernel(struct cxb_kargs *a);
-int cxb_chase_mlp_kernel(struct cxb_kargs *a);
-int cxb_chase_dist_kernel(struct cxb_kargs *a);
+int cxb_chase_kernel(struct cxb_kargs *kargs);
+int cxb_chase_mlp_kernel(struct cxb_kargs *kargs);
+int cxb_chase_dist_kernel(struct cxb_kargs *kargs);
 
 /* Test-only: dies the way a broken kernel would, so the runner's isolation is testable. */
-static int crash_kernel(struct cxb_kargs *a)
+static int crash_kernel(struct cxb_kargs *kargs)
 {
-    (void)a;
+    (void)kargs;
     raise(SIGSEGV);
     return 0;
 }
@@ -36,45 +38,49 @@ struct row {
     cxb_kernel_fn fn[CXB_ISA_COUNT];    /* scalar, avx2, avx512 */
 };
 
-#define INFO(key, bench, desc, elem, rd, wr, streams, wa, test) \
-    {key, bench, desc, elem, rd, wr, streams, wa, 0, test}
+/* A stream kernel takes any number of threads; a chase kernel one, and no streams. */
+#define STREAM(key, bench, desc, check, elem, rd, wr, streams, wa) \
+    {{key, bench, desc, CXB_CHECK_##check, NULL, 1, 0, 0, NULL}, elem, rd, wr, streams, wa, 0}
+#define CHASE(key, desc) \
+    {{key, "chase", desc, CXB_CHECK_CHAIN_END, NULL, 1, 1, 0, NULL}, 8, 8, 0, 0, 0, 0}
 #define VARIANTS(name) {cxb_##name##_S, X86(cxb_##name##_A2), X86(cxb_##name##_A5)}
 #define SCALAR_ONLY(fn) {fn, NULL, NULL}
 
 static const struct row table[] = {
-    /* key, benchmark, description, bytes per step, read, written, streams,
-     * write-allocate, test-only */
-    {INFO("read", "bandwidth", "sequential read: a is summed as uint64 lanes", 8, 8, 0, 1, 0, 0),
-     VARIANTS(read)},
-    {INFO("write", "bandwidth", "a[i] = s", 8, 0, 8, 1, 1, 0), VARIANTS(write)},
-    {INFO("write_nt", "bandwidth", "a[i] = s, non-temporal stores", 8, 0, 8, 1, 0, 0),
+    /* key, benchmark, description, check, bytes per step, read, written, streams,
+     * write-allocate */
+    {STREAM("read", "bandwidth", "sequential read: a is summed as uint64 lanes", INDEX_SUM,
+            8, 8, 0, 1, 0), VARIANTS(read)},
+    {STREAM("write", "bandwidth", "a[i] = s", FILL, 8, 0, 8, 1, 1), VARIANTS(write)},
+    {STREAM("write_nt", "bandwidth", "a[i] = s, non-temporal stores", FILL, 8, 0, 8, 1, 0),
      VARIANTS(write_nt)},
-    {INFO("copy", "bandwidth", "a[i] = b[i]", 8, 8, 8, 2, 1, 0), VARIANTS(copy)},
-    {INFO("copy_nt", "bandwidth", "a[i] = b[i], non-temporal stores", 8, 8, 8, 2, 0, 0),
+    {STREAM("copy", "bandwidth", "a[i] = b[i]", COPY, 8, 8, 8, 2, 1), VARIANTS(copy)},
+    {STREAM("copy_nt", "bandwidth", "a[i] = b[i], non-temporal stores", COPY, 8, 8, 8, 2, 0),
      VARIANTS(copy_nt)},
-    {INFO("triad", "bandwidth", "a[i] = b[i] + s * c[i]", 8, 16, 8, 3, 1, 0), VARIANTS(triad)},
-    {INFO("triad_nt", "bandwidth", "a[i] = b[i] + s * c[i], non-temporal stores", 8, 16, 8, 3,
-          0, 0), VARIANTS(triad_nt)},
-    {INFO("rw_3_1", "bandwidth", "of every 4 lines read 3, write 1 (MLC's 3:1)", 256, 192, 64,
-          1, 1, 0), VARIANTS(rw_3_1)},
-    {INFO("rw_2_1", "bandwidth", "of every 3 lines read 2, write 1 (MLC's 2:1)", 192, 128, 64,
-          1, 1, 0), VARIANTS(rw_2_1)},
-    {INFO("rw_1_1", "bandwidth", "of every 2 lines read 1, write 1 (MLC's 1:1)", 128, 64, 64,
-          1, 1, 0), VARIANTS(rw_1_1)},
-    {INFO("random_64", "random_bw", "64 B blocks read in a random order, each once a pass",
-          64, 64, 0, 1, 0, 0), VARIANTS(random_64)},
-    {INFO("random_256", "random_bw", "256 B blocks read in a random order, each once a pass",
-          256, 256, 0, 1, 0, 0), VARIANTS(random_256)},
-    {INFO("random_4096", "random_bw", "4 KiB blocks read in a random order, each once a pass",
-          4096, 4096, 0, 1, 0, 0), VARIANTS(random_4096)},
-    {INFO("chase", "chase", "dependent loads around a random cycle, one pointer per line",
-          8, 8, 0, 1, 0, 0), SCALAR_ONLY(cxb_chase_kernel)},
-    {INFO("chase_mlp", "chase", "`value` independent chains walked in lockstep by one thread",
-          8, 8, 0, 1, 0, 0), SCALAR_ONLY(cxb_chase_mlp_kernel)},
-    {INFO("chase_dist", "chase", "batches of `value` dependent loads, each timed with rdtscp",
-          8, 8, 0, 2, 0, 0), SCALAR_ONLY(cxb_chase_dist_kernel)},
-    {INFO("crash", "selftest", "raises SIGSEGV (test-only)", 8, 0, 0, 0, 0, 1),
-     SCALAR_ONLY(crash_kernel)},
+    {STREAM("triad", "bandwidth", "a[i] = b[i] + s * c[i]", TRIAD, 8, 16, 8, 3, 1),
+     VARIANTS(triad)},
+    {STREAM("triad_nt", "bandwidth", "a[i] = b[i] + s * c[i], non-temporal stores", TRIAD,
+            8, 16, 8, 3, 0), VARIANTS(triad_nt)},
+    {STREAM("rw_3_1", "bandwidth", "of every 4 lines read 3, write 1 (MLC's 3:1)", INDEX_SUM,
+            256, 192, 64, 1, 1), VARIANTS(rw_3_1)},
+    {STREAM("rw_2_1", "bandwidth", "of every 3 lines read 2, write 1 (MLC's 2:1)", INDEX_SUM,
+            192, 128, 64, 1, 1), VARIANTS(rw_2_1)},
+    {STREAM("rw_1_1", "bandwidth", "of every 2 lines read 1, write 1 (MLC's 1:1)", INDEX_SUM,
+            128, 64, 64, 1, 1), VARIANTS(rw_1_1)},
+    {STREAM("random_64", "random_bw", "64 B blocks read in a random order, each once a pass",
+            INDEX_SUM, 64, 64, 0, 1, 0), VARIANTS(random_64)},
+    {STREAM("random_256", "random_bw", "256 B blocks read in a random order, each once a "
+            "pass", INDEX_SUM, 256, 256, 0, 1, 0), VARIANTS(random_256)},
+    {STREAM("random_4096", "random_bw", "4 KiB blocks read in a random order, each once a "
+            "pass", INDEX_SUM, 4096, 4096, 0, 1, 0), VARIANTS(random_4096)},
+    {CHASE("chase", "dependent loads around a random cycle, one pointer per line"),
+     SCALAR_ONLY(cxb_chase_kernel)},
+    {CHASE("chase_mlp", "independent chains walked in lockstep by one thread"),
+     SCALAR_ONLY(cxb_chase_mlp_kernel)},
+    {CHASE("chase_dist", "batches of dependent loads, each timed with rdtscp"),
+     SCALAR_ONLY(cxb_chase_dist_kernel)},
+    {{{"crash", "selftest", "raises SIGSEGV (test-only)", CXB_CHECK_NONE, "it never returns",
+       1, 1, 0, NULL}, 8, 0, 0, 0, 0, 1}, SCALAR_ONLY(crash_kernel)},
 };
 enum { ROWS = sizeof table / sizeof table[0] };
 
@@ -85,10 +91,10 @@ int cxb_kernel_get(int index, struct cxb_kernel_info *out)
     if (index < 0 || index >= ROWS || !out)
         return cxb_fail(EINVAL, "no kernel at index %d", index);
     *out = table[index].info;
-    out->isa_mask = 0;
+    out->entry.isa_mask = 0;
     for (int i = 0; i < CXB_ISA_COUNT; i++)
         if (table[index].fn[i])
-            out->isa_mask |= 1 << i;
+            out->entry.isa_mask |= 1 << i;
     return 0;
 }
 
@@ -107,22 +113,25 @@ static int timed_slice(void *p, int t)
     return rc;
 }
 
-int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
-            uint64_t value, const int *cpus, int nthreads, struct cxb_run_result *out)
+int cxb_run(int index, int isa, struct cxb_kargs *a, const int *cpus, int nthreads,
+            uint64_t *ns)
 {
     enum { MAXT = 4096 };
-    if (index < 0 || index >= ROWS || !out)
+    if (index < 0 || index >= ROWS || !a || !ns)
         return cxb_fail(EINVAL, "no kernel at index %d", index);
     const struct row *row = &table[index];
+    const char *key = row->info.entry.key;
     if (isa < 0 || isa >= CXB_ISA_COUNT || !row->fn[isa])
-        return cxb_fail(EINVAL, "kernel %s has no variant for ISA %d", row->info.key, isa);
+        return cxb_fail(EINVAL, "kernel %s has no variant for ISA %d", key, isa);
     if (!cxb_isa_supported(isa))
         return cxb_fail(ENOTSUP, "this CPU cannot run ISA %d", isa);
-    if (nthreads < 1 || nthreads > MAXT)
-        return cxb_fail(EINVAL, "thread count %d is out of range", nthreads);
-    for (int s = 0; s < row->info.streams; s++)
-        if (!bufs || !bufs[s] || ((uintptr_t)bufs[s] % CXB_LINE))
-            return cxb_fail(EINVAL, "stream %d is missing or not 64-byte aligned", s);
+    int most = row->info.entry.max_threads ? row->info.entry.max_threads : MAXT;
+    if (nthreads < row->info.entry.min_threads || nthreads > most)
+        return cxb_fail(EINVAL, "kernel %s cannot run on %d threads", key, nthreads);
+    struct cxb_stream_args *s = &a->stream;
+    for (int i = 0; i < row->info.streams; i++)
+        if (!s->buf[i] || ((uintptr_t)s->buf[i] % CXB_LINE))
+            return cxb_fail(EINVAL, "stream %d is missing or not 64-byte aligned", i);
     struct cxb_kargs *args = calloc((size_t)nthreads, sizeof *args);
     uint64_t *t0 = calloc((size_t)nthreads, sizeof *t0), *t1 = calloc((size_t)nthreads, sizeof *t1);
     if (!args || !t0 || !t1) {
@@ -134,14 +143,15 @@ int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
     /* Slices are whole steps (at least a line), so a kernel's pattern over the buffer
      * does not depend on the thread count; the last thread takes the remainder. */
     size_t unit = row->info.elem_bytes > CXB_LINE ? row->info.elem_bytes : CXB_LINE;
-    size_t steps = bytes / unit, off = 0;
+    size_t steps = s->bytes / unit, off = 0;
     for (int t = 0; t < nthreads; t++) {
         size_t n = steps * (size_t)(t + 1) / (size_t)nthreads - steps * (size_t)t / (size_t)nthreads;
-        size_t len = t == nthreads - 1 ? bytes - off : n * unit;
-        args[t] = (struct cxb_kargs){{0}, len, count, value, 0, NULL};
-        for (int s = 0; s < row->info.streams; s++)
-            args[t].buf[s] = (char *)bufs[s] + off;
-        off += len;
+        args[t] = *a;
+        args[t].stream.bytes = t == nthreads - 1 ? s->bytes - off : n * unit;
+        args[t].stream.sum = 0;
+        for (int i = 0; i < row->info.streams; i++)
+            args[t].stream.buf[i] = (char *)s->buf[i] + off;
+        off += args[t].stream.bytes;
     }
     struct timed w = {row->fn[isa], args, t0, t1};
     int rc = cxb_parallel(timed_slice, &w, cpus, nthreads);
@@ -150,14 +160,43 @@ int cxb_run(int index, int isa, void *const *bufs, size_t bytes, uint64_t count,
         for (int t = 0; t < nthreads; t++) {
             first = t0[t] < first ? t0[t] : first;
             last = t1[t] > last ? t1[t] : last;
-            sum += args[t].checksum;
+            sum += args[t].stream.sum;
         }
-        out->ns = last - first;
-        out->checksum = sum;
-        out->end = args[0].end;
+        *ns = last - first;
+        s->sum = sum;
+        a->chase.end = args[0].chase.end;
     }
     free(args);
     free(t0);
     free(t1);
     return rc;
+}
+
+/* ---- drivers ----------------------------------------------------------------------- */
+#define SCALAR (1 << CXB_ISA_SCALAR)
+static const struct cxb_entry drivers[] = {
+    /* key (cxb_<key> is the function), benchmark, description, check, why not checked,
+     * min and max threads, ISAs, needs */
+    {"loaded_latency", "loaded_latency", "thread 0 chases pointers while the others stream "
+     "over their slices of a second buffer, a pause after every 8 lines", CXB_CHECK_LINES,
+     NULL, 1, 0, SCALAR, NULL},
+    {"pingpong", "pingpong", "one line handed back and forth between two threads by a store "
+     "or a compare-and-swap", CXB_CHECK_COUNTERS, NULL, 2, 2, SCALAR, NULL},
+    {"atomics", "atomics", "fetch-and-add or CAS on one shared word, on a line of each "
+     "thread's own, or on neighbouring words of one line", CXB_CHECK_COUNTERS, NULL, 1, 0,
+     SCALAR, "false sharing: at most 8 threads, a line's words"},
+    {"flush", "flush", "clflush, clflushopt or clwb of clean or dirty lines, non-temporal "
+     "stores, or write then flush, ended by sfence", CXB_CHECK_LINES, NULL, 1, 1, SCALAR,
+     "x86-64 and the kind's instruction (cxb_flush_supported)"},
+};
+enum { DRIVERS = sizeof drivers / sizeof drivers[0] };
+
+int cxb_driver_count(void) { return DRIVERS; }
+
+int cxb_driver_get(int index, struct cxb_entry *out)
+{
+    if (index < 0 || index >= DRIVERS || !out)
+        return cxb_fail(EINVAL, "no driver at index %d", index);
+    *out = drivers[index];
+    return 0;
 }

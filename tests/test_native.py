@@ -45,8 +45,7 @@ def test_chase_cycle_covers_every_line_once():
     assert sorted(order.tolist()) == list(range(a.size // 64))
     # lines of one 4 KiB window are visited together
     assert len(set(order[:64] // 64)) == 1
-    r = native.run_kernel(native.kernel("chase"), "scalar", [a.addr + int(order[5]) * 64], 64,
-                          1000, [0])
+    r = native.run_chase(native.kernel("chase"), [0], 1000, start=a.addr + int(order[5]) * 64)
     assert r.end == a.addr + int(order[(5 + 1000) % len(order)]) * 64
 
 

@@ -18,6 +18,7 @@ DESCRIPTION = "streaming bandwidth of a kernel from the kernel table (GB/s of ap
 MIN_BYTES_PER_REP = 512 << 20
 CHUNK = 1 << 24                 # elements per numpy step in fills and checks
 MASK = (1 << 64) - 1
+REPLICATE = 0x0101010101010101  # a byte times this: the byte in every byte of a word
 
 
 def _kernels() -> tuple[str, ...]:
@@ -52,57 +53,72 @@ def read_sum(n_lines: int, period: int, reads: int) -> int:
 
 
 class Streams:
-    """The kernel's buffers, filled so that its output can be recomputed independently,
-    and the check of that output after each repetition."""
+    """The kernel's buffers, filled for its row's check kind (CXB_CHECK_* in
+    native/cxlbench.h), and that check of its output after each repetition."""
 
     def __init__(self, kernel: native.KernelInfo, buffers, cpus, size: int):
+        if kernel.check not in CHECKS:
+            raise CheckError(f"no independent check for kernel {kernel.key} ({kernel.check})")
         self.k, self.size, self.n = kernel, size, size // 8
         self.words = [b.array(np.uint64) for b in buffers]
         self.doubles = [b.array(np.float64) for b in buffers]
-        key = kernel.key
-        if key == "read" or key.startswith(("rw_", "random_")):
+        if kernel.check == "index_sum":
             buffers[0].alloc.fill_index(cpus)
-        elif key.startswith("copy"):
+        elif kernel.check == "copy":
             buffers[1].alloc.fill_index(cpus)
             self.words[0].fill(0)
-        elif key.startswith("triad"):
+        elif kernel.check == "triad":
             for lo, hi in _chunks(self.n):
                 self.doubles[1][lo:hi] = np.arange(lo, hi, dtype=np.float64)
             self.doubles[2].fill(2.0)
             self.doubles[0].fill(0.0)
 
+    def value(self, rep: int) -> int:
+        """Differs per repetition, so each one must store anew; a fill is one byte in
+        every byte of the word, a pattern memset can store too."""
+        v = rep + 2
+        return REPLICATE * (v & 0xFF) if self.k.check == "fill" else v
+
     def check(self, r: native.RunResult, passes: int, value: int) -> None:
-        key, n = self.k.key, self.n
-        if key == "read" or key.startswith("random_"):
-            # every word read once a pass, sequentially or in random blocks
-            want = passes * (n * (n - 1) // 2) & MASK
-            if r.checksum != want:
-                raise CheckError(f"{key} checksum {r.checksum:#x}, expected {want:#x}")
-        elif key.startswith("rw_"):
-            reads, writes = (int(x) for x in key.split("_")[1:])
-            lines = self.size // 64
-            want = passes * read_sum(lines, reads + writes, reads) & MASK
-            if r.checksum != want:
-                raise CheckError(f"{key} read checksum {r.checksum:#x}, expected {want:#x}")
-            per_line = self.words[0][:lines * 8].reshape(lines, 8)
-            for lo, hi in _chunks(lines):
-                written = (np.arange(lo, hi) % (reads + writes)) >= reads
-                if not (per_line[lo:hi][written] == value).all():
-                    raise CheckError(f"{key} left written lines without the stored value")
-        elif key.startswith("write"):
-            if not all((self.doubles[0][lo:hi] == float(value)).all() for lo, hi in _chunks(n)):
-                raise CheckError(f"{key} did not store {value} everywhere")
-        elif key.startswith("copy"):
-            if not all(np.array_equal(self.words[0][lo:hi], self.words[1][lo:hi])
-                       for lo, hi in _chunks(n)):
-                raise CheckError(f"{key}: the copy differs from its source")
-        elif key.startswith("triad"):
-            for lo, hi in _chunks(n):
-                want = np.arange(lo, hi, dtype=np.float64) + 2.0 * value
-                if not np.array_equal(self.doubles[0][lo:hi], want):
-                    raise CheckError(f"{key}: a[i] != b[i] + {value} * c[i] from element {lo}")
-        else:
-            raise CheckError(f"no independent check for kernel {key}")
+        CHECKS[self.k.check](self, r, passes, value)
+
+
+def check_index_sum(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+    """Of each step (at least a line) the bytes_read come first, summed over an index
+    fill; the bytes_written after them hold the value."""
+    k, lines = s.k, s.size // 64
+    unit = max(k.elem_bytes, 64)
+    period, reads = unit // 64, k.bytes_read * unit // k.elem_bytes // 64
+    want = passes * read_sum(lines, period, reads) & MASK
+    if r.checksum != want:
+        raise CheckError(f"{k.key} checksum {r.checksum:#x}, expected {want:#x}")
+    if k.bytes_written:
+        per_line = s.words[0][:lines * 8].reshape(lines, 8)
+        for lo, hi in _chunks(lines):
+            written = (np.arange(lo, hi) % period) >= reads
+            if not (per_line[lo:hi][written] == value).all():
+                raise CheckError(f"{k.key} left written lines without the stored value")
+
+
+def check_fill(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+    if not all((s.words[0][lo:hi] == value).all() for lo, hi in _chunks(s.n)):
+        raise CheckError(f"{s.k.key} did not store {value:#x} everywhere")
+
+
+def check_copy(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+    if not all(np.array_equal(s.words[0][lo:hi], s.words[1][lo:hi]) for lo, hi in _chunks(s.n)):
+        raise CheckError(f"{s.k.key}: the copy differs from its source")
+
+
+def check_triad(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+    for lo, hi in _chunks(s.n):
+        want = np.arange(lo, hi, dtype=np.float64) + 2.0 * value
+        if not np.array_equal(s.doubles[0][lo:hi], want):
+            raise CheckError(f"{s.k.key}: a[i] != b[i] + {value} * c[i] from element {lo}")
+
+
+CHECKS = {"index_sum": check_index_sum, "fill": check_fill, "copy": check_copy,
+          "triad": check_triad}
 
 
 def check(params: dict, topology) -> None:
@@ -130,7 +146,7 @@ def run(params: dict) -> Measurement:
     def once() -> dict[str, float]:
         nonlocal rep
         rep += 1
-        value = rep + 2          # differs per repetition, so each one must store anew
+        value = streams.value(rep)
         r = native.run_kernel(kernel, isa, [b.addr for b in buffers], size, passes, cpus, value)
         streams.check(r, passes, value)
         out = {"bandwidth": app_bytes / r.ns}      # bytes per ns = GB/s

@@ -102,7 +102,7 @@ def _single(w: Walker, loads: int, cpu):
 
     def once() -> dict[str, float]:
         nonlocal pos
-        r = native.run_kernel(kernel, "scalar", [w.addr(pos)], 64, loads, cpu)
+        r = native.run_chase(kernel, cpu, loads, start=w.addr(pos))
         pos = w.expect(r.end, pos, loads)
         return {"latency": r.ns / loads}
     return once, {"latency": "ns"}
@@ -118,12 +118,12 @@ def _parallel(w: Walker, loads: int, chains: int, cpu):
 
     def once() -> dict[str, float]:
         starts[:] = [w.addr(p) for p in pos]
-        r = native.run_kernel(mlp, "scalar", [native.address(starts)], 64, per_chain, cpu,
-                              chains)
+        r = native.run_chase(mlp, cpu, per_chain, starts=native.address(starts),
+                             chains=chains)
         for c in range(chains):
             pos[c] = w.expect(int(starts[c]), pos[c], per_chain)
         latency = r.ns / (per_chain * chains)
-        base = native.run_kernel(one, "scalar", [w.addr(pos[0])], 64, per_chain, cpu)
+        base = native.run_chase(one, cpu, per_chain, start=w.addr(pos[0]))
         pos[0] = w.expect(base.end, pos[0], per_chain)
         # achieved parallelism: how many loads were in flight, against a single chain
         return {"latency": latency, "parallelism": (base.ns / per_chain) / latency}
@@ -145,8 +145,8 @@ def _distribution(w: Walker, loads: int, batch: int, cpu, info: dict):
 
     def once() -> dict[str, float]:
         nonlocal pos
-        r = native.run_kernel(kernel, "scalar", [w.addr(pos), native.address(ticks)], 64,
-                              batches, cpu, batch)
+        r = native.run_chase(kernel, cpu, batches * batch, start=w.addr(pos), batch=batch,
+                             ticks=native.address(ticks))
         pos = w.expect(r.end, pos, batches * batch)
         # The batches lie inside the kernel's own clock_gettime span: ticks scaled into
         # more time than that span are in the wrong unit.
