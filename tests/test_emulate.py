@@ -267,3 +267,46 @@ def test_touches_while_pages_move_to_cxl(cxl):
     assert by["move_time"] > 0 and by["touch_baseline"] > 0 and "touch_max" in by
     assert {r["parameters"]["pages"] for r in cxl["records"]
             if r["benchmark"] == "migrate"} == {"written", "untouched"}
+
+
+GUEST_MOVES = """
+import json, sys
+sys.path.insert(0, {parent!r})
+import numpy as np
+from cxlbench import memory
+out = {{}}
+for page, method in (("4k", "move_pages"), ("thp", "move_pages"), ("4k", "mbind")):
+    a = memory.array(1 << 20, "u8", mem="bind:0", page=page)    # 8 MiB, 2048 pages
+    a[:] = np.arange(a.size, dtype=np.uint64)
+    half = memory.node_map(a).size // 2
+    r = memory.move(a, 1, 0, half, method=method, batch=64)
+    m = memory.node_map(a)
+    out[page + " " + method] = {{
+        "moved": r.moved, "failures": r.reasons(), "pages": m.size,
+        "first": np.unique(m[:half]).tolist(), "second": np.unique(m[half:]).tolist(),
+        "same": bool((a == np.arange(a.size, dtype=np.uint64)).all())}}
+print(json.dumps(out))
+"""
+
+
+@needs("cxl")
+def test_half_an_array_moved_to_the_cxl_node_maps_back(tmp_path, monkeypatch, capsys):
+    """cxlbench.memory.move and node_map in the cxl guest: half of an array's pages to
+    node 1 (4 KiB pages and THP by move_pages, 4 KiB by mbind), each page's node read
+    back, the data unchanged. The guest runs a script in place of a cxlbench command."""
+    import shlex
+    import sys
+
+    from cxlbench import PACKAGE_PARENT
+    script = tmp_path / "moves.py"
+    script.write_text(GUEST_MOVES.format(parent=str(PACKAGE_PARENT)))
+    real = emulate.guest_python
+    monkeypatch.setattr(emulate, "guest_python", lambda module: real(module) if module !=
+                        "cxlbench" else f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}")
+    monkeypatch.chdir(tmp_path)
+    rc = emulate.run("cxl", {}, [], timeout=900, log=lambda *_: None)
+    out = capsys.readouterr()
+    assert rc == 0, out.err[-3000:]
+    for case, r in json.loads(out.out).items():
+        assert r == {"moved": 1024, "failures": "", "pages": 2048, "first": [1],
+                     "second": [0], "same": True}, case
