@@ -102,7 +102,7 @@ def test_timer_calibration_is_measured():
 
 def _bandwidth_cases():
     from cxlbench.benchmarks import bandwidth
-    return [(k, isa) for k in bandwidth._kernels() for isa in native.ISAS]
+    return [(k, isa) for k in bandwidth._kernels() for isa in native.kernel(k).isas]
 
 
 @pytest.mark.parametrize("key,isa", _bandwidth_cases())
