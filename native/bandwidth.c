@@ -252,6 +252,31 @@ STREAM_KERNELS(A2, __attribute__((target("avx2"))))
 STREAM_KERNELS(A5, __attribute__((target("avx512f"))))
 #endif
 
+/* ---- libc baselines ---------------------------------------------------------------- */
+/* memcpy and memset, the copies people compare theirs against. libc picks instructions
+ * and store kind at run time, so each has one variant (ours is only "scalar"). The empty
+ * asm says every pass's stores are seen: GCC may not fold the passes into one. */
+int cxb_copy_libc(struct cxb_kargs *kargs)
+{
+    struct cxb_stream_args *a = &kargs->stream;
+    for (uint64_t pass = 0; pass < a->passes; pass++) {
+        memcpy(a->buf[0], a->buf[1], a->bytes);
+        __asm__ __volatile__("" ::: "memory");
+    }
+    return 0;
+}
+
+/* FILL: Python passes a value whose bytes are all its low byte. */
+int cxb_write_libc(struct cxb_kargs *kargs)
+{
+    struct cxb_stream_args *a = &kargs->stream;
+    for (uint64_t pass = 0; pass < a->passes; pass++) {
+        memset(a->buf[0], (int)(a->value & 0xFF), a->bytes);
+        __asm__ __volatile__("" ::: "memory");
+    }
+    return 0;
+}
+
 /* ---- fills (not timed) ----------------------------------------------------------- */
 struct fill {
     uint64_t *p;

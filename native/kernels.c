@@ -15,6 +15,8 @@
 DECLARE3(read) DECLARE3(write) DECLARE3(write_nt) DECLARE3(copy) DECLARE3(copy_nt)
 DECLARE3(triad) DECLARE3(triad_nt) DECLARE3(rw_3_1) DECLARE3(rw_2_1) DECLARE3(rw_1_1)
 DECLARE3(random_64) DECLARE3(random_256) DECLARE3(random_4096)
+int cxb_copy_libc(struct cxb_kargs *kargs);
+int cxb_write_libc(struct cxb_kargs *kargs);
 int cxb_chase_kernel(struct cxb_kargs *kargs);
 int cxb_chase_mlp_kernel(struct cxb_kargs *kargs);
 int cxb_chase_dist_kernel(struct cxb_kargs *kargs);
@@ -73,6 +75,13 @@ static const struct row table[] = {
             "pass", INDEX_SUM, 256, 256, 0, 1, 0), VARIANTS(random_256)},
     {STREAM("random_4096", "random_bw", "4 KiB blocks read in a random order, each once a "
             "pass", INDEX_SUM, 4096, 4096, 0, 1, 0), VARIANTS(random_4096)},
+    /* libc may store non-temporally past a size of its own: write-allocate not claimed */
+    {STREAM("copy_libc", "bandwidth", "memcpy(a, b): libc's own instructions and stores, "
+            "picked at run time (its one variant is named scalar)", COPY, 8, 8, 8, 2, 0),
+     SCALAR_ONLY(cxb_copy_libc)},
+    {STREAM("write_libc", "bandwidth", "memset(a, s): s's low byte in every byte, libc's own "
+            "instructions and stores (its one variant is named scalar)", FILL, 8, 0, 8, 1, 0),
+     SCALAR_ONLY(cxb_write_libc)},
     {CHASE("chase", "dependent loads around a random cycle, one pointer per line"),
      SCALAR_ONLY(cxb_chase_kernel)},
     {CHASE("chase_mlp", "independent chains walked in lockstep by one thread"),

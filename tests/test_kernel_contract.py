@@ -14,6 +14,8 @@ from cxlbench.errors import CheckError
 from cxlbench.memory import Buffer
 from cxlbench.options import COMMON
 
+from .conftest import cxlbench, last_json
+
 STREAM_BENCHES = ("bandwidth", "random_bw")
 CPUS = sorted(os.sched_getaffinity(0))[:2]
 
@@ -139,3 +141,19 @@ def test_enum_tuples_are_the_headers(names, prefix):
 def test_option_choices_follow_the_header():
     assert COMMON["isa"].choices == ("auto",) + native.ISAS
     assert set(COMMON["page"].choices) == set(native.PAGE_KINDS)
+
+
+def test_libc_kernels_are_listed_and_run_checked(tmp_path):
+    listed = cxlbench("list")
+    assert listed.returncode == 0, listed.stderr
+    for key in ("copy_libc", "write_libc"):
+        assert key in listed.stdout
+        k = native.kernel(key)
+        assert k.benchmark == "bandwidth" and k.isas == ("scalar",) and "libc" in k.description
+        r = cxlbench("run", "--bench", "bandwidth", "--set", f"kernel={key}", "--set",
+                     "size=1M", "--set", "repeat=2", "--set", "threads=all", "--json",
+                     "--results-dir", str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        recs = last_json(r.stdout)
+        assert recs and all(x["status"] == "ok" and x["kernel"] == key and x["isa"] == "scalar"
+                            for x in recs)
