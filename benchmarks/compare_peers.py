@@ -6,6 +6,8 @@
   CPU runs (AVX2 and AVX-512 where it has both), 1 GB in all
         vs likwid-bench load / store_mem / copy_mem / stream_mem of that ISA
            (_avx, _avx512), -w S0:1GB:T                              >= 0.97x (parity)
+  copy / copy_nt / write / write_nt, same threads, pages and ISAs, --libc-size in all
+        vs copy_libc (memcpy) / write_libc (memset) of the same case      (information)
 
 likwid-bench's working-set size is the total over its streams, so cxlbench gets the same
 total split over its buffers. likwid-bench's buffers are malloc'd: they are huge pages
@@ -13,8 +15,9 @@ only where /sys/kernel/mm/transparent_hugepage/enabled is "always" (printed belo
 with page=thp under "madvise" cxlbench's huge pages meet likwid's 4 KiB ones. The two
 sides alternate for --rounds rounds so drift on a shared machine hits both; each side's
 figure is the median of its rounds. Prints every figure and ratio; exits 1 when a target
-is missed. Usage: python benchmarks/compare_peers.py [--rounds 5] [--only chase|bandwidth]
-[--threads 1 2] [--pages 4k thp] [--windows 4K 256K 0] [--isa avx2 avx512]"""
+is missed. Usage: python benchmarks/compare_peers.py [--rounds 5]
+[--only chase|bandwidth|libc] [--threads 1 2] [--pages 4k thp] [--windows 4K 256K 0]
+[--isa avx2 avx512] [--libc-size 1G]"""
 from __future__ import annotations
 
 import argparse
@@ -34,6 +37,9 @@ THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 LIKWID = {"read": ("load", 1), "write_nt": ("store_mem", 1), "copy_nt": ("copy_mem", 2),
           "triad_nt": ("stream_mem", 3)}
 LIKWID_SUFFIX = {"avx2": "_avx", "avx512": "_avx512"}
+# hand-written kernel -> the libc call it is compared with (the ratio: hand-written / libc)
+LIBC = {"copy": "copy_libc", "copy_nt": "copy_libc", "write": "write_libc",
+        "write_nt": "write_libc"}
 SIZES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 # The bandwidth kernels run likwid's own instruction streams, so parity is the best a
 # correct harness can reach; alternating rounds on a shared host still differ by 5-20 %,
@@ -115,13 +121,32 @@ def bandwidth_pairs(args, tmp: str) -> dict:
     return pairs
 
 
+def libc_pairs(args, tmp: str) -> dict:
+    """libc's memcpy and memset (whose instructions libc picks) as the reference for the
+    plain and non-temporal kernels, case for case."""
+    from cxlbench import native
+    pairs = {}
+    for isa in args.isa or runnable_isas():
+        for kernel, base in LIBC.items():
+            nbytes = args.libc_size // native.kernel(kernel).streams // 4096 * 4096
+            for page in args.pages:
+                for threads in args.threads:
+                    case = dict(size=nbytes, page=page, threads=threads, mem="bind:0")
+                    pairs[f"{kernel} {isa} / {base} {page} x{threads} (GB/s)"] = (
+                        lambda b=base, c=case: cxlbench(tmp, "bandwidth", kernel=b, isa="scalar",
+                                                        **c),
+                        lambda k=kernel, i=isa, c=case: cxlbench(tmp, "bandwidth", kernel=k,
+                                                                 isa=i, **c), None, None)
+    return pairs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--only", choices=("chase", "bandwidth"))
+    ap.add_argument("--only", choices=("chase", "bandwidth", "libc"))
     ap.add_argument("--threads", type=int, nargs="+",
                     default=sorted({1, len(os.sched_getaffinity(0))}),
-                    help="thread counts for the bandwidth pairs (default 1 and all)")
+                    help="thread counts for the bandwidth and libc pairs (default 1 and all)")
     ap.add_argument("--pages", nargs="+", default=["4k", "thp"], choices=("4k", "thp"))
     ap.add_argument("--windows", nargs="+", type=size, default=[4 << 10, 64 << 10, 256 << 10,
                                                                   2 << 20, 0],
@@ -129,16 +154,20 @@ def main() -> int:
     ap.add_argument("--chase-size", type=size, default=1 << 30)
     ap.add_argument("--isa", nargs="+", choices=tuple(LIKWID_SUFFIX),
                     help="default: every vector ISA this CPU runs")
+    ap.add_argument("--libc-size", type=size, default=1 << 30,
+                    help="the libc pairs' working set, split over the kernel's buffers")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cxlbench-peers-")
     if THP.exists():
         print(f"THP enabled: {THP.read_text().strip()} (likwid-bench's malloc gets huge "
               "pages only under [always])")
     pairs = {}
-    if args.only != "bandwidth":
+    if args.only in (None, "chase"):
         pairs.update(chase_pairs(args, tmp))
-    if args.only != "chase":
+    if args.only in (None, "bandwidth"):
         pairs.update(bandwidth_pairs(args, tmp))
+    if args.only in (None, "libc"):
+        pairs.update(libc_pairs(args, tmp))
     figures = {name: ([], []) for name in pairs}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
