@@ -276,7 +276,7 @@ int cxb_touch_walk(size_t pages, uint64_t *offsets, size_t n);
  * i-th line visited. */
 int cxb_chase_build(void *buf, size_t bytes, size_t window_bytes, size_t page_bytes,
                     size_t run_lines, uint64_t seed, uint32_t *order);
-/* buf[i] = i for each uint64 in the buffer: read kernels' checksum is then known. */
+/* buf[i] = i for each uint64 in the buffer: what CXB_CHECK_INDEX_SUM kernels read is known. */
 int cxb_fill_index(void *buf, size_t bytes, const int *cpus, int ncpus);
 
 /* ---- build information (buildinfo.c) ---------------------------------------------- */
