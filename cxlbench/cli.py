@@ -68,14 +68,10 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
     if resume:
         if suite_name or bench or sets:
             raise UserError("--resume takes the run directory alone")
-        run_ = results.Run.open(resume)
-        run_.lock()
-        runner.check_resumable(run_)
-        old = run_.stored_version
-        for step in run_.upgrade_files():
-            echo(f"upgraded {run_.path} from results format {old}: {step}")
+        run_ = results.Run.open(resume, lock=True)
+        runner.check_resumable(run_)        # before repair rewrites anything
         for note in run_.repair():
-            echo(f"repaired {run_.path}: {note}")
+            echo(f"{run_.path}: {note}")
     else:
         if bench and suite_name:
             raise UserError("give a suite or --bench, not both")

@@ -1,27 +1,39 @@
-"""Child processes that die with cxlbench: `kill -9` of a run leaves it no time to stop
-its workers or its QEMU guest, which would go on loading the machine. The kernel kills
-them instead when their parent goes (PR_SET_PDEATHSIG)."""
+"""Child processes that die with cxlbench: `kill -9` of a run leaves it no time to stop its
+workers or its QEMU guest, which would go on loading the machine. The kernel kills them
+instead when their parent goes (PR_SET_PDEATHSIG). Set in the child itself, not by a
+preexec_fn: the parent has threads (numpy's), and code run between fork and exec there
+may deadlock."""
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
-from typing import Callable
 
 PR_SET_PDEATHSIG = 1
+PARENT_ENV = "CXLBENCH_PARENT_PID"
 
 
-def die_with_parent(parent: int) -> None:
-    """Called in the child: SIGKILL when `parent` ends. A parent gone before the request
-    was made is caught by comparing the parent's pid (the child then belongs to init)."""
+def child_env() -> dict[str, str]:
+    """The environment for a worker: this process's, naming this process as its parent."""
+    return {**os.environ, PARENT_ENV: str(os.getpid())}
+
+
+def die_with_parent() -> None:
+    """Called first thing in a worker: SIGKILL when the parent named in the environment
+    ends. A parent gone before the request was made is caught by comparing the parent's
+    pid (the worker then belongs to another process). Nothing when run by hand."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent:
+        return
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
+    if os.getppid() != int(parent):
         os._exit(1)
 
 
-def preexec() -> Callable[[], None]:
-    """A subprocess preexec_fn that makes the child die with this process (PDEATHSIG
-    survives exec)."""
-    parent = os.getpid()
-    return lambda: die_with_parent(parent)
+def dying_with_us(cmd: list[str]) -> list[str]:
+    """A command (QEMU) run through util-linux's setpriv, which sets the same signal and
+    then execs it (it survives exec); as it is where setpriv is missing."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *cmd] if setpriv else cmd

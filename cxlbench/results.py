@@ -13,6 +13,7 @@ crash or a cut file, so a resumed run neither loses nor doubles a case. Damaged 
 refused with ResultsError naming the file, never loaded as data."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import csv
 import datetime as _dt
@@ -20,6 +21,7 @@ import errno
 import fcntl
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -70,16 +72,20 @@ def columns_for(param_names) -> list[str]:
 
 class Run:
     """One run directory. `stored_version` is the format its files are in; what Run gives
-    (meta, journal) is always in FORMAT_VERSION, and upgrade_files() rewrites the files
-    before anything is appended to them."""
+    (meta, journal, rows) is always in FORMAT_VERSION and consistent: only the rows of
+    cases whose journal line says they finished with exactly those rows. repair() writes
+    that view back before anything is appended."""
 
-    def __init__(self, path: Path, meta: dict, stored_version: int = FORMAT_VERSION):
+    def __init__(self, path: Path, meta: dict, stored_version: int = FORMAT_VERSION,
+                 lock_fd: int | None = None):
         self.path, self.meta, self.stored_version = path, meta, stored_version
         self.columns: list[str] = meta["columns"]
+        self._lock_fd = lock_fd         # kept open: closing it would release the lock
 
     # ---- creating and opening -------------------------------------------------------
     @classmethod
     def create(cls, root: str | os.PathLike, meta: dict) -> "Run":
+        """A new run folder, locked by this process, its files in place and empty."""
         base = Path(root) / machine_id()
         base.mkdir(parents=True, exist_ok=True)
         run_id = new_run_id()
@@ -90,129 +96,102 @@ class Run:
                 break
             except FileExistsError:
                 continue
+        else:
+            raise ResultsError(f"{base} has no free run folder name for {run_id}")
         meta = {"format_version": FORMAT_VERSION, "run_id": path.name,
                 "machine_id": base.name, **meta}
-        run = cls(path, meta)
         try:
-            run.lock()                  # before run.json: no resume can take it meanwhile
-            buf = io.StringIO()
-            csv.writer(buf).writerow(run.columns)
-            _write_atomic(path / "results.csv", buf.getvalue())
+            fd = _lock(path)            # before run.json: no resume can take it meanwhile
+            _write_atomic(path / "results.csv", _csv_text([meta["columns"]]))
             _write_atomic(path / "cases.jsonl", "")
             _write_atomic(path / "run.json", json.dumps(meta, indent=2, default=str))
-        except StorageError as e:
+        except BaseException as e:
             # Nothing has run yet: leave no half-made run behind for report to trip on.
             shutil.rmtree(path, ignore_errors=True)
-            raise ResultsError(f"cannot start a run in {base}: {e}") from None
-        return run
+            if isinstance(e, (ResultsError, StorageError)):
+                raise ResultsError(f"cannot start a run in {base}: {e}") from None
+            raise
+        return cls(path, meta, lock_fd=fd)
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "Run":
+    def open(cls, path: str | os.PathLike, lock: bool = False) -> "Run":
+        """An existing run. lock: hold the folder (see _lock) before reading anything, as a
+        process that will write to it must."""
         path = _run_dir(path)
-        raw, version = _read_stored(path)
-        for name in FILES[1:]:
-            if not (path / name).is_file():
-                raise ResultsError(f"{path / name} is missing")
-        return cls(path, _upgrade_meta(raw, version), version)
+        fd = _lock(path) if lock else None
+        try:
+            raw, version = _read_stored(path)
+            for name in FILES[1:]:
+                if not (path / name).is_file():
+                    raise ResultsError(f"{path / name} is missing")
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
+        return cls(path, _upgrade_meta(raw, version), version, fd)
 
-    def lock(self) -> None:
-        """Hold the folder for this process until it exits: two processes resuming one run
-        would run its remaining cases twice, competing for the CPUs. flock goes with the
-        process however it ends; the file names the holder for the other one's message."""
-        try:
-            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise ResultsError(f"cannot write in {self.path}: {e.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise ResultsError(f"cannot lock {self.path}: {e.strerror}") from None
-            raise ResultsError(f"{self.path} is in use by cxlbench {holder}; wait for it to "
-                               "finish, or stop it, before resuming") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
-        self._lock_fd = fd              # kept open: closing it would release the lock
+    # ---- reading ----------------------------------------------------------------------
+    def _consistent(self) -> tuple[dict[str, dict], list[str], list[list[str]], list[str]]:
+        """The journal, header and rows as they should be, read (and upgraded) from the
+        files, writing nothing, and what differs from the files, one line each: journal
+        lines cut short or damaged and a last row cut short are dropped; a case whose rows
+        do not number what its journal line says loses the line (it did not finish
+        whole); rows of cases without a journal line are dropped."""
+        known = {c["id"] for c in self.meta["cases"]}
+        done, bad = _journal(self.path / "cases.jsonl", self.stored_version, known)
+        header, rows, cut = _read_table(self.path / "results.csv")
+        for v in range(self.stored_version, FORMAT_VERSION):
+            header, rows = UPGRADES[v].table(self.meta, header, rows)
+        if header != self.columns:
+            raise ResultsError(f"{self.path / 'results.csv'}: its header is not the columns "
+                               "run.json lists")
+        notes = [f"{bad} journal line(s) cut short or damaged" for _ in [1] if bad]
+        if cut:
+            notes.append("its last row was cut short")
+        case_col = header.index("case")
+        counts = collections.Counter(row[case_col] for row in rows)
+        for case in [c for c, e in done.items() if counts[c] != _rows_expected(e)]:
+            notes.append(f"{case} has {counts[case]} rows where its journal line says "
+                         f"{_rows_expected(done.pop(case))}: it did not finish")
+        keep = [row for row in rows if row[case_col] in done]
+        if len(keep) < len(rows):
+            notes.append(f"{len(rows) - len(keep)} rows of cases that did not finish")
+        return done, header, keep, notes
+
+    def finished(self) -> dict[str, dict]:
+        """Journal entries of the cases that finished, whole, by case id."""
+        return self._consistent()[0]
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """results.csv's header and the rows of finished cases, upgraded to this format;
+        what is left out is said in a ResultsWarning."""
+        _, header, rows, notes = self._consistent()
+        for note in notes:
+            warnings.warn(f"{self.path}: left out {note}", ResultsWarning, stacklevel=2)
+        return header, rows
 
     def table_text(self) -> str:
         """table() as CSV text."""
         header, rows = self.table()
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(header)
-        w.writerows(rows)
-        return buf.getvalue()
+        return _csv_text([header, *rows])
 
-    def upgrade_files(self) -> list[str]:
-        """Rewrite an older run's files in this format, so rows appended now match the
-        ones already there. Returns what each step changed (empty: nothing to do). The
-        journal and rows go first and run.json last: every step is safe to repeat, so a
-        kill in between leaves a run that upgrades again."""
-        if self.stored_version == FORMAT_VERSION:
-            return []
-        _write_atomic(self.path / "results.csv", self.table_text())
-        _write_atomic(self.path / "cases.jsonl", "".join(
-            json.dumps(e, default=str) + "\n" for e in self.finished().values()))
-        steps = [UPGRADES[v].what for v in range(self.stored_version, FORMAT_VERSION)]
-        self.update_meta(upgraded_from=self.stored_version)
-        self.stored_version = FORMAT_VERSION
-        return steps
-
-    def table(self) -> tuple[list[str], list[list[str]]]:
-        """results.csv's header and rows, upgraded to this format. A last row cut short
-        (a kill or a full disk mid-write) is left out with a ResultsWarning."""
-        header, rows, cut = _read_table(self.path / "results.csv")
-        if cut:
-            warnings.warn(f"{self.path / 'results.csv'}: its last row was cut short; left "
-                          "out", ResultsWarning, stacklevel=2)
-        if self.stored_version == FORMAT_VERSION and header != self.columns:
-            raise ResultsError(f"{self.path / 'results.csv'}: its header is not the columns "
-                               "run.json lists")
-        meta = self.meta
-        for v in range(self.stored_version, FORMAT_VERSION):
-            header, rows = UPGRADES[v].table(meta, header, rows)
-        return header, rows
-
-    # ---- journal ----------------------------------------------------------------------
-    def finished(self) -> dict[str, dict]:
-        """Journal entries of finished cases, by case id. A line cut short by a kill, or
-        one that is not a journal entry, is ignored: that case did not finish."""
-        return dict(_journal(self.path / "cases.jsonl", self.stored_version)[0])
-
+    # ---- writing ------------------------------------------------------------------------
     def repair(self) -> list[str]:
-        """Make rows and journal agree before a resume appends to them, after whatever
-        stopped the run: a journal line or a row cut short, a case whose rows are not all
-        there (its journal line is dropped: it runs again), rows of a case the journal
-        does not list (dropped). The rows go first, then the journal, each replaced
-        whole; a crash between the two leaves a run that repairs again. Returns what was
-        done, one line each."""
-        if self.stored_version != FORMAT_VERSION:
-            raise ResultsError(f"{self.path}: upgrade_files() before repair()")
-        done, bad_lines = _journal(self.path / "cases.jsonl", FORMAT_VERSION)
-        header, rows, cut = _read_table(self.path / "results.csv")
-        case_col = header.index("case")
-        counts: dict[str, int] = {}
-        for row in rows:
-            counts[row[case_col]] = counts.get(row[case_col], 0) + 1
-        notes = [f"dropped {n} journal line(s) cut short or damaged" for n in [bad_lines] if n]
-        if cut:
-            notes.append("dropped a row cut short")
-        short = [case for case, e in done.items() if counts.get(case, 0) != _rows_expected(e)]
-        for case in short:
-            notes.append(f"{case}: {counts.get(case, 0)} rows where its journal line says "
-                         f"{_rows_expected(done[case])}; it runs again")
-            del done[case]
-        keep = [row for row in rows if row[case_col] in done]
-        if len(keep) < len(rows):
-            notes.append(f"dropped {len(rows) - len(keep)} rows of cases that did not finish")
-        if notes:
-            buf = io.StringIO()
-            csv.writer(buf).writerows([header, *keep])
-            _write_atomic(self.path / "results.csv", buf.getvalue())
-            _write_atomic(self.path / "cases.jsonl", "".join(
-                json.dumps(e, default=str) + "\n" for e in done.values()))
+        """Write the consistent view (see _consistent) and the current format back before
+        a resume appends, after whatever stopped the run. Rows first, then the journal,
+        then run.json, each replaced whole: a crash in between leaves a run that repairs
+        again. Returns what was done, one line each (empty: nothing)."""
+        done, header, rows, notes = self._consistent()
+        notes = [f"dropped {note}" for note in notes]
+        old = self.stored_version
+        if notes or old != FORMAT_VERSION:
+            _write_atomic(self.path / "results.csv", _csv_text([header, *rows]))
+            _write_atomic(self.path / "cases.jsonl", _journal_text(done.values()))
+        if old != FORMAT_VERSION:
+            self.update_meta(upgraded_from=old)
+            self.stored_version = FORMAT_VERSION
+            notes += [f"upgraded from results format {v}: {UPGRADES[v].what}"
+                      for v in range(old, FORMAT_VERSION)]
         return notes
 
     def append(self, case_id: str, rows: list[dict], entry: dict) -> None:
@@ -221,13 +200,12 @@ class Run:
         they were, so the case did not finish rather than half-finished."""
         if self.stored_version != FORMAT_VERSION:
             raise ResultsError(f"{self.path} is in results format {self.stored_version}: "
-                               "upgrade_files() before appending")
+                               "repair() before appending")
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
         w.writerows(rows)
         writes = [(self.path / "results.csv", buf.getvalue()),
-                  (self.path / "cases.jsonl",
-                   json.dumps({"case": case_id, **entry}, default=str) + "\n")]
+                  (self.path / "cases.jsonl", _journal_text([{"case": case_id, **entry}]))]
         sizes = [path.stat().st_size for path, _ in writes]
         try:
             for path, text in writes:
@@ -243,6 +221,41 @@ class Run:
     def update_meta(self, **fields) -> None:
         self.meta.update(fields)
         _write_atomic(self.path / "run.json", json.dumps(self.meta, indent=2, default=str))
+
+
+def _lock(path: Path) -> int:
+    """Hold a run folder for this process until it exits: two processes resuming one run
+    would run its remaining cases twice, competing for the CPUs. flock goes with the
+    process however it ends (on NFS it holds across hosts only where the lock manager
+    runs: not with -o nolock or local_lock). The file names the holder for the other
+    process's message. Returns the descriptor to keep open."""
+    try:
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise ResultsError(f"cannot write in {path}: {e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise ResultsError(f"cannot lock {path}: {e.strerror}") from None
+        raise ResultsError(f"{path} is in use by cxlbench {holder}; wait for it to "
+                           "finish, or stop it, before resuming") from None
+    with contextlib.suppress(OSError):      # the note only words the other's message
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+    return fd
+
+
+def _csv_text(rows) -> str:
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue()
+
+
+def _journal_text(entries) -> str:
+    return "".join(json.dumps(e, default=str) + "\n" for e in entries)
 
 
 def _append(path: Path, text: str) -> None:
@@ -270,10 +283,20 @@ def _write_atomic(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _fsync_dir(path: Path) -> None:
+    """The rename itself on disk: a power cut after it keeps the new name."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def check_writable(root: str | os.PathLike) -> Path:
@@ -295,7 +318,7 @@ def _read_table(path: Path) -> tuple[list[str], list[list[str]], bool]:
     cxlbench table; a last row without its newline (cut short) is left out, and the
     third value says so."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")     # a spreadsheet may add a BOM
     except FileNotFoundError:
         raise ResultsError(f"{path} is missing") from None
     except UnicodeDecodeError:
@@ -321,19 +344,21 @@ def _read_table(path: Path) -> tuple[list[str], list[list[str]], bool]:
                 raise ResultsError(f"{path}, line {reader.line_num}: {len(row)} fields where "
                                    f"the header has {len(header)}")
             try:
-                float(row[value_col])
+                finite = math.isfinite(float(row[value_col]))
             except ValueError:
+                finite = False
+            if not finite:
                 raise ResultsError(f"{path}, line {reader.line_num}: the value "
-                                   f"{row[value_col][:40]!r} is not a number") from None
+                                   f"{row[value_col][:40]!r} is not a finite number")
             rows.append(row)
     except csv.Error as e:
         raise ResultsError(f"{path}, line {reader.line_num}: {e}") from None
     return header, rows, cut
 
 
-def _journal(path: Path, version: int) -> tuple[dict[str, dict], int]:
+def _journal(path: Path, version: int, known: set[str]) -> tuple[dict[str, dict], int]:
     """cases.jsonl's entries by case id (in this format), and how many lines were not
-    entries: cut short by a kill, or damaged."""
+    entries of the run's `known` cases: cut short by a kill, or damaged."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -344,9 +369,9 @@ def _journal(path: Path, version: int) -> tuple[dict[str, dict], int]:
     for line in text.splitlines(keepends=True):
         try:
             entry = json.loads(line) if line.endswith("\n") else None
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             entry = None
-        if not isinstance(entry, dict) or not isinstance(entry.get("case"), str):
+        if not _is_entry(entry, known):
             bad += line.strip() != ""
             continue
         for v in range(version, FORMAT_VERSION):
@@ -355,12 +380,21 @@ def _journal(path: Path, version: int) -> tuple[dict[str, dict], int]:
     return done, bad
 
 
+def _is_entry(entry, known: set[str]) -> bool:
+    """A journal line as the runner writes it, of one of the run's cases: what resume,
+    summaries and reports read from it has the type they expect."""
+    if not (isinstance(entry, dict) and entry.get("case") in known
+            and isinstance(entry.get("status"), str)
+            and isinstance(entry.get("params", {}), dict)
+            and isinstance(entry.get("summary"), dict)):
+        return False
+    return all(isinstance(s, dict) and type(s.get("n")) is int and s["n"] >= 0
+               for s in entry["summary"].values())
+
+
 def _rows_expected(entry: dict) -> int:
     """Rows a journal entry's case wrote: one per repetition and metric."""
-    summary = entry.get("summary")
-    if not isinstance(summary, dict):
-        return 0
-    return sum(int(s.get("n", 0)) for s in summary.values() if isinstance(s, dict))
+    return sum(s["n"] for s in entry["summary"].values())
 
 
 def _run_dir(path: str | os.PathLike) -> Path:
@@ -381,7 +415,9 @@ def _read_stored(path: Path) -> tuple[dict, int]:
     where = path / "run.json"
     try:
         meta = json.loads(where.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except RecursionError:
+        raise ResultsError(f"{where} is damaged: nested too deeply") from None
+    except ValueError as e:             # JSON, UTF-8, a number too long to read
         raise ResultsError(f"{where} is damaged: {e}") from None
     except OSError as e:
         raise ResultsError(f"{where} cannot be read: {e.strerror}") from None
@@ -400,6 +436,15 @@ def _read_stored(path: Path) -> tuple[dict, int]:
         if not isinstance(meta.get(key), kind):
             raise ResultsError(f"{where} is damaged: {key!r} is missing or not a "
                                f"{'string' if kind is str else 'list'}")
+    # Read by reports and resumes where present; older runs may lack some.
+    for key, kinds in (("machine_id", str), ("started", str), ("command", list),
+                       ("suite", dict), ("topology", dict), ("emulated", (dict, type(None))),
+                       ("settings", dict), ("timer", dict), ("build", dict)):
+        if key in meta and not isinstance(meta[key], kinds):
+            raise ResultsError(f"{where} is damaged: {key!r} has the wrong type")
+    if not all(isinstance(c, str) for c in meta["columns"]) or \
+            not {"case", "metric", "value"} <= set(meta["columns"]):
+        raise ResultsError(f"{where} is damaged: 'columns' lacks case, metric and value")
     for c in meta["cases"]:
         if not (isinstance(c, dict) and all(isinstance(c.get(k), str) for k in
                                             ("id", "job", "bench"))
@@ -453,6 +498,9 @@ def _v1_columns(columns: list[str], add_measure: bool) -> list[str]:
     """The first of two `metric` columns was the matrix option's; `measure` joins the
     parameters (sorted, between `isa` and `cpus_used`) where a matrix case needs it."""
     cols = list(columns)
+    if not {"isa", "cpus_used"} <= set(cols):
+        raise ResultsError("a format 1 table has isa and cpus_used columns; this one lacks "
+                           "them")
     if cols.count("metric") > 1:
         cols.remove("metric")
     if add_measure and "measure" not in cols:

@@ -5,6 +5,7 @@ outright resumes with `cxlbench run --resume RUN`, skipping the cases its journa
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -59,7 +60,7 @@ def run_worker(case: Case) -> dict:
         proc = subprocess.run([sys.executable, "-m", "cxlbench.worker"],
                               input=json.dumps(case.to_dict()), capture_output=True, text=True,
                               timeout=timeout, cwd=PACKAGE_PARENT,
-                              preexec_fn=lifetime.preexec())    # dies with this process
+                              env=lifetime.child_env())    # it dies with this process
     except subprocess.TimeoutExpired:
         return {"status": "failed", "error": f"timed out after {timeout:g} s"}
     if proc.returncode < 0:
@@ -68,11 +69,24 @@ def run_worker(case: Case) -> dict:
         hint = " (the kernel's OOM killer ran meanwhile: out of memory)" if oom else ""
         return {"status": "failed", "error": f"worker killed by {sig}{hint}"}
     try:
-        return json.loads(proc.stdout)
+        return finite_or_failed(json.loads(proc.stdout))
     except json.JSONDecodeError:
         tail = proc.stderr.strip().splitlines()[-5:]
         return {"status": "failed",
                 "error": f"worker exited {proc.returncode}: " + " | ".join(tail)}
+
+
+def finite_or_failed(m: dict) -> dict:
+    """A measurement whose values are all finite numbers, or a failed case saying which
+    was not: a NaN or an infinity (a time of 0 ns divided into bytes) is a broken
+    measurement, and would make the run's table unreadable."""
+    for rep in m.get("reps", []):
+        for metric, value in rep.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                return {**m, "status": "failed", "reps": [],
+                        "error": f"{metric} came out as {value!r}, not a finite number"}
+    return m
 
 
 def oom_kills() -> tuple[int, int]:

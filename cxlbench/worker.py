@@ -3,34 +3,18 @@ stdin and writes the Measurement as JSON on stdout. A crash or an OOM kill takes
 this process down; the runner records the case as failed and goes on."""
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import signal
 import sys
 
-PR_SET_PDEATHSIG = 1
+from .lifetime import die_with_parent
 
+die_with_parent()                       # before the heavy imports below
 
-def die_with_parent() -> None:
-    """A worker outliving a killed `cxlbench run` (kill -9 leaves it no time to stop its
-    children) would go on loading the machine: the kernel kills this process when its
-    parent goes. Asked before anything heavy is imported; a parent gone before the request
-    was made is caught by comparing the parent's pid."""
-    parent = os.environ.get("CXLBENCH_PARENT_PID")
-    if not parent:
-        return                          # run by hand
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != int(parent):
-        os._exit(1)
+from . import benchmarks  # noqa: E402
+from .errors import CxlbenchError  # noqa: E402
 
 
 def main() -> int:
-    die_with_parent()
-    from . import benchmarks
-    from .errors import CxlbenchError
-
     case = json.load(sys.stdin)
     try:
         result = benchmarks.get(case["bench"]).run(case["params"]).to_dict()

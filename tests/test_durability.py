@@ -80,7 +80,8 @@ def test_a_case_with_rows_missing_runs_again(run_dir):
     (run_dir / "results.csv").write_text("".join(lines[:-1]))      # lat/002 lost a row
     run = results.Run.open(run_dir)
     notes = run.repair()
-    assert any("lat/002: 1 rows where its journal line says 2" in n for n in notes)
+    assert "dropped lat/002 has 1 rows where its journal line says 2: it did not finish" \
+        in notes
     assert sorted(run.finished()) == ["lat/000", "lat/001"]
     assert set(results.load(run_dir)["case"]) == {"lat/000", "lat/001"}
     assert run.repair() == []                                     # repaired is repaired
@@ -89,13 +90,17 @@ def test_a_case_with_rows_missing_runs_again(run_dir):
 def test_short_writes_still_append_whole_lines(run_dir, monkeypatch):
     real_write = os.write
     monkeypatch.setattr(results.os, "write", lambda fd, data: real_write(fd, bytes(data[:7])))
+    rows = (run_dir / "results.csv").read_text().splitlines(keepends=True)
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "results.csv").write_text("".join(rows[:-2]))         # lat/002 not run yet
+    (run_dir / "cases.jsonl").write_text("".join(lines[:-1]))
     run = results.Run.open(run_dir)
-    row = {c: "1" for c in run.columns} | {"case": "extra/000", "metric": "latency"}
-    run.append("extra/000", [row, row], {"status": "ok", "summary": {"latency": {"n": 2}}})
+    row = {c: "1" for c in run.columns} | {"case": "lat/002", "metric": "latency"}
+    run.append("lat/002", [row, row], {"status": "ok", "summary": {"latency": {"n": 2}}})
     monkeypatch.undo()
-    assert "extra/000" in run.finished()
+    assert "lat/002" in run.finished()
     assert (run_dir / "cases.jsonl").read_text().endswith("}\n")
-    assert (results.load(run_dir)["case"] == "extra/000").sum() == 2
+    assert (results.load(run_dir)["case"] == "lat/002").sum() == 2
     assert run.repair() == []
 
 
@@ -126,8 +131,7 @@ def test_a_failed_write_is_cut_back_and_says_so(run_dir, monkeypatch):
 def test_a_second_process_on_a_run_folder_is_refused(run_dir):
     lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
     (run_dir / "cases.jsonl").write_text(lines[0])          # two cases left to run
-    holder = results.Run.open(run_dir)
-    holder.lock()
+    holder = results.Run.open(run_dir, lock=True)
     r = cxlbench("run", "--resume", str(run_dir))
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [
@@ -260,7 +264,7 @@ DAMAGE = {"empty results.csv": "results.csv is empty or damaged",
           "run.json a list": "run.json is damaged: not a JSON object",
           "format_version 0": "format_version 0 is not one cxlbench has written",
           "cases not a list": "'cases' is missing or not a list",
-          "value not a number": "is not a number",
+          "value not a number": "is not a finite number",
           "only run.json.tmp": "stopped while it was being created"}
 
 
@@ -278,9 +282,10 @@ def test_damaged_files_are_refused_in_one_line(run_dir, how):
 def test_a_row_cut_short_is_left_out_with_a_warning(run_dir):
     text = (run_dir / "results.csv").read_text()
     (run_dir / "results.csv").write_text(text[:-3])            # the last value loses digits
-    with pytest.warns(ResultsWarning, match="last row was cut short"):
+    with pytest.warns(ResultsWarning, match="its last row was cut short"):
         df = results.load(run_dir)
-    assert len(df) == 5 and df["value"].notna().all()
+    # lat/002 lost a row: it did not finish whole, so none of its rows count
+    assert len(df) == 4 and set(df["case"]) == {"lat/000", "lat/001"}
 
 
 # ---- 6 and 12: workers die with their parent; SIGKILL is not called out of memory ------
@@ -292,16 +297,28 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _start_sleeping_run(tmp_path):
+def _workers(pid: int) -> list[int]:
+    """Children of pid that are case workers (not git describe or nvidia-smi)."""
+    out = []
+    for child in _children(pid):
+        try:
+            if b"cxlbench.worker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                out.append(child)
+        except OSError:
+            pass
+    return out
+
+
+def _start_sleeping_run(tmp_path, *args):
     proc = subprocess.Popen([sys.executable, "-m", "cxlbench", "run", "--bench", "selftest",
-                             "--set", "action=sleep", "--set", "repeat=1",
+                             "--set", "action=sleep", "--set", "repeat=1", *args,
                              "--results-dir", str(tmp_path / "r")],
                             env={**os.environ, **TEST_KERNELS},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _children(proc.pid):
+    while time.monotonic() < deadline and not _workers(proc.pid):
         time.sleep(0.05)
-    (worker,) = _children(proc.pid)
+    (worker,) = _workers(proc.pid)
     time.sleep(1.0)                     # past the worker's imports: it is sleeping
     return proc, worker
 
@@ -348,3 +365,117 @@ def test_median_ci_at_the_largest_repeat():
     lo, hi, coverage = stats.median_ci(range(10000))
     assert (lo, hi) == (4901, 5098) and 0.95 <= coverage < 0.96
     assert stats.summarize([float(i % 97) for i in range(10000)])["n"] == 10000
+
+
+# ---- what the review found: damage the first tests did not try ------------------------
+
+def test_a_new_run_is_locked_while_it_runs(tmp_path):
+    proc, worker = _start_sleeping_run(tmp_path)
+    try:
+        (run_dir,) = [p.parent for p in (tmp_path / "r").glob("*/*/run.json")]
+        r = cxlbench("run", "--resume", str(run_dir), env=TEST_KERNELS)
+        assert r.returncode == 2 and f"is in use by cxlbench pid {proc.pid}" in r.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_duplicated_journal_lines_and_rows_run_the_case_again(run_dir):
+    """Two processes that both ran lat/002 (before there was a lock): doubled rows."""
+    rows = (run_dir / "results.csv").read_text().splitlines(keepends=True)
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "results.csv").write_text("".join(rows + rows[-2:]))
+    (run_dir / "cases.jsonl").write_text("".join(lines + lines[-1:]))
+    run = results.Run.open(run_dir)
+    assert sorted(run.finished()) == ["lat/000", "lat/001"]
+    assert any("lat/002 has 4 rows" in n for n in run.repair())
+    assert len(results.load(run_dir)) == 4
+
+
+@pytest.mark.parametrize("entry", [
+    {"case": "lat/002", "status": "ok", "summary": {"latency": {"n": "2"}}},
+    {"case": "lat/002", "summary": {"latency": {"n": 2}}},                 # no status
+    {"case": "lat/002", "status": "ok", "summary": {}, "params": 5},
+    {"case": "zz/000", "status": "ok", "summary": {}},                     # no such case
+    ["lat/002"],
+])
+def test_journal_lines_that_are_not_entries_are_dropped(run_dir, entry):
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "cases.jsonl").write_text("".join(lines[:2]) + json.dumps(entry) + "\n")
+    run = results.Run.open(run_dir)
+    assert sorted(run.finished()) == ["lat/000", "lat/001"]
+    assert "dropped 1 journal line(s) cut short or damaged" in run.repair()
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert sorted(journal_cases(run_dir)) == ["lat/000", "lat/001", "lat/002"]
+
+
+def test_a_header_that_is_not_the_columns_is_refused_before_appending(run_dir):
+    text = (run_dir / "results.csv").read_text()
+    header, rest = text.split("\n", 1)
+    cols = header.split(",")
+    k, i = cols.index("kernel"), cols.index("isa")
+    cols[k], cols[i] = cols[i], cols[k]
+    (run_dir / "results.csv").write_text(",".join(cols) + "\n" + rest)
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2 and "its header is not the columns run.json lists" in r.stderr
+
+
+def test_a_bom_before_the_header_is_read_through(run_dir):
+    (run_dir / "results.csv").write_bytes(b"\xef\xbb\xbf" + (run_dir / "results.csv")
+                                          .read_bytes())
+    assert len(results.load(run_dir)) == 6
+    assert results.Run.open(run_dir).repair() == []
+
+
+@pytest.mark.parametrize("how", ["nan", "inf", "deep", "long number", "topology a string"])
+def test_more_damage_is_one_line(run_dir, how):
+    if how in ("nan", "inf"):
+        text = (run_dir / "results.csv").read_text().splitlines(keepends=True)
+        row = text[1].rsplit(",", 1)[0] + f",{how}\n"
+        (run_dir / "results.csv").write_text("".join([text[0], row, *text[2:]]))
+    elif how == "deep":
+        (run_dir / "run.json").write_text("[" * 100000)
+    elif how == "long number":
+        (run_dir / "run.json").write_text('{"format_version": ' + "9" * 5000 + "}")
+    else:
+        meta = json.loads((run_dir / "run.json").read_text())
+        (run_dir / "run.json").write_text(json.dumps({**meta, "topology": "x"}))
+    with pytest.raises(ResultsError):
+        results.load(run_dir)
+    for args in (["run", "--resume", str(run_dir)],
+                 ["report", str(run_dir), "-o", str(run_dir.parent / "out")]):
+        r = cxlbench(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) <= 2      # report's progress line + error
+
+
+def test_resume_checks_options_of_cases_repair_will_run_again(small_run_of_format_1):
+    """A format-1 run whose rows are gone: every case runs again, and this cxlbench's
+    chase has options the old one did not, so the resume refuses before touching it,
+    rather than record the cases as failed."""
+    run_dir = small_run_of_format_1
+    header = (run_dir / "results.csv").read_text().splitlines(keepends=True)[0]
+    (run_dir / "results.csv").write_text(header)
+    journal = (run_dir / "cases.jsonl").read_text()
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2 and "options differ from this one's" in r.stderr
+    assert (run_dir / "cases.jsonl").read_text() == journal
+
+
+@pytest.fixture
+def small_run_of_format_1(tmp_path):
+    import shutil
+    from .test_report import EXAMPLE
+    run_dir = tmp_path / "vm" / EXAMPLE.name
+    shutil.copytree(EXAMPLE, run_dir)
+    return run_dir
+
+
+def test_non_finite_kernel_values_fail_the_case():
+    m = {"status": "ok", "units": {"bandwidth": "GB/s"},
+         "reps": [{"bandwidth": 1.0}, {"bandwidth": float("inf")}]}
+    out = runner.finite_or_failed(m)
+    assert out["status"] == "failed" and out["reps"] == []
+    assert out["error"] == "bandwidth came out as inf, not a finite number"
+    assert runner.finite_or_failed({**m, "reps": [{"bandwidth": 2.0}]})["status"] == "ok"

@@ -336,7 +336,7 @@ def test_resume_of_a_format_1_run_upgrades_it_first(small_run, tmp_path):
         x for x in lines if json.loads(x)["case"] != "matrix/001") + "\n")
     r = cxlbench("run", "--resume", str(run_dir))
     assert r.returncode == 0, r.stderr
-    assert f"upgraded {run_dir} from results format 1: matrix's option `metric` is now " \
+    assert f"{run_dir}: upgraded from results format 1: matrix's option `metric` is now " \
            "`measure`" in r.stderr
     assert "3 of 4 cases already finished" in r.stderr and "dropped" in r.stderr
     meta = json.loads((run_dir / "run.json").read_text())

@@ -102,8 +102,8 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
         try:
             # subprocess kills with SIGKILL on time-out: QEMU has been seen to ignore SIGTERM.
             # The guest goes with cxlbench if that is killed.
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  preexec_fn=lifetime.preexec())
+            proc = subprocess.run(lifetime.dying_with_us(cmd), capture_output=True, text=True,
+                                  timeout=timeout)
             problem = None if proc.returncode == 0 else \
                 f"QEMU exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
         except subprocess.TimeoutExpired:
