@@ -353,6 +353,12 @@ def list_():
         click.echo(f"  {k.key:<8} {k.benchmark:<10} read {k.bytes_read} B, written "
                    f"{k.bytes_written} B per {k.elem_bytes} B step; {runs}")
         click.echo(f"           {k.description}")
+    click.echo("\ndrivers (native/kernels.c: entry points with argument structs of their own):")
+    for d in native.drivers():
+        click.echo(f"  {d.key:<14} {d.benchmark:<14} threads {d.min_threads}.."
+                   f"{d.max_threads or 'any'}; checked: {d.check}"
+                   + (f"; needs {d.needs}" if d.needs else ""))
+        click.echo(f"           {d.description}")
     click.echo("\nbenchmarks and their options:")
     for name, b in benchmarks.available().items():
         click.echo(f"  {name}: {b.DESCRIPTION}")

@@ -162,18 +162,18 @@ class Run:
         """Journal entries of the cases that finished, whole, by case id."""
         return self._consistent()[0]
 
-    def table(self) -> tuple[list[str], list[list[str]]]:
-        """results.csv's header and the rows of finished cases, upgraded to this format;
-        what is left out is said in a ResultsWarning."""
-        _, header, rows, notes = self._consistent()
-        for note in notes:
-            warnings.warn(f"{self.path}: left out {note}", ResultsWarning, stacklevel=2)
-        return header, rows
+    def frame(self):
+        """The rows of finished cases as a pandas DataFrame, upgraded to this format; what is
+        left out is said in a ResultsWarning. df.attrs holds run.json ('run') and the
+        journal of finished cases ('journal')."""
+        import pandas as pd
 
-    def table_text(self) -> str:
-        """table() as CSV text."""
-        header, rows = self.table()
-        return _csv_text([header, *rows])
+        journal, header, rows, notes = self._consistent()
+        for note in notes:
+            warnings.warn(f"{self.path}: left out {note}", ResultsWarning, stacklevel=3)
+        df = pd.read_csv(io.StringIO(_csv_text([header, *rows])))
+        df.attrs.update(run=self.meta, journal=journal)
+        return df
 
     # ---- writing ------------------------------------------------------------------------
     def repair(self) -> list[str]:
@@ -403,8 +403,8 @@ def _run_dir(path: str | os.PathLike) -> Path:
         path = path.parent
     if not (path / "run.json").exists():
         if (path / "run.json.tmp").exists():
-            raise ResultsError(f"{path} is a run that was stopped while it was being "
-                               "created (only run.json.tmp): it holds no results")
+            raise ResultsError(f"{path}: interrupted as it was created (run.json.tmp, no "
+                               "run.json): it holds no results")
         raise ResultsError(f"{path} is not a cxlbench run directory (no run.json)")
     return path
 
@@ -467,12 +467,7 @@ def read_meta(path: str | os.PathLike) -> dict:
 def load(path: str | os.PathLike):
     """A run's results as a pandas DataFrame (one row per repetition and metric); the
     run's metadata is in df.attrs['run']. Older formats are upgraded in memory."""
-    import pandas as pd
-
-    run = Run.open(path)
-    df = pd.read_csv(io.StringIO(run.table_text()))
-    df.attrs["run"] = run.meta
-    return df
+    return Run.open(path).frame()
 
 
 # ---- upgrade steps -------------------------------------------------------------------

@@ -119,6 +119,8 @@ def load(name_or_path: str, variables: dict[str, str] | None = None) -> Suite:
         data = tomllib.loads(text)
     except ValueError as e:     # TOMLDecodeError, or an integer of over 4300 digits
         raise SuiteError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise SuiteError(f"{path}: not valid TOML: nested too deeply") from None
     defaults = data.pop("vars", {})
     if not isinstance(defaults, dict):
         raise SuiteError(f"{path}: vars must be a table ([vars])")
@@ -127,8 +129,11 @@ def load(name_or_path: str, variables: dict[str, str] | None = None) -> Suite:
             raise SuiteError(f"{path}: --var {key}: the suite declares no such variable "
                              f"(its [vars]: {', '.join(defaults) or 'none'})")
     values = {**defaults, **(variables or {})}
-    return Suite(name=path.stem, source=str(path), text=text,
-                 data=_substitute(data, values, str(path)))
+    try:
+        data = _substitute(data, values, str(path))
+    except RecursionError:
+        raise SuiteError(f"{path}: values nested too deeply") from None
+    return Suite(name=path.stem, source=str(path), text=text, data=data)
 
 
 def _substitute(value, values: dict, where: str):

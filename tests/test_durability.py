@@ -265,7 +265,7 @@ DAMAGE = {"empty results.csv": "results.csv is empty or damaged",
           "format_version 0": "format_version 0 is not one cxlbench has written",
           "cases not a list": "'cases' is missing or not a list",
           "value not a number": "is not a finite number",
-          "only run.json.tmp": "stopped while it was being created"}
+          "only run.json.tmp": "interrupted as it was created"}
 
 
 @pytest.mark.parametrize("how", list(DAMAGE))

@@ -264,3 +264,21 @@ def test_report_cli_names_each_run_it_leaves_out(tmp_path):
     skipped = [line for line in r.stderr.splitlines() if line.startswith("skipped ")]
     assert len(skipped) == len(runs) - 1
     assert f"skipped {runs['garbage']}: run.json is damaged" in r.stderr
+
+
+def test_a_report_stopped_in_a_new_folder_leaves_it_usable(tmp_path, blocks, monkeypatch):
+    """A disk that fills while a report is written into a new folder, and a report killed
+    there (its temporary folder left behind): the next report goes in without --force."""
+    out = tmp_path / "new"
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(report.OutputError, match="No space left"):
+        report.write(out, "t", blocks)
+    monkeypatch.undo()
+    (out / (report.TMP_PREFIX + "killed")).mkdir()             # as kill -9 would leave it
+    (out / "figures").mkdir(exist_ok=True)
+    report.write(out, "t", blocks)
+    assert (out / "report.html").exists()
+

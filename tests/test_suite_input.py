@@ -38,14 +38,15 @@ CHILD = textwrap.dedent("""
 
 
 def expand_bounded(tmp_path, text: str) -> str:
-    """The outcome of expanding `text`, asserted to take under a second and 50 MB."""
+    """The outcome of expanding `text`, asserted to take under 5 s (the old code took 7 s
+    to 34 s; a busy 2-core machine may stretch milliseconds) and under 50 MB."""
     path = tmp_path / "s.toml"
     path.write_text(text)
     r = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True,
                        text=True, timeout=60, cwd=REPO)
     assert r.returncode == 0, r.stderr
     seconds, grew_kb, out = r.stdout.strip().split(" ", 2)
-    assert float(seconds) < 1.0, out
+    assert float(seconds) < 5.0, out
     assert int(grew_kb) < 50 << 10, out
     return out
 
@@ -283,3 +284,16 @@ def test_milliseconds_and_delays_within_what_the_c_side_takes(setting):
                                                                "migrate_touch")
     r = cxlbench("run", "--bench", bench, "--set", setting, "--dry-run", timeout=60)
     assert r.returncode == 2 and "is above the maximum" in r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--bench", "chase", "--set", "timeout=nan"],
+    ["--bench", "loaded_latency", "--set", "loads=12345678901234567890123"],
+    ["--bench", "chase", "--set", "mem=interleave:0-10000000"],
+])
+def test_a_refused_run_leaves_no_folder(tmp_path, args):
+    """Without --dry-run: refused before the results folder is made."""
+    results_dir = tmp_path / "results"
+    r = cxlbench("run", *args, "--results-dir", str(results_dir), timeout=60)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert not results_dir.exists()

@@ -215,7 +215,11 @@ def _previous(out: Path, force: bool) -> dict[str, list[str]]:
         return {}
     listed = _manifest(out)
     if listed is None:
-        if next(out.iterdir(), None) is not None and not force:
+        # What an interrupted report leaves (its temporary folder, an empty figures/) does
+        # not make a folder someone else's.
+        theirs = [p for p in out.iterdir() if not p.name.startswith(TMP_PREFIX)
+                  and not (p.name == FIGURE_DIR and p.is_dir() and not any(p.iterdir()))]
+        if theirs and not force:
             raise OutputError(f"{out} is not empty and holds no cxlbench report (no readable "
                               f"{MANIFEST}): name a new or empty folder, or --force")
         return {}
@@ -250,7 +254,7 @@ def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) ->
         if theirs and not force:
             raise OutputError(f"{', '.join(str(out / n) for n in theirs)} would be overwritten "
                               "but cxlbench did not write it: move it away, or --force")
-        (out / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         # Inside out, not beside it: on out's file system even where out is a mount point
         # (os.replace cannot cross file systems), and writable wherever out is.
         tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out))
@@ -263,6 +267,7 @@ def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) ->
             # leaves a folder the next report still knows as its own.
             _write_manifest(tmp, {**listed, **{n: listed.get(n, []) + h for n, h in new.items()}})
             os.replace(tmp / MANIFEST, out / MANIFEST)
+            (out / FIGURE_DIR).mkdir(exist_ok=True)
             for name in files:
                 os.replace(tmp / name, out / name)
             for stale in listed.keys() - files.keys():

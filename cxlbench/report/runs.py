@@ -138,11 +138,10 @@ def find_runs(paths) -> dict[Path, bool]:
 
 def _load(path: Path) -> RunData:
     rows = results.load(path)
-    journal = results.Run.open(path).finished() if (path / "cases.jsonl").exists() else {}
-    return RunData(path, rows.attrs["run"], rows, journal)
+    return RunData(path, rows.attrs["run"], rows, rows.attrs["journal"])
 
 
-def _why(path: Path, e: ResultsError) -> str:
+def _why(path: Path, e: Exception) -> str:
     """The error without the run's path in front: the left-out list names the run."""
     text = str(e)
     return text[len(str(path)):].lstrip(":/ ") if text.startswith(str(path)) else text
@@ -158,27 +157,33 @@ def load_runs(paths, suite: str | None = None, latest: bool = False) -> Runs:
 
     def read(path: Path, how):
         try:
-            if not (path / "run.json").exists():
-                raise ResultsError(f"{path}: interrupted as it was created (run.json.tmp, "
-                                   "no run.json): nothing to report")
             return how(path)
         except ResultsError as e:
             if found[path]:
                 raise
             skipped.append((path, _why(path, e)))
-            return None
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            # Damage deeper than results.py checks (a run.json field of the wrong shape):
+            # a run found by searching is left out all the same.
+            if found[path]:
+                raise ResultsError(f"{path} is damaged: {type(e).__name__}: {e}") from None
+            skipped.append((path, f"damaged: {type(e).__name__}: {e}"))
+        return None
 
     chosen = list(found)
     if suite is not None:
         chosen = [p for p in chosen
                   if ((read(p, results.read_meta) or {}).get("suite") or {}).get("name") == suite]
-    if latest:
-        newest: dict[str, Path] = {}
-        for p in chosen:
-            if p.parent.name not in newest or p.name > newest[p.parent.name].name:
-                newest[p.parent.name] = p
-        chosen = sorted(newest.values())
-    loaded = [read(p, _load) for p in chosen]
+    if latest:                          # the newest run of each machine that can be read
+        newest: dict[str, RunData] = {}
+        for p in sorted(chosen, reverse=True):
+            if p.parent.name not in newest:
+                run = read(p, _load)
+                if run is not None:
+                    newest[p.parent.name] = run
+        loaded = [newest[m] for m in sorted(newest)]
+    else:
+        loaded = [read(p, _load) for p in chosen]
     runs = Runs([r for r in loaded if r is not None], skipped)
     if not runs:
         what = "no run" if suite is None else f"no run of suite {suite!r}"
