@@ -282,3 +282,9 @@ def test_a_report_stopped_in_a_new_folder_leaves_it_usable(tmp_path, blocks, mon
     report.write(out, "t", blocks)
     assert (out / "report.html").exists()
 
+
+
+def test_latest_takes_the_newest_run_that_can_be_read(tmp_path):
+    runs = damaged_results(tmp_path / "results")      # vm's damaged runs sort after the good
+    loaded = runs_.load_runs([tmp_path / "results"], latest=True)
+    assert [r.path for r in loaded] == [runs["good"]]
