@@ -16,91 +16,27 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import native
 from .errors import PlacementError
+from .placement import PAGE_SIZES, Placement
 from .topology import Topology
 from .units import MAX_NODES, format_list, format_size, parse_list
 
-PAGE_SIZES = {"4k": 4096, "thp": 2 << 20, "2m": 2 << 20, "1g": 1 << 30}
 HUGETLB_DIRS = {"2m": "hugepages-2048kB", "1g": "hugepages-1048576kB"}
 DEFAULT_TOLERANCE = 0.01
 SMAPS = "/proc/self/smaps"
 THP_SYSFS = "/sys/kernel/mm/transparent_hugepage"
 
 
-@dataclass(frozen=True)
-class Placement:
-    policy: str                      # one of native.POLICIES
-    nodes: tuple[int, ...] = ()
-    weights: tuple[int, ...] = ()
+class _Core:
+    """cxlbench.native, imported at first use: the benchmarks' option tables, and so
+    suites and --set, load and validate where the compiled core is not built."""
 
-    @classmethod
-    def parse(cls, text: str) -> "Placement":
-        spec = str(text).strip()
-        if spec == "local":
-            return cls("local")
-        policy, sep, arg = spec.partition(":")
-        if not sep or not arg:
-            raise PlacementError(f"malformed placement {text!r}: use local, bind:N, preferred:N, "
-                                 "interleave:0-3 or weighted:0=3,2=1")
-        try:
-            if policy in ("bind", "interleave"):
-                return cls(policy, tuple(parse_list(arg, limit=MAX_NODES)))
-            if policy == "preferred":
-                nodes = parse_list(arg, limit=MAX_NODES)
-                if len(nodes) != 1:
-                    raise ValueError("preferred takes exactly one node")
-                return cls(policy, tuple(nodes))
-            if policy == "weighted":
-                return cls._parse_weighted(arg)
-        except ValueError as e:
-            raise PlacementError(f"malformed placement {text!r}: {e}") from None
-        raise PlacementError(f"malformed placement {text!r}: unknown policy {policy!r} "
-                             "(local, bind, preferred, interleave, weighted)")
+    def __getattr__(self, name):
+        from . import native as module
+        return getattr(module, name)
 
-    @classmethod
-    def _parse_weighted(cls, arg: str) -> "Placement":
-        nodes, weights = [], []
-        for part in arg.split(","):
-            m = re.fullmatch(r"\s*([\d-]+)\s*=\s*(\d+)\s*", part)
-            if not m:
-                raise ValueError(f"weight {part!r} is not NODES=WEIGHT")
-            weight = int(m.group(2))
-            if weight < 1 or weight > 255:
-                raise ValueError(f"weight {weight} is outside 1..255")
-            for node in parse_list(m.group(1), limit=MAX_NODES):
-                if node in nodes:
-                    raise ValueError(f"node {node} is weighted twice")
-                nodes.append(node)
-                weights.append(weight)
-        return cls("weighted", tuple(nodes), tuple(weights))
 
-    def __str__(self) -> str:
-        if self.policy == "local":
-            return "local"
-        if self.policy == "weighted":
-            return "weighted:" + ",".join(f"{n}={w}" for n, w in zip(self.nodes, self.weights))
-        return f"{self.policy}:{format_list(self.nodes)}"
-
-    def shares(self, local_nodes) -> dict[int, Fraction]:
-        """The fraction of pages each node should hold. `local` spreads over local_nodes
-        in any proportion, so it is checked as a set (see Verification)."""
-        if self.policy == "local":
-            return {n: Fraction(1, len(local_nodes)) for n in local_nodes}
-        if self.policy == "weighted":
-            total = sum(self.weights)
-            return {n: Fraction(w, total) for n, w in zip(self.nodes, self.weights)}
-        if self.policy == "interleave":
-            return {n: Fraction(1, len(self.nodes)) for n in self.nodes}
-        if self.policy == "bind" and len(self.nodes) > 1:
-            # bind to several nodes fills them in order: any split among them is right.
-            return {n: Fraction(1, len(self.nodes)) for n in self.nodes}
-        return {self.nodes[0]: Fraction(1)}
-
-    @property
-    def any_split(self) -> bool:
-        """True when only the set of nodes matters, not the split among them."""
-        return self.policy == "local" or (self.policy == "bind" and len(self.nodes) > 1)
+native = _Core()
 
 
 def check_page(page: str) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
-from .memory import PAGE_SIZES, Placement
+from .placement import PAGE_SIZES, Placement
 from .units import MAX_CPUS, format_list, format_size, parse_list, parse_size
 
 # The C side takes int options as int64_t, uint64_t or size_t: an int option without a
@@ -22,7 +23,7 @@ class Option:
     unit: str | None = None
     min: float | None = None
     max: float | None = None
-    choices: tuple = ()
+    choices: tuple | Callable[[], tuple] = ()   # a callable: read at first use (see allowed)
     multiple: int | None = None   # sizes must be a multiple of this
     words: tuple = ()             # int options: words allowed besides numbers ("all", "idle")
     expand: dict | None = None    # a word that a suite expands into several values (a sweep)
@@ -43,9 +44,9 @@ class Option:
         elif kind == "bool":
             value = _to_bool(raw)
         elif kind == "choice":
-            value = str(raw)
-            if value not in self.choices:
-                raise ValueError(f"{value!r} is not one of {', '.join(map(str, self.choices))}")
+            value, allowed = str(raw), self.allowed()
+            if allowed is not None and value not in allowed:
+                raise ValueError(f"{value!r} is not one of {', '.join(map(str, allowed))}")
         elif kind == "placement":
             value = str(Placement.parse(raw))
         elif kind == "cpus":
@@ -62,11 +63,21 @@ class Option:
                 raise ValueError(f"{self.show(value)} is not a multiple of {self.multiple} bytes")
         return value
 
+    def allowed(self) -> tuple | None:
+        """The choices. Those read from the compiled core (the kernel table) are None where
+        it is not built: the value is then checked where the suite runs."""
+        if not callable(self.choices):
+            return self.choices
+        try:
+            return tuple(self.choices())
+        except ImportError:
+            return None
+
     def show(self, value) -> str:
         return format_size(int(value)) if self.kind == "size" else str(value)
 
     def describe(self) -> str:
-        parts = [self.kind if self.kind != "choice" else "|".join(map(str, self.choices))]
+        parts = [self.kind if self.kind != "choice" else "|".join(map(str, self.allowed() or ()))]
         if self.words:
             parts[0] += "|" + "|".join(self.words)
         if self.unit:

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import native
 from ..errors import CheckError, UserError
-from ..memory import PAGE_SIZES
+from ..memory import PAGE_SIZES, native
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 

@@ -8,9 +8,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import native
 from ..errors import UserError
-from ..memory import Buffer, Placement, check_request
+from ..memory import Buffer, Placement, check_request, native
 from ..topology import Topology
 from ..units import format_list, parse_list
 
@@ -111,7 +110,8 @@ def place(params: dict, cpus: list[int], topology: Topology | None = None,
     from its CPUs, and refuse to go on if the kernel did not honour the placement (or, for
     page=thp, gave small pages)."""
     topology = topology or Topology.read(probe_gpus=False)
-    buffers = [Buffer(params["size"], mem=params["mem"], page=params["page"], cpus=cpus,
+    placement = Placement.parse(params["mem"])        # once per case, for every buffer
+    buffers = [Buffer(params["size"], mem=placement, page=params["page"], cpus=cpus,
                       topology=topology, tolerance=params["tolerance"]) for _ in range(count)]
     for b in buffers:
         b.check("after allocation")

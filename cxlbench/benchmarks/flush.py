@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import native
 from ..errors import CheckError
+from ..memory import native
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "flush"
+# CXB_FLUSH_* in native/cxlbench.h, in value order (tested against native.FLUSH_KINDS).
+KINDS = ("clflush", "clflushopt", "clwb", "nt")
 DESCRIPTION = "cache-line flush and write-back costs, per line (ns) and per range (GB/s)"
 OPTIONS = {
     "flush": Option("flush", "choice", "clflushopt", "the instruction",
-                    choices=native.FLUSH_KINDS, expand={"all": native.FLUSH_KINDS}),
+                    choices=KINDS, expand={"all": KINDS}),
     "state": Option("state", "choice", "dirty", "lines written (dirty) or only cached "
                     "(clean) before the flush", choices=("clean", "dirty"),
                     expand={"all": ("clean", "dirty")}),

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import native
 from ..errors import CheckError, UserError
-from ..memory import PAGE_SIZES, Buffer
+from ..memory import PAGE_SIZES, Buffer, native
 from ..options import Option, pick
 from . import chase
 from .chase import Walker
@@ -16,6 +15,9 @@ from .common import Measurement, check_placement, measure, place, resolve_cpus
 NAME = "loaded_latency"
 DESCRIPTION = "chase latency under load from generator threads (ns, and the load's GB/s)"
 DELAYS = ("idle", 1000, 200, 50, 20, 10, 5, 3, 2, 1, 0)   # a pause is ~10-150 cycles
+# CXB_LOAD_* in native/cxlbench.h, in value order (tested against native.LOAD_MODES): the
+# option table needs them where the core is not built.
+MIXES = ("read", "rw_3_1", "rw_2_1", "rw_1_1", "write", "write_nt")
 OPTIONS = {
     **pick("size", "mem", "page", "cpus", "repeat", "warmup", "tolerance", "timeout",
            size=256 << 20),
@@ -25,8 +27,8 @@ OPTIONS = {
     "threads": Option("threads", "int", "all", "generator threads (CPUs after the chase's "
                       "one); or all", min=1, words=("all",)),
     "mix": Option("mix", "choice", "read", "what the generators do: read, the read:write "
-                  "mixes, write or write_nt", choices=native.LOAD_MODES,
-                  expand={"all": native.LOAD_MODES}),
+                  "mixes, write or write_nt", choices=MIXES,
+                  expand={"all": MIXES}),
     "delay": Option("delay", "int", "sweep", "pauses after each 8 lines: idle (no load) to 0 "
                     "(full load); sweep runs them all", min=0, max=(1 << 32) - 1,  # uint32_t in C
                     words=("idle",),
@@ -64,7 +66,7 @@ def run(params: dict) -> Measurement:
     gens = len(cpus) - 1
     load = None
     if gens:
-        load = Buffer(params["load_size"], mem=params["mem"], page=params["page"],
+        load = Buffer(params["load_size"], mem=buf.placement, page=params["page"],
                       cpus=cpus[1:], topology=buf.topology, tolerance=params["tolerance"])
         load.check("after allocation")
         load.alloc.fill_index(cpus[1:])
@@ -94,7 +96,6 @@ def run(params: dict) -> Measurement:
     return measure(m, params, [buf] + ([load] if load else []), once)
 
 
-BATCH_LINES = native.LOAD_BATCH_LINES
 MASK = (1 << 64) - 1
 
 
@@ -105,8 +106,8 @@ class LoadCheck:
     It sums what it reads and stores value + line index where it writes."""
 
     def __init__(self, load: Buffer, load_size: int, gens: int, mix: str):
-        lines = load_size // 64 // gens
-        self.lines = lines - lines % BATCH_LINES
+        lines, self.batch = load_size // 64 // gens, native.LOAD_BATCH_LINES
+        self.lines = lines - lines % self.batch
         self.words = load.array(np.uint64)
         rel = np.arange(self.lines, dtype=np.uint64)
         if mix == "read":
@@ -121,11 +122,11 @@ class LoadCheck:
         self.per_batch = []
         for g in range(gens):
             line_sum = (np.uint64(64) * (np.uint64(g * self.lines) + rel) + np.uint64(28))
-            self.per_batch.append((line_sum * self.read).reshape(-1, BATCH_LINES)
+            self.per_batch.append((line_sum * self.read).reshape(-1, self.batch)
                                   .sum(axis=1, dtype=np.uint64))
 
     def check(self, r: native.LoadedResult, value: int) -> None:
-        positions = self.lines // BATCH_LINES
+        positions = self.lines // self.batch
         for g, (batches, got) in enumerate(zip(r.batches, r.sums)):
             per = self.per_batch[g]
             rounds, rest = divmod(batches - 1, positions)
@@ -136,7 +137,7 @@ class LoadCheck:
                                  f"{want:#x} after {batches} batches")
             # the lines this repetition wrote hold its value
             seen = positions if rounds else max(rest, 1)
-            n = seen * BATCH_LINES
+            n = seen * self.batch
             written = ~self.read[:n]
             lines = self.words[g * self.lines * 8:(g * self.lines + n) * 8].reshape(n, 8)
             want_rows = (np.uint64(value) + self.rel[:n])[written]

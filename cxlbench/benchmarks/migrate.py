@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 
-from .. import memory, native
+from .. import memory
 from ..errors import CheckError
-from ..memory import Buffer
+from ..memory import Buffer, native
 from ..options import Option, pick
 from ..topology import Topology
 from .common import Measurement, check_placement, measure, place, resolve_cpus

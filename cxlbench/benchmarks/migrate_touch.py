@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import native
+from ..memory import native
 from ..options import Option, pick
 from . import migrate
 from .common import Measurement, measure, place, resolve_cpus
@@ -58,15 +58,17 @@ class Touches:
 
 
 def preempted(start: np.ndarray, took: np.ndarray, switches: np.ndarray, flush_gap: int,
-              window: int = native.TOUCH_WINDOW,
-              check_ns: int = native.TOUCH_CHECK_NS) -> np.ndarray:
+              window: int | None = None, check_ns: int | None = None) -> np.ndarray:
     """Which touches spanned an involuntary context switch of the toucher. It counts its
     switches after every touch over check_ns (a switch out and back takes longer) and every
     `window` touches, so a slow touch's count holds its own switches and those of any gap
     between touches since the count before. A switch takes microseconds, a gap between
     touches nanoseconds, so a slow touch with c switches counted spanned one unless c gaps
     since the count before were longer. took: as measured, the timer included; flush_gap:
-    the index of the touch before the flush, whose gap holds no counted switch."""
+    the index of the touch before the flush, whose gap holds no counted switch. window
+    and check_ns default to the C toucher's (CXB_TOUCH_*)."""
+    window = native.TOUCH_WINDOW if window is None else window
+    check_ns = native.TOUCH_CHECK_NS if check_ns is None else check_ns
     n = start.size
     gap = np.zeros(n, dtype=np.int64)
     gap[:-1] = start[1:] - start[:-1] - took[:-1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .. import native
+from ..memory import native
 from ..options import Option, pick
 from .common import Measurement
 
