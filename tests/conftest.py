@@ -46,3 +46,10 @@ def free_hugepages(kind: str) -> int:
 
 def last_json(stdout: str):
     return json.loads(stdout)
+
+
+def pytest_collection_modifyitems(items):
+    """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out."""
+    for item in items:
+        if item.get_closest_marker("qemu"):
+            item.add_marker(pytest.mark.slow)

@@ -47,6 +47,7 @@ def median(df, **where):
     return sel["value"].median()
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_cxl_node_discovered_as_far_memory_in_a_lower_tier(cxl):
     topo = cxl["meta"]["topology"]
@@ -60,6 +61,7 @@ def test_cxl_node_discovered_as_far_memory_in_a_lower_tier(cxl):
     assert far[0]["tier"] is not None and far[0]["tier"] > dram["tier"]
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_cxl_run_is_marked_emulated_and_held_data(cxl):
     emulated = cxl["meta"]["emulated"]
@@ -70,6 +72,7 @@ def test_cxl_run_is_marked_emulated_and_held_data(cxl):
     assert "EMULATED" in cxl["stderr"]
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_buffer_bound_to_cxl_node_verifies_there(cxl):
     df = cxl["df"]
@@ -79,6 +82,7 @@ def test_buffer_bound_to_cxl_node_verifies_there(cxl):
     assert all(v.startswith("1:") and ";" not in v for v in bound["verified"])
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_weighted_interleave_3_to_1(cxl):
     df = cxl["df"]
@@ -88,6 +92,7 @@ def test_weighted_interleave_3_to_1(cxl):
     assert abs(share0 - 0.75) <= 0.02, verified
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_pages_moved_to_cxl_node_read_back_and_verify(cxl):
     rec = [r for r in cxl["records"] if r["benchmark"] == "migrate"]
@@ -98,6 +103,7 @@ def test_pages_moved_to_cxl_node_read_back_and_verify(cxl):
     assert all(r["median"] > 0 for r in rec)
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_cxl_chase_slower_than_node0(cxl):
     df = cxl["df"]
@@ -106,6 +112,7 @@ def test_cxl_chase_slower_than_node0(cxl):
     assert far > near
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_every_ci_case_passed(cxl, hmat):
     for run in (cxl, hmat):
@@ -113,6 +120,7 @@ def test_every_ci_case_passed(cxl, hmat):
         assert not failed, failed
 
 
+@pytest.mark.qemu
 @needs("hmat")
 def test_hmat_values_read_back_as_declared(hmat):
     spec = topologies.get("hmat")
@@ -125,6 +133,7 @@ def test_hmat_values_read_back_as_declared(hmat):
     assert far["tier"] is not None         # ranked below DRAM from Linux 6.12 on
 
 
+@pytest.mark.qemu
 @needs("cxl-2way")
 def test_cxl_2way_region_interleaves_two_devices(tmp_path):
     r = cxlbench("emulate", "--topology", "cxl-2way", "--", "topology", "--json",
@@ -182,6 +191,7 @@ def test_guest_python_imports_this_cxlbench_not_the_working_directory(tmp_path):
     assert r.returncode in (0, 1) and "far_nodes" in json.loads(r.stdout), r.stderr
 
 
+@pytest.mark.qemu
 @needs("hmat")
 def test_guest_runs_the_host_cxlbench_from_a_checkout(tmp_path):
     """The host runs its installed cxlbench (as the console script does); the guest, in
@@ -202,6 +212,7 @@ def test_bad_topology_parameter(tmp_path):
     assert r.returncode == 2 and "has no parameter 'nope'" in r.stderr
 
 
+@pytest.mark.qemu
 @needs("hmat")
 def test_hmat_node_ranked_below_dram_on_linux_612(tmp_path):
     """Linux 6.1 puts the HMAT node in DRAM's tier; 6.12 ranks it lower from its HMAT."""
@@ -214,6 +225,7 @@ def test_hmat_node_ranked_below_dram_on_linux_612(tmp_path):
     assert far["far_memory"] and far["tier"] > dram["tier"]
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_node_matrix_includes_the_cpu_less_target(cxl):
     cells = {(r["metric"], r["parameters"]["initiator"], r["parameters"]["target"]): r
@@ -225,6 +237,7 @@ def test_node_matrix_includes_the_cpu_less_target(cxl):
     assert {tuple(c[:2]) for c in matrices["latency"]["cells"]} == {(0, 0), (0, 1)}
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_interleave_sweep_verified_shares(cxl):
     df = cxl["df"]
@@ -239,6 +252,7 @@ def test_interleave_sweep_verified_shares(cxl):
     assert abs(shares["3:1"] - 0.75) <= 0.02 and abs(shares["1:1"] - 0.5) <= 0.02
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_pingpong_with_the_line_homed_on_the_cxl_node(cxl):
     rec = {(r["parameters"]["mem"], r["parameters"]["mode"]): r for r in cxl["records"]
@@ -250,6 +264,7 @@ def test_pingpong_with_the_line_homed_on_the_cxl_node(cxl):
     assert (homed["verified"] == "1:1").all()
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_cross_node_migration_records_vmstat(cxl):
     df = cxl["df"]
@@ -257,6 +272,7 @@ def test_cross_node_migration_records_vmstat(cxl):
     assert moved["vmstat"].str.contains("pgmigrate_success").all()
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_touches_while_pages_move_to_cxl(cxl):
     rec = [r for r in cxl["records"] if r["benchmark"] == "migrate_touch"]
@@ -289,6 +305,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.qemu
 @needs("cxl")
 def test_half_an_array_moved_to_the_cxl_node_maps_back(tmp_path, monkeypatch, capsys):
     """cxlbench.memory.move and node_map in the cxl guest: half of an array's pages to

@@ -184,6 +184,7 @@ def test_list_shows_kernels_benchmarks_suites_options():
     assert "crash" not in r.stdout
 
 
+@pytest.mark.slow
 def test_quick_suite_end_to_end(tmp_path):
     """The README's main job: `cxlbench run` with suites/quick.toml."""
     t0 = time.monotonic()
