@@ -282,8 +282,12 @@ def test_damaged_files_are_refused_in_one_line(run_dir, how):
 def test_a_row_cut_short_is_left_out_with_a_warning(run_dir):
     text = (run_dir / "results.csv").read_text()
     (run_dir / "results.csv").write_text(text[:-3])            # the last value loses digits
-    with pytest.warns(ResultsWarning, match="its last row was cut short"):
+    with pytest.warns(ResultsWarning) as said:
         df = results.load(run_dir)
+    assert [str(w.message).split(": left out ")[1] for w in said] == [
+        "its last row was cut short",
+        "lat/002 has 1 rows where its journal line says 2: it did not finish",
+        "1 rows of cases that did not finish"]
     # lat/002 lost a row: it did not finish whole, so none of its rows count
     assert len(df) == 4 and set(df["case"]) == {"lat/000", "lat/001"}
 
