@@ -361,7 +361,8 @@ def list_():
         click.echo(f"           {d.description}")
     click.echo("\nbenchmarks and their options:")
     for name, b in benchmarks.available().items():
-        click.echo(f"  {name}: {b.DESCRIPTION}")
-        for opt in b.OPTIONS.values():
+        click.echo(f"  {name}: {b.description}")
+        click.echo(f"    buffers: {', '.join(b.buffers) or 'none'}")
+        for opt in b.options.values():
             click.echo(f"    {opt.describe()}")
     click.echo("\nsuites: " + ", ".join(suite.shipped_names()))

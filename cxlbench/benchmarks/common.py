@@ -56,6 +56,23 @@ def as_case_of(bench, params: dict, **fixed) -> dict:
     return out
 
 
+def delegated(delegate, info=None):
+    """check and run of a benchmark whose cases are another's (matrix cells, sweep points,
+    random_bw): `delegate(params, topology=None) -> (benchmark, its params)`; `info(params,
+    its params)`, if given, adds to the Measurement's info."""
+    def check(params: dict, topology):
+        bench, p = delegate(params, topology)
+        return bench.check(p, topology)
+
+    def run(params: dict):
+        bench, p = delegate(params)
+        m = bench.run(p)
+        if info is not None:
+            m.info.update(info(params, p))
+        return m
+    return check, run
+
+
 # Set while cases are checked against a topology (precheck): its CPUs, not this process's.
 _CHECKED_CPUS: ContextVar[list[int] | None] = ContextVar("checked_cpus", default=None)
 

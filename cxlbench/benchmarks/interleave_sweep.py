@@ -10,7 +10,7 @@ from ..options import Option, pick
 from ..topology import Topology
 from ..units import format_list, parse_list
 from . import bandwidth, chase, loaded_latency
-from .common import as_case_of
+from .common import as_case_of, delegated
 
 NAME = "interleave_sweep"
 DESCRIPTION = "weighted-interleave ratios between two nodes: bandwidth and (loaded) latency"
@@ -58,13 +58,4 @@ def _delegate(params: dict, topology: Topology | None = None):
                                       load_size=params["size"])
 
 
-def check(params: dict, topology) -> None:
-    bench, p = _delegate(params, topology)
-    bench.check(p, topology)
-
-
-def run(params: dict):
-    bench, p = _delegate(params)
-    m = bench.run(p)
-    m.info["placement"] = p["mem"]
-    return m
+check, run = delegated(_delegate, lambda params, p: {"placement": p["mem"]})

@@ -8,7 +8,7 @@ from ..options import Option, pick
 from ..topology import Topology
 from ..units import format_list
 from . import bandwidth, chase
-from .common import as_case_of
+from .common import as_case_of, delegated
 
 NAME = "matrix"
 DESCRIPTION = "initiator node x target node: idle latency (ns) or read bandwidth (GB/s)"
@@ -41,13 +41,5 @@ def _delegate(params: dict, topology: Topology | None = None):
     return bandwidth, as_case_of(bandwidth, params, kernel="read", **fixed)
 
 
-def check(params: dict, topology) -> None:
-    bench, p = _delegate(params, topology)
-    bench.check(p, topology)
-
-
-def run(params: dict):
-    bench, p = _delegate(params)
-    m = bench.run(p)
-    m.info["cell"] = {"initiator": params["initiator"], "target": params["target"]}
-    return m
+check, run = delegated(_delegate, lambda params, p: {
+    "cell": {"initiator": params["initiator"], "target": params["target"]}})

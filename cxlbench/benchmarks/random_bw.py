@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import UserError
 from ..options import Option, pick
 from . import bandwidth
+from .common import delegated
 
 NAME = "random_bw"
 DESCRIPTION = "random-access read bandwidth at a block granularity (GB/s)"
@@ -18,18 +19,14 @@ OPTIONS = {
 GRANULARITIES = (64, 256, 4096)
 
 
-def _as_bandwidth(params: dict) -> dict:
+def _delegate(params: dict, topology=None):
+    """The bandwidth case this is: kernel random_<granularity>."""
     g = params["granularity"]
     if g not in GRANULARITIES:
         raise UserError(f"random_bw: granularity {g} is not one of 64, 256, 4096")
     if params["size"] % g:
         raise UserError(f"random_bw: size {params['size']} is not a multiple of {g}")
-    return {**params, "kernel": f"random_{g}"}
+    return bandwidth, {**params, "kernel": f"random_{g}"}
 
 
-def check(params: dict, topology) -> None:
-    bandwidth.check(_as_bandwidth(params), topology)
-
-
-def run(params: dict):
-    return bandwidth.run(_as_bandwidth(params))
+check, run = delegated(_delegate)

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, benchmarks
 from ..errors import ResultsError, UserError
 from ..units import format_list, format_size
 from . import figures as _figures
@@ -26,12 +26,6 @@ FIGURE_DIR = "figures"
 # overwrites or removes there.
 MANIFEST = ".cxlbench-report.json"
 TMP_PREFIX = ".cxlbench-report.tmp-"    # where a report is made before it moves into place
-FAMILY_TITLES = {
-    "chase": "Idle latency", "bandwidth": "Bandwidth", "random_bw": "Random-access bandwidth",
-    "loaded_latency": "Loaded latency", "matrix": "Node matrices",
-    "interleave_sweep": "Weighted interleave", "pingpong": "Cache-line transfer (ping-pong)",
-    "atomics": "Atomics and sharing", "flush": "Flush and persistence",
-    "migrate": "Page migration", "migrate_touch": "Touches during page migration"}
 
 
 def run_table(runs: list[RunData]) -> Table:
@@ -127,7 +121,8 @@ def family_blocks(frame, runs: list[RunData]) -> list:
     blocks: list = []
     for family in dict.fromkeys(frame["benchmark"]):
         sub = frame[frame["benchmark"] == family].reset_index(drop=True)
-        blocks.append(Heading(2, FAMILY_TITLES.get(family, family)))
+        bench = benchmarks.family(family)
+        blocks.append(Heading(2, bench.title if bench else family))
         blocks.extend(_figures.figures_for(family, sub, runs))
         if sub["label"].nunique() > 1:
             blocks.append(Para("Medians per run:"))

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .. import benchmarks  # noqa: E402
 from ..paramtext import NOT_MEASURED, params_text, resolved, value_text  # noqa: E402
 from ..paramtext import varying as _varying  # noqa: E402
 from ..units import format_size, parse_list  # noqa: E402
@@ -412,12 +413,6 @@ def migrate_touch(frame, runs):
                  f"{p.get('to')}); the shaded span is the move.", _png(fig))
 
 
-PLOTTERS = {"chase": chase, "bandwidth": bandwidth, "random_bw": random_bw,
-            "loaded_latency": loaded_latency, "matrix": matrix,
-            "interleave_sweep": interleave_sweep, "pingpong": pingpong, "atomics": atomics,
-            "flush": flush, "migrate": migrate, "migrate_touch": migrate_touch}
-
-
 def generic(frame, runs):
     family = frame["benchmark"].iloc[0]
     metric = frame["metric"].iloc[0]
@@ -427,6 +422,8 @@ def generic(frame, runs):
 
 
 def figures_for(family: str, frame: pd.DataFrame, runs) -> list[Figure]:
-    """The figures of one family's rows (the generic bars where it has no plotter)."""
-    plot = PLOTTERS.get(family, generic)
+    """The figures of one family's rows: its registry record's figure function here, or
+    the generic bars."""
+    bench = benchmarks.family(family)
+    plot = globals()[bench.figures] if bench and bench.figures else generic
     return [f for f in plot(frame, runs) if f is not None]
