@@ -1,7 +1,6 @@
 """Summary statistics: median with a distribution-free confidence interval, and spread."""
 from __future__ import annotations
 
-import math
 import statistics
 
 NOISY_CV = 0.05     # a case whose coefficient of variation exceeds this is flagged

@@ -8,7 +8,7 @@ import re
 from ..errors import UserError
 from ..options import Option, pick
 from ..topology import Topology
-from ..units import format_list, parse_list
+from ..units import parse_list
 from . import bandwidth, chase, loaded_latency
 from .common import as_case_of, delegated
 
