@@ -350,8 +350,9 @@ def list_():
             continue
         runs = ", ".join(i + ("" if native.isa_supported(i) else " (not on this CPU)")
                          for i in k.isas)
+        streams = f"; buffers {', '.join(k.buffers)}" if k.buffers else ""
         click.echo(f"  {k.key:<8} {k.benchmark:<10} read {k.bytes_read} B, written "
-                   f"{k.bytes_written} B per {k.elem_bytes} B step; {runs}")
+                   f"{k.bytes_written} B per {k.elem_bytes} B step{streams}; {runs}")
         click.echo(f"           {k.description}")
     click.echo("\ndrivers (native/kernels.c: entry points with argument structs of their own):")
     for d in native.drivers():
@@ -360,9 +361,17 @@ def list_():
                    + (f"; needs {d.needs}" if d.needs else ""))
         click.echo(f"           {d.description}")
     click.echo("\nbenchmarks and their options:")
+    topology = Topology.read(probe_gpus=False)
     for name, b in benchmarks.available().items():
         click.echo(f"  {name}: {b.description}")
-        click.echo(f"    buffers: {', '.join(b.buffers) or 'none'}")
+        names = ", ".join(b.buffer_names() or ())
+        how = ("mem.<buffer> and page.<buffer> place one" if "mem" in b.options
+               else "placed by the benchmark")
+        click.echo(f"    buffers: {names} ({how})" if names else "    buffers: none")
+        defaults = {k: opt.default for k, opt in b.options.items()}
+        reason = b.skip(defaults, topology) if b.skip else None
+        if reason:
+            click.echo(f"    skipped here with its defaults: {reason}")
         for opt in b.options.values():
             click.echo(f"    {opt.describe()}")
     click.echo("\nsuites: " + ", ".join(suite.shipped_names()))

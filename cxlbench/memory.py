@@ -45,9 +45,12 @@ def check_page(page: str) -> str:
     return page
 
 
-def check_request(placement: Placement, page: str, size: int, topo: Topology, cpus) -> list[int]:
+def check_request(placement: Placement, page: str, size: int, topo: Topology, cpus,
+                  claimed: dict | None = None) -> list[int]:
     """Refuse, before mapping anything, what the machine cannot give. Returns the nodes the
-    pages should land on."""
+    pages should land on. `claimed` adds up the requests of several buffers of one case:
+    {(node, "bytes" or a hugetlb page size): what the ones checked before take}."""
+    claimed = {} if claimed is None else claimed
     check_page(page)
     # madvise works under 'always' and 'madvise'; under 'never' no page would be huge.
     if page == "thp" and topo.settings.get("thp_enabled") == "never":
@@ -69,17 +72,22 @@ def check_request(placement: Placement, page: str, size: int, topo: Topology, cp
     for node_id, share in shares.items():
         node = known[node_id]
         need_pages = -(-pages * share.numerator // share.denominator)
-        if page in HUGETLB_DIRS:
+        hugetlb = page in HUGETLB_DIRS
+        need = need_pages if hugetlb else need_pages * page_size     # pages, or bytes
+        key = (node_id, page if hugetlb else "bytes")
+        claimed[key] = total = claimed.get(key, 0) + need
+        others = " (with the case's other buffers there)" if total > need else ""
+        if hugetlb:
             pool = node.hugepages.get(HUGETLB_DIRS[page].split("-", 1)[1], {"free": 0})
-            if pool["free"] < need_pages:
+            if pool["free"] < total:
                 path = f"/sys/devices/system/node/node{node_id}/hugepages/{HUGETLB_DIRS[page]}/nr_hugepages"
                 raise PlacementError(
                     f"hugetlb pool on node {node_id} has {pool['free']} free {page} pages, "
-                    f"{need_pages} needed: raise {path}")
-        elif need_pages * page_size > node.mem_free:
+                    f"{total} needed{others}: raise {path}")
+        elif total > node.mem_free:
             raise PlacementError(
-                f"{format_size(need_pages * page_size)} on node {node_id} exceeds its free "
-                f"memory ({node.mem_free / (1 << 20):.0f} MiB free of "
+                f"{format_size(total)} on node {node_id}{others} exceeds its free memory "
+                f"({node.mem_free / (1 << 20):.0f} MiB free of "
                 f"{node.mem_total / (1 << 20):.0f} MiB)")
     return nodes
 
@@ -178,11 +186,11 @@ class Verification:
 
 class Buffer:
     """A placed, prefaulted buffer. `cpus` are the CPUs that touch it first (and decide
-    where `local` memory goes)."""
+    where `local` memory goes); `name` is what the benchmark calls it (src, chain...)."""
 
     def __init__(self, size: int, mem: str | Placement = "local", page: str = "4k", cpus=None,
                  topology: Topology | None = None, tolerance: float = DEFAULT_TOLERANCE,
-                 prefault: bool = True):
+                 prefault: bool = True, name: str = ""):
         if size <= 0:
             raise PlacementError(f"buffer size must be positive, got {size}")
         self.topology = topology or Topology.read(probe_gpus=False)
@@ -190,6 +198,7 @@ class Buffer:
         self.page = check_page(page)
         self.cpus = list(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
         self.tolerance = tolerance
+        self.name = name
         self.smaps = SMAPS                       # a fixture file in tests
         self.huge_at_first_check = None
         self.nodes = check_request(self.placement, page, size, self.topology, self.cpus)
@@ -255,7 +264,7 @@ class Buffer:
             problems.append(f"page=thp not honoured {when}:{bound} {v.huge:.1%} of "
                             f"{format_size(self.alloc.map_size)} in huge pages "
                             f"(tolerance {self.tolerance:.1%}): {why}")
-        return "; ".join(problems)
+        return (f"buffer {self.name}: " if self.name else "") + "; ".join(problems)
 
     def check(self, when: str) -> Verification:
         v = self.verify()

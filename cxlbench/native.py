@@ -97,6 +97,7 @@ class KernelInfo(Entry):
     bytes_read: int
     bytes_written: int
     streams: int
+    buffers: tuple[str, ...]  # the streams' names, in buf[] order (mem.<name> places one)
     write_allocate: bool      # stores pull lines in first: memory sees the written bytes twice
     test_only: bool
 
@@ -122,6 +123,7 @@ def kernels() -> tuple[KernelInfo, ...]:
         out.append(KernelInfo(
             **_entry(i, info.entry), elem_bytes=info.elem_bytes, bytes_read=info.bytes_read,
             bytes_written=info.bytes_written, streams=info.streams,
+            buffers=tuple(filter(None, (_text(info.buffers) or "").split(","))),
             write_allocate=bool(info.write_allocate), test_only=bool(info.test_only)))
     return tuple(out)
 

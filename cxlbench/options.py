@@ -66,12 +66,7 @@ class Option:
     def allowed(self) -> tuple | None:
         """The choices. Those read from the compiled core (the kernel table) are None where
         it is not built: the value is then checked where the suite runs."""
-        if not callable(self.choices):
-            return self.choices
-        try:
-            return tuple(self.choices())
-        except ImportError:
-            return None
+        return from_core(self.choices)
 
     def show(self, value) -> str:
         return format_size(int(value)) if self.kind == "size" else str(value)
@@ -87,6 +82,17 @@ class Option:
         parts += [b for b in bounds if b]
         default = self.show(self.default) if self.default not in ("", None) else "-"
         return f"{self.name:<10} {', '.join(parts):<34} default {default:<8} {self.help}"
+
+
+def from_core(names: tuple | Callable[[], tuple]) -> tuple | None:
+    """`names`, or what the callable reads from the compiled core at first use: None where
+    the core is not built."""
+    if not callable(names):
+        return names
+    try:
+        return tuple(names())
+    except ImportError:
+        return None
 
 
 def to_int(raw) -> int:
@@ -144,6 +150,30 @@ COMMON = {o.name: o for o in [
     Option("timeout", "float", 600.0, "seconds before the case's worker is killed", "s",
            min=1, max=7 * 24 * 3600),
 ]}
+
+
+# Options one buffer of a case may take for itself: mem.<buffer>, page.<buffer>.
+PER_BUFFER = ("mem", "page")
+
+
+def split_buffer_option(key: str) -> tuple[str, str] | None:
+    """'mem.src' -> ('mem', 'src'); None for a key that is not a per-buffer option."""
+    base, dot, buffer = key.partition(".")
+    return (base, buffer) if dot and base in PER_BUFFER and buffer else None
+
+
+def buffer_option(base: Option, key: str) -> Option:
+    """The option `key` (mem.<buffer>, page.<buffer>): `base`'s kind and checks, and no
+    default: a buffer without one takes the case's mem and page."""
+    return Option(**{**base.__dict__, "name": key, "default": None,
+                     "help": f"{base.name} of buffer {key.partition('.')[2]} alone"})
+
+
+def buffer_spec(params: dict, buffer: str) -> tuple[str, str]:
+    """(mem, page) of one buffer of a case: its own mem.<buffer> and page.<buffer>, else
+    the case's mem and page."""
+    return (params.get(f"mem.{buffer}") or params["mem"],
+            params.get(f"page.{buffer}") or params["page"])
 
 
 def pick(*names: str, **overrides) -> dict[str, Option]:

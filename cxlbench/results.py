@@ -70,6 +70,20 @@ def columns_for(param_names) -> list[str]:
     return FIRST_COLUMNS + sorted(set(param_names) - RESOLVED) + LAST_COLUMNS
 
 
+def verified_counts(text: str) -> dict[str, dict[str, int]]:
+    """The `verified` column as {buffer: {node: pages}}: 'src=0:512 dst=1:510;other:2' ->
+    {'src': {'0': 512}, 'dst': {'1': 510, 'other': 2}}. Runs made before buffers were
+    named hold one unnamed entry per buffer: 'b0', 'b1'... ."""
+    out = {}
+    if not isinstance(text, str):          # a case without buffers: pandas reads NaN
+        return out
+    for i, part in enumerate(text.split()):
+        name, _, counts = part.rpartition("=")
+        out[name or f"b{i}"] = {node: int(n) for node, _, n in
+                                (c.partition(":") for c in counts.split(";") if c)}
+    return out
+
+
 class Run:
     """One run directory. `stored_version` is the format its files are in; what Run gives
     (meta, journal, rows) is always in FORMAT_VERSION and consistent: only the rows of

@@ -116,7 +116,7 @@ def oom_kills() -> tuple[int, int]:
 
 def rows_for(run: Run, case: Case, m: dict) -> list[dict]:
     verified = m.get("placement", {}).get("verified", [])
-    counts = " ".join(v["text"] for v in verified)         # one entry per buffer
+    counts = " ".join(f"{v['buffer']}={v['text']}" for v in verified)   # src=0:512 dst=1:512
     base = {**case.params, "run": run.meta["run_id"], "job": case.job, "case": case.id,
             "benchmark": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
             "cpus_used": format_list(m.get("cpus", [])),
@@ -166,10 +166,11 @@ def check_resumable(run: Run) -> None:
     done = run.finished()
     for case in (Case.from_dict(c) for c in run.meta["cases"] if c["id"] not in done):
         try:
-            options = benchmarks.get(case.bench).OPTIONS
+            bench = benchmarks.get(case.bench)
         except UserError as e:
             raise UserError(f"cannot resume {run.path}: {case.id}: {e}") from None
-        missing, dropped = set(options) - set(case.params), set(case.params) - set(options)
+        missing = set(bench.options) - set(case.params)
+        dropped = {k for k in case.params if not bench.takes(k)}
         if missing or dropped:
             made = " ".join(str(x) for x in (run.meta.get("cxlbench_version"),
                                              run.meta.get("git_describe")) if x)

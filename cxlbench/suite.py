@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import benchmarks
 from .errors import SuiteError, UserError
-from .options import INT_MAX, to_int
+from .options import INT_MAX, PER_BUFFER, to_int
 from .units import parse_size
 
 if sys.version_info >= (3, 11):
@@ -29,6 +29,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 RESERVED = {"bench"}            # job keys that are not options
+RANGE_KEYS = {"from", "to", "factor", "step"}
 TOP_LEVEL = {"description"}     # top-level keys that are not tables
 # More cases than this is a typo (step where factor was meant), not a plan; --max-cases
 # raises it. Counted before anything is built, so a typo costs no memory.
@@ -46,11 +47,11 @@ class Case:
     def label(self) -> str:
         """The parameters worth showing in progress lines: size, mem, and what differs
         from the defaults, leaving out the run-control options."""
-        opts = benchmarks.get(self.bench).OPTIONS
+        bench = benchmarks.get(self.bench)
         shown = [k for k, v in self.params.items()
-                 if k in ("size", "mem") or (v != opts[k].default and
+                 if k in ("size", "mem") or (v != bench.option(k).default and
                                              k not in ("repeat", "warmup", "tolerance", "timeout"))]
-        return " ".join(f"{k}={opts[k].show(self.params[k])}" for k in shown)
+        return " ".join(f"{k}={bench.option(k).show(self.params[k])}" for k in shown)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "job": self.job, "bench": self.bench, "params": self.params}
@@ -182,9 +183,9 @@ def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = 
     where = suite.source
     if not isinstance(glob, dict):
         raise SuiteError(f"{where}: [global] must be a table")
-    known = {name for b in benchmarks.available().values() for name in b.OPTIONS}
+    glob = _buffer_keys(glob)
     for key in glob:
-        if key not in known:
+        if not any(b.takes(key) for b in benchmarks.available().values()):
             raise SuiteError(f"{where}: [global]: option {key!r} is not an option of any "
                              f"benchmark")
     cases: list[Case] = []
@@ -193,7 +194,8 @@ def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = 
             continue
         if not isinstance(body, dict):
             raise SuiteError(f"{where}: {job!r} must be a job table ([{job}])")
-        cases += _expand_job(where, job, glob, body, nodes, len(cases), max_cases)
+        cases += _expand_job(where, job, glob, _buffer_keys(body), nodes, len(cases),
+                             max_cases)
     if not cases:
         raise SuiteError(f"{where}: no jobs")
     return cases
@@ -219,11 +221,18 @@ def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict, done:
         bench = benchmarks.get(bench_name)
     except UserError as e:
         raise SuiteError(f"{ctx}: {e}") from None
-    options = bench.OPTIONS
-    for key in body:
-        if key not in options and key not in RESERVED:
-            raise SuiteError(f"{ctx}: option {key!r} is not an option of {bench_name} "
-                             f"(options: {', '.join(options)})")
+    # The table's options, then the buffers' own mem.<buffer> and page.<buffer> where
+    # given: a suite without them expands exactly as before they existed. Every key of
+    # the job must be the benchmark's; [global] ones apply where they are.
+    options = dict(bench.OPTIONS)
+    for key in [*body, *glob]:
+        if key not in RESERVED and key not in options:
+            try:
+                options[key] = bench.option(key)
+            except UserError as e:
+                if key in body:
+                    raise SuiteError(f"{ctx}: {e}") from None
+
     def check_count(n: int) -> None:
         if done + n > max_cases:
             before = f" after {done} in the jobs before it" if done else ""
@@ -248,6 +257,19 @@ def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict, done:
         axes.append([(name, v) for v in values])
     return [Case(f"{job}/{i:03d}", job, bench_name, dict(combo))
             for i, combo in enumerate(itertools.product(*axes))]
+
+
+def _buffer_keys(table: dict) -> dict:
+    """TOML reads `mem.src = "bind:0"` (or `mem = { src = "bind:0" }`) as a table under
+    mem: the options mem.src, mem.dst... it means. A quoted "mem.src" is one already; a
+    range's keys stay a range (and are refused as one)."""
+    out = {}
+    for key, value in table.items():
+        if key in PER_BUFFER and isinstance(value, dict) and not set(value) <= RANGE_KEYS:
+            out.update({f"{key}.{buffer}": v for buffer, v in value.items()})
+        else:
+            out[key] = value
+    return out
 
 
 def _as_list(raw) -> list:
@@ -276,7 +298,7 @@ def _range(spec: dict, opt, ctx, max_cases: int) -> list:
     if opt.kind not in ("size", "int", "float"):
         raise SuiteError(f"{ctx}: a table where a value was expected (ranges are for sizes "
                          "and numbers)")
-    if set(spec) - {"from", "to", "factor", "step"} or "from" not in spec or "to" not in spec:
+    if set(spec) - RANGE_KEYS or "from" not in spec or "to" not in spec:
         raise SuiteError(f"{ctx}: a range is {{ from = A, to = B, factor = F }} or "
                          f"{{ from = A, to = B, step = S }}")
     parse = parse_size if opt.kind == "size" else to_int

@@ -100,8 +100,10 @@ enum cxb_check {
     CXB_CHECK_TRIAD = 4,        /* numpy recomputes buf[0] = buf[1] + value * buf[2] */
     CXB_CHECK_CHAIN_END = 5,    /* each walk ends on the line the cycle's order predicts */
     CXB_CHECK_COUNTERS = 6,     /* the line's counters add up to the operations made */
-    CXB_CHECK_LINES = 7         /* lines read back: written ones hold value + their index,
+    CXB_CHECK_LINES = 7,        /* lines read back: written ones hold value + their index,
                                  * the rest the index fill or its sum (and CHAIN_END) */
+    CXB_CHECK_PAGES = 8         /* after a move every page is on the node (a move_pages
+                                 * query of each) and the index fill reads back whole */
 };
 
 /* What a row of either table says. */
@@ -147,6 +149,7 @@ struct cxb_kernel_info {
     uint32_t bytes_read;    /* application bytes read per iteration */
     uint32_t bytes_written; /* application bytes written per iteration */
     int streams;            /* buffers the kernel takes */
+    const char *buffers;    /* their names, comma-separated, in buf[] order: mem.<name> */
     int write_allocate;     /* its stores pull lines in first (not non-temporal) */
     int test_only;          /* runs only under CXLBENCH_TEST_KERNELS=1 */
 };

@@ -41,46 +41,50 @@ struct row {
 };
 
 /* A stream kernel takes any number of threads; a chase kernel one, and no streams. */
-#define STREAM(key, bench, desc, check, elem, rd, wr, streams, wa) \
-    {{key, bench, desc, CXB_CHECK_##check, NULL, 1, 0, 0, NULL}, elem, rd, wr, streams, wa, 0}
+#define STREAM(key, bench, desc, check, elem, rd, wr, streams, names, wa) \
+    {{key, bench, desc, CXB_CHECK_##check, NULL, 1, 0, 0, NULL}, elem, rd, wr, streams, names, \
+     wa, 0}
 #define CHASE(key, desc) \
-    {{key, "chase", desc, CXB_CHECK_CHAIN_END, NULL, 1, 1, 0, NULL}, 8, 8, 0, 0, 0, 0}
+    {{key, "chase", desc, CXB_CHECK_CHAIN_END, NULL, 1, 1, 0, NULL}, 8, 8, 0, 0, NULL, 0, 0}
 #define VARIANTS(name) {cxb_##name##_S, X86(cxb_##name##_A2), X86(cxb_##name##_A5)}
 #define SCALAR_ONLY(fn) {fn, NULL, NULL}
 
 static const struct row table[] = {
-    /* key, benchmark, description, check, bytes per step, read, written, streams,
-     * write-allocate */
-    {STREAM("read", "bandwidth", "sequential read: a is summed as uint64 lanes", INDEX_SUM,
-            8, 8, 0, 1, 0), VARIANTS(read)},
-    {STREAM("write", "bandwidth", "a[i] = s", FILL, 8, 0, 8, 1, 1), VARIANTS(write)},
-    {STREAM("write_nt", "bandwidth", "a[i] = s, non-temporal stores", FILL, 8, 0, 8, 1, 0),
-     VARIANTS(write_nt)},
-    {STREAM("copy", "bandwidth", "a[i] = b[i]", COPY, 8, 8, 8, 2, 1), VARIANTS(copy)},
-    {STREAM("copy_nt", "bandwidth", "a[i] = b[i], non-temporal stores", COPY, 8, 8, 8, 2, 0),
-     VARIANTS(copy_nt)},
-    {STREAM("triad", "bandwidth", "a[i] = b[i] + s * c[i]", TRIAD, 8, 16, 8, 3, 1),
+    /* key, benchmark, description, check, bytes per step, read, written, streams, their
+     * names (what mem.<name> places), write-allocate */
+    {STREAM("read", "bandwidth", "sequential read: src is summed as uint64 lanes", INDEX_SUM,
+            8, 8, 0, 1, "src", 0), VARIANTS(read)},
+    {STREAM("write", "bandwidth", "dst[i] = s", FILL, 8, 0, 8, 1, "dst", 1), VARIANTS(write)},
+    {STREAM("write_nt", "bandwidth", "dst[i] = s, non-temporal stores", FILL, 8, 0, 8, 1,
+            "dst", 0), VARIANTS(write_nt)},
+    {STREAM("copy", "bandwidth", "dst[i] = src[i]", COPY, 8, 8, 8, 2, "dst,src", 1),
+     VARIANTS(copy)},
+    {STREAM("copy_nt", "bandwidth", "dst[i] = src[i], non-temporal stores", COPY, 8, 8, 8, 2,
+            "dst,src", 0), VARIANTS(copy_nt)},
+    {STREAM("triad", "bandwidth", "a[i] = b[i] + s * c[i]", TRIAD, 8, 16, 8, 3, "a,b,c", 1),
      VARIANTS(triad)},
     {STREAM("triad_nt", "bandwidth", "a[i] = b[i] + s * c[i], non-temporal stores", TRIAD,
-            8, 16, 8, 3, 0), VARIANTS(triad_nt)},
+            8, 16, 8, 3, "a,b,c", 0), VARIANTS(triad_nt)},
     {STREAM("rw_3_1", "bandwidth", "of every 4 lines read 3, write 1 (MLC's 3:1)", INDEX_SUM,
-            256, 192, 64, 1, 1), VARIANTS(rw_3_1)},
+            256, 192, 64, 1, "data", 1), VARIANTS(rw_3_1)},
     {STREAM("rw_2_1", "bandwidth", "of every 3 lines read 2, write 1 (MLC's 2:1)", INDEX_SUM,
-            192, 128, 64, 1, 1), VARIANTS(rw_2_1)},
+            192, 128, 64, 1, "data", 1), VARIANTS(rw_2_1)},
     {STREAM("rw_1_1", "bandwidth", "of every 2 lines read 1, write 1 (MLC's 1:1)", INDEX_SUM,
-            128, 64, 64, 1, 1), VARIANTS(rw_1_1)},
+            128, 64, 64, 1, "data", 1), VARIANTS(rw_1_1)},
     {STREAM("random_64", "random_bw", "64 B blocks read in a random order, each once a pass",
-            INDEX_SUM, 64, 64, 0, 1, 0), VARIANTS(random_64)},
+            INDEX_SUM, 64, 64, 0, 1, "src", 0), VARIANTS(random_64)},
     {STREAM("random_256", "random_bw", "256 B blocks read in a random order, each once a "
-            "pass", INDEX_SUM, 256, 256, 0, 1, 0), VARIANTS(random_256)},
+            "pass", INDEX_SUM, 256, 256, 0, 1, "src", 0), VARIANTS(random_256)},
     {STREAM("random_4096", "random_bw", "4 KiB blocks read in a random order, each once a "
-            "pass", INDEX_SUM, 4096, 4096, 0, 1, 0), VARIANTS(random_4096)},
+            "pass", INDEX_SUM, 4096, 4096, 0, 1, "src", 0), VARIANTS(random_4096)},
     /* libc may store non-temporally past a size of its own: write-allocate not claimed */
-    {STREAM("copy_libc", "bandwidth", "memcpy(a, b): libc's own instructions and stores, "
-            "picked at run time (its one variant is named scalar)", COPY, 8, 8, 8, 2, 0),
+    {STREAM("copy_libc", "bandwidth", "memcpy(dst, src): libc's own instructions and stores, "
+            "picked at run time (its one variant is named scalar)", COPY, 8, 8, 8, 2,
+            "dst,src", 0),
      SCALAR_ONLY(cxb_copy_libc)},
-    {STREAM("write_libc", "bandwidth", "memset(a, s): s's low byte in every byte, libc's own "
-            "instructions and stores (its one variant is named scalar)", FILL, 8, 0, 8, 1, 0),
+    {STREAM("write_libc", "bandwidth", "memset(dst, s): s's low byte in every byte, libc's "
+            "own instructions and stores (its one variant is named scalar)", FILL, 8, 0, 8, 1,
+            "dst", 0),
      SCALAR_ONLY(cxb_write_libc)},
     {CHASE("chase", "dependent loads around a random cycle, one pointer per line"),
      SCALAR_ONLY(cxb_chase_kernel)},
@@ -89,7 +93,7 @@ static const struct row table[] = {
     {CHASE("chase_dist", "batches of dependent loads, each timed with rdtscp"),
      SCALAR_ONLY(cxb_chase_dist_kernel)},
     {{{"crash", "selftest", "raises SIGSEGV (test-only)", CXB_CHECK_NONE, "it never returns",
-       1, 1, 0, NULL}, 8, 0, 0, 0, 0, 1}, SCALAR_ONLY(crash_kernel)},
+       1, 1, 0, NULL}, 8, 0, 0, 0, NULL, 0, 1}, SCALAR_ONLY(crash_kernel)},
 };
 enum { ROWS = sizeof table / sizeof table[0] };
 
@@ -197,6 +201,9 @@ static const struct cxb_entry drivers[] = {
     {"flush", "flush", "clflush, clflushopt or clwb of clean or dirty lines, non-temporal "
      "stores, or write then flush, ended by sfence", CXB_CHECK_LINES, NULL, 1, 1, SCALAR,
      "x86-64 and the kind's instruction (cxb_flush_supported)"},
+    {"migrate_touch", "migrate_touch", "one thread moves a buffer's pages (move_pages or "
+     "mbind) while a second touches them one line at a time, every touch timed",
+     CXB_CHECK_PAGES, NULL, 2, 2, SCALAR, "x86-64: the buffer is flushed before and after"},
 };
 enum { DRIVERS = sizeof drivers / sizeof drivers[0] };
 

@@ -49,7 +49,14 @@ def last_json(stdout: str):
 
 
 def pytest_collection_modifyitems(items):
-    """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out."""
+    """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out. One
+    that needs two memory nodes on this machine skips, with why, where it has fewer."""
+    nodes = None
     for item in items:
         if item.get_closest_marker("qemu"):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("numa2"):
+            nodes = Topology.read(probe_gpus=False).memory_nodes if nodes is None else nodes
+            if len(nodes) < 2:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"needs two memory nodes on this machine, it has {len(nodes)}"))

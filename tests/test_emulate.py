@@ -76,10 +76,11 @@ def test_cxl_run_is_marked_emulated_and_held_data(cxl):
 @needs("cxl")
 def test_buffer_bound_to_cxl_node_verifies_there(cxl):
     df = cxl["df"]
-    bound = df[df["mem"] == "bind:1"]
+    bound = df[(df["mem"] == "bind:1") & (df["job"] != "split")]
     assert len(bound) and bound["placement_ok"].all()
-    # every verified page on node 1, none elsewhere
-    assert all(v.startswith("1:") and ";" not in v for v in bound["verified"])
+    # every verified page of every buffer on node 1, none elsewhere
+    assert all(set(counts) == {"1"} for v in bound["verified"]
+               for counts in results.verified_counts(v).values())
 
 
 @pytest.mark.qemu
@@ -87,7 +88,7 @@ def test_buffer_bound_to_cxl_node_verifies_there(cxl):
 def test_weighted_interleave_3_to_1(cxl):
     df = cxl["df"]
     (verified,) = set(df[df["mem"] == "weighted:0=3,1=1"]["verified"])
-    counts = dict(part.split(":") for part in verified.split(";"))
+    (counts,) = results.verified_counts(verified).values()
     share0 = int(counts["0"]) / (int(counts["0"]) + int(counts["1"]))
     assert abs(share0 - 0.75) <= 0.02, verified
 
@@ -101,6 +102,24 @@ def test_pages_moved_to_cxl_node_read_back_and_verify(cxl):
                                           "page_latency"}
     assert {r["kernel"] for r in rec} == {"move_pages", "mbind_move"}
     assert all(r["median"] > 0 for r in rec)
+
+
+@pytest.mark.qemu
+@needs("cxl")
+def test_copy_with_source_and_destination_on_two_nodes(cxl):
+    """ci's [split]: mem.src = bind:0, mem.dst = bind:1. Every page of each buffer was
+    found (move_pages, page by page) on its own node, and the copy checked."""
+    rows = cxl["df"][cxl["df"]["job"] == "split"]
+    assert len(rows) and rows["placement_ok"].all() and set(rows["kernel"]) == {"copy"}
+    assert (rows["mem.src"] == "bind:0").all() and (rows["mem.dst"] == "bind:1").all()
+    pages = 16 << 20 >> 12
+    for v in set(rows["verified"]):
+        assert results.verified_counts(v) == {"dst": {"1": pages}, "src": {"0": pages}}
+    (entry,) = [e for e in cxl["df"].attrs["journal"].values()
+                if e["params"].get("mem.src") == "bind:0"]
+    assert entry["status"] == "ok"
+    assert {(v["buffer"], v["spec"], v["ok"]) for v in entry["placement"]["verified"]} == \
+        {("src", "bind:0", True), ("dst", "bind:1", True)}
 
 
 @pytest.mark.qemu
@@ -244,7 +263,7 @@ def test_interleave_sweep_verified_shares(cxl):
     sweep = df[df["job"] == "interleave"]
     shares = {}
     for ratio, rows in sweep.groupby("ratio"):
-        counts = dict(part.split(":") for part in rows["verified"].iloc[0].split(";"))
+        (counts,) = results.verified_counts(rows["verified"].iloc[0]).values()
         total = sum(int(v) for v in counts.values())
         shares[ratio] = int(counts.get("0", 0)) / total
         assert rows["placement_ok"].all(), ratio
@@ -261,7 +280,7 @@ def test_pingpong_with_the_line_homed_on_the_cxl_node(cxl):
     assert all(r["status"] == "ok" and r["median"] > 0 for r in rec.values())
     df = cxl["df"]
     homed = df[(df["benchmark"] == "pingpong") & (df["mem"] == "bind:1")]
-    assert (homed["verified"] == "1:1").all()
+    assert (homed["verified"] == "line=1:1").all()
 
 
 @pytest.mark.qemu

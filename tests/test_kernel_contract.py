@@ -120,12 +120,13 @@ def test_fill_values_are_one_byte_everywhere():
 
 def test_driver_table_lists_the_bespoke_entry_points():
     rows = {d.key: d for d in native.drivers()}
-    assert set(rows) == {"loaded_latency", "pingpong", "atomics", "flush"}
+    assert set(rows) == {"loaded_latency", "pingpong", "atomics", "flush", "migrate_touch"}
     for d in rows.values():
         assert callable(getattr(lib, f"cxb_{d.key}")) and d.description
         assert benchmarks.get(d.benchmark).NAME == d.benchmark
     assert (rows["pingpong"].min_threads, rows["pingpong"].max_threads) == (2, 2)
     assert rows["atomics"].check == rows["pingpong"].check == "counters"
+    assert rows["migrate_touch"].check == "pages"       # migrate.Checker after each move
 
 
 @pytest.mark.parametrize("names,prefix", [

@@ -32,8 +32,17 @@ try:
 except errors.SuiteError as e:
     bad = str(e)
 (case,) = suite.expand(suite.adhoc("bandwidth", ["kernel=copy", "mem=weighted:0=3,1=1"]), [0])
-print(len(full), len(quick), case.params["mem"])
+# bandwidth's buffer names are the kernel table's: unchecked here, checked where it runs;
+# chase names its buffer in Python, so a wrong one is refused even here.
+(split,) = suite.expand(suite.adhoc("bandwidth", ["kernel=copy", "mem.src=bind:1"]), [0, 1])
+try:
+    suite.expand(suite.adhoc("chase", ["mem.table=bind:0"]), [0])
+    nobuf = "accepted"
+except errors.SuiteError as e:
+    nobuf = str(e)
+print(len(full), len(quick), case.params["mem"], split.params["mem.src"])
 print(bad)
+print(nobuf)
 print("cxlbench._native" in sys.modules, "cxlbench.native" in sys.modules)
 """
 
@@ -42,13 +51,14 @@ def test_suites_and_set_validate_without_the_core():
     r = subprocess.run([sys.executable, "-c", NO_CORE], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    counts, bad, loaded = r.stdout.splitlines()
+    counts, bad, nobuf, loaded = r.stdout.splitlines()
     from cxlbench import suite      # the same suites with the core, where it is built
     full = suite.expand(suite.load(str(ROOT / "suites/full.toml")), [0, 1, 2], [0, 1],
                         ["0,1", "0,2"])
     quick = suite.expand(suite.load("quick"), [0, 1])
-    assert counts == f"{len(full)} {len(quick)} weighted:0=3,1=1"
+    assert counts == f"{len(full)} {len(quick)} weighted:0=3,1=1 bind:1"
     assert "option 'mem': malformed placement 'bind:x'" in bad
+    assert "chase has no buffer 'table' (its buffers: chain" in nobuf
     assert loaded == "False False"
 
 

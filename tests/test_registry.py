@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from click.testing import CliRunner
 
 from cxlbench import benchmarks, runner
 from cxlbench.benchmarks import Benchmark, common, interleave_sweep, matrix, random_bw
 from cxlbench.cli import main
+from cxlbench.errors import UserError
 from cxlbench.report import figures
 from cxlbench.suite import Case
 from cxlbench.topology import Topology
@@ -18,7 +20,7 @@ def test_every_record_is_whole():
     for name, b in benchmarks._ALL.items():
         assert isinstance(b, Benchmark) and b.name == name == b.NAME
         assert b.OPTIONS is b.options and b.description and b.title
-        assert isinstance(b.buffers, tuple)
+        assert isinstance(b.buffer_names(), tuple)
         assert b.figures is None or callable(getattr(figures, b.figures))
     assert benchmarks.family("chase").title == "Idle latency"
     assert benchmarks.family("nonesuch") is None
@@ -34,26 +36,41 @@ def test_delegating_benchmarks_share_one_helper():
 def test_list_shows_buffers():
     out = CliRunner().invoke(main, ["list"])
     assert out.exit_code == 0, out.output
-    assert "buffers: a, b, c" in out.output and "buffers: chain, load" in out.output
-
-
-def _two_nodes(params, topology):
-    if len(topology.memory_nodes) < 2 and params["from"] != params["to"]:
-        return "needs two memory nodes"
-    return None
+    assert "buffers: src, dst, a, b, c, data (mem.<buffer>" in out.output
+    assert "buffers: chain, load (mem.<buffer>" in out.output
+    assert "buffers: chain, src (placed by the benchmark)" in out.output     # matrix
+    assert "copy_nt  bandwidth  read 8 B, written 8 B per 8 B step; buffers dst, src" in \
+        out.output
 
 
 def test_skip_lists_the_case_unsupported(monkeypatch):
-    failing = replace(benchmarks._ALL["migrate"], skip=_two_nodes,
+    """migrate's filter: a move on a one-node machine is skipped with the reason (listed,
+    noted, the case 'unsupported'); from = to, the baseline, runs there."""
+    checked = replace(benchmarks._ALL["migrate"],
                       check=lambda p, t: (_ for _ in ()).throw(AssertionError("checked")))
-    monkeypatch.setitem(benchmarks._ALL, "migrate", failing)
+    monkeypatch.setitem(benchmarks._ALL, "migrate", checked)
     topo = Topology.read(probe_gpus=False)
     monkeypatch.setattr(type(topo), "memory_nodes", property(lambda self: [0]))
     monkeypatch.setattr(Topology, "read", classmethod(lambda cls, **kw: topo))
     params = {"from": 0, "to": 1}
+    why = ("moving pages needs two nodes with memory, this machine has one (node 0); "
+           "from = to measures the no-move baseline")
     notes = benchmarks.precheck([Case("c1", "job", "migrate", params)], topo)
-    assert notes == ["c1: skipped: needs two memory nodes"]
+    assert notes == [f"c1: skipped: {why}"]
     m = benchmarks.get("migrate").run(params)
-    assert (m.status, m.error) == ("unsupported", "needs two memory nodes")
+    assert (m.status, m.error) == ("unsupported", why)
     entry = runner.journal_entry(Case("c1", "job", "migrate", params), m.to_dict(), 0.1)
-    assert runner.describe(entry) == "UNSUPPORTED: needs two memory nodes"
+    assert runner.describe(entry) == f"UNSUPPORTED: {why}"
+    assert benchmarks.get("migrate_touch").skip(params, topo) == why
+    assert benchmarks.get("migrate").skip({"from": 0, "to": 0}, topo) is None
+    out = CliRunner().invoke(main, ["list"])
+    assert f"skipped here with its defaults: {why}" in out.output
+
+
+def test_two_node_machine_runs_the_move_and_refuses_a_missing_node(topo):
+    two = topo("two_socket_cxl")
+    migrate = benchmarks.get("migrate")
+    assert migrate.skip({"from": 0, "to": 2}, two) is None
+    params = {name: opt.default for name, opt in migrate.options.items()}
+    with pytest.raises(UserError, match="node 5 does not exist"):
+        benchmarks.precheck([Case("c1", "job", "migrate", {**params, "to": 5})], two)

@@ -37,7 +37,7 @@ def test_adhoc_json_contract(tmp_path):
     df = results.load(rec["run_dir"])
     assert len(df) == 3 and set(df["metric"]) == {"latency"}
     # 1 MiB with THP maps one whole 2 MiB page: 512 base pages, all on node 0
-    assert df["verified"].iloc[0] == "0:512" and df["placement_ok"].all()
+    assert df["verified"].iloc[0] == "chain=0:512" and df["placement_ok"].all()
     meta = df.attrs["run"]
     assert meta["format_version"] == results.FORMAT_VERSION
     assert meta["timer"]["clock"] == "CLOCK_MONOTONIC_RAW"

@@ -159,8 +159,11 @@ def test_the_largest_values_the_c_side_takes_still_pass():
     ('[j]\nbench = ["chase", "bandwidth"]', "job 'j': bench = ['chase', 'bandwidth']: name one "
                                             "benchmark"),
     ('[j]\nbench = 3', "job 'j': bench = 3: name one benchmark"),
-    ('[j]\nbench = "chase"\nmem = { node = 1 }', "option 'mem': a table where a value was "
-                                                 "expected"),
+    # a table under mem names buffers (mem.src = ... in TOML): node is none of chase's
+    ('[j]\nbench = "chase"\nmem = { node = 1 }', "option 'mem.node': chase has no buffer "
+                                                 "'node' (its buffers: chain"),
+    ('[j]\nbench = "chase"\nmem = { chain = { node = 1 } }', "option 'mem.chain': a table "
+                                                              "where a value was expected"),
     ('[j]\nbench = "chase"\npage = { from = 1, to = 2, step = 1 }', "option 'page': a table "
                                                                     "where a value"),
     ('[j]\nbench = "chase"\ntimeout = [1.0, [2.0]]', "option 'timeout': a list where one "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import UserError
+from ..options import Option, buffer_option, from_core, split_buffer_option
 from ..topology import Topology
 from . import (bandwidth, chase, common, flush, interleave_sweep, loaded_latency, matrix,
                migrate, migrate_touch, random_bw, selftest)
@@ -20,18 +21,56 @@ class Benchmark:
     name: str
     description: str
     options: dict                   # name -> Option
-    buffers: tuple[str, ...]        # the buffers a case places, the most any case does
+    # Every buffer a case may place, by name (a callable: read from the kernel table at
+    # first use); where the benchmark takes mem, mem.<buffer> and page.<buffer> place one.
+    buffers: tuple[str, ...] | Callable[[], tuple[str, ...]]
     title: str                      # the report's heading for the family
     measure: Callable               # (params) -> Measurement, in the case's worker
     check: Callable | None = None   # (params, topology) -> note | None; UserError: bad input
     skip: Callable | None = None    # (params, topology) -> why this machine cannot, or None
     figures: str | None = None      # its figure function in report/figures.py (None: generic)
     test_only: bool = False
+    buffers_of: Callable | None = None  # (params) -> the buffers this case places (None: all)
 
     # The module-style names suites, runner and cli read.
     NAME = property(lambda self: self.name)
     DESCRIPTION = property(lambda self: self.description)
     OPTIONS = property(lambda self: self.options)
+
+    def buffer_names(self) -> tuple[str, ...] | None:
+        """Every buffer a case may place; None where the names come from the compiled core
+        and it is not built (mem.<buffer> is then checked where the suite runs)."""
+        return from_core(self.buffers)
+
+    def option(self, key: str) -> Option:
+        """The option `key` names: one of the table's, or a buffer's own mem.<buffer> or
+        page.<buffer>. UserError saying what exists for any other."""
+        if key in self.options:
+            return self.options[key]
+        split = split_buffer_option(key)
+        if split is None:
+            raise UserError(f"option {key!r} is not an option of {self.name} (options: "
+                            f"{', '.join(self.options)})")
+        base, buffer = split
+        if "mem" not in self.options:
+            raise UserError(f"option {key!r}: {self.name} places its buffers itself (it takes "
+                            f"no mem, so no {base}.<buffer>)")
+        names = self.buffer_names()
+        if names is not None and buffer not in names:
+            raise UserError(f"option {key!r}: {self.name} has no buffer {buffer!r} (its "
+                            f"buffers: {', '.join(names)}; {base}.<buffer> places one)")
+        return buffer_option(self.options[base], key)
+
+    def takes(self, key: str) -> bool:
+        try:
+            self.option(key)
+            return True
+        except UserError:
+            return False
+
+    def case_buffers(self, params: dict) -> tuple[str, ...] | None:
+        """The buffers this case places (bandwidth's: its kernel's streams)."""
+        return self.buffers_of(params) if self.buffers_of else self.buffer_names()
 
     def run(self, params: dict):
         """The case's Measurement; one this machine cannot run is 'unsupported', with why."""
@@ -43,27 +82,28 @@ class Benchmark:
         return self.measure(params)
 
 
-def _record(m, title: str, buffers: tuple[str, ...], skip=None) -> Benchmark:
-    return Benchmark(m.NAME, m.DESCRIPTION, m.OPTIONS, buffers, title, m.run,
-                     getattr(m, "check", None), skip,
-                     None if getattr(m, "TEST_ONLY", False) else m.NAME,
-                     getattr(m, "TEST_ONLY", False))
+def _record(m, title: str) -> Benchmark:
+    """A module's (or class's) NAME, DESCRIPTION, OPTIONS, BUFFERS, run, and the check,
+    skip and buffers_of it may have."""
+    test_only = getattr(m, "TEST_ONLY", False)
+    return Benchmark(m.NAME, m.DESCRIPTION, m.OPTIONS, m.BUFFERS, title, m.run,
+                     getattr(m, "check", None), getattr(m, "skip", None),
+                     None if test_only else m.NAME, test_only, getattr(m, "buffers_of", None))
 
 
 _ALL = {b.name: b for b in (
-    _record(chase, "Idle latency", ("chain",)),
-    # bandwidth: one buffer per kernel stream (read 1, copy 2, triad 3); the sweep likewise.
-    _record(bandwidth, "Bandwidth", ("a", "b", "c")),
-    _record(random_bw, "Random-access bandwidth", ("data",)),
-    _record(loaded_latency, "Loaded latency", ("chain", "load")),
-    _record(matrix, "Node matrices", ("data",)),
-    _record(interleave_sweep, "Weighted interleave", ("a", "b", "c")),
-    _record(PingPong, "Cache-line transfer (ping-pong)", ("line",)),
-    _record(Atomics, "Atomics and sharing", ("lines",)),
-    _record(flush, "Flush and persistence", ("lines",)),
-    _record(migrate, "Page migration", ("pages",)),
-    _record(migrate_touch, "Touches during page migration", ("pages",)),
-    _record(selftest, "selftest", ()),
+    _record(chase, "Idle latency"),
+    _record(bandwidth, "Bandwidth"),
+    _record(random_bw, "Random-access bandwidth"),
+    _record(loaded_latency, "Loaded latency"),
+    _record(matrix, "Node matrices"),
+    _record(interleave_sweep, "Weighted interleave"),
+    _record(PingPong, "Cache-line transfer (ping-pong)"),
+    _record(Atomics, "Atomics and sharing"),
+    _record(flush, "Flush and persistence"),
+    _record(migrate, "Page migration"),
+    _record(migrate_touch, "Touches during page migration"),
+    _record(selftest, "selftest"),
 )}
 
 
@@ -107,4 +147,11 @@ def precheck(cases, topology) -> list[str]:
                 raise type(e)(f"{case.id}: {e}") from None
             if note:
                 notes.append(f"{case.id}: {note}")
+            # mem.c over kernels copy and triad, say: it changes nothing for the copy
+            mine = bench.case_buffers(case.params) or ()
+            unused = [k for k in case.params
+                      if (split := split_buffer_option(k)) and split[1] not in mine]
+            if unused:
+                notes.append(f"{case.id}: {', '.join(unused)} ignored: the case places only "
+                             f"{', '.join(mine)}")
     return notes

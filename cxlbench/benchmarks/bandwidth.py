@@ -27,6 +27,19 @@ def _kernels() -> tuple[str, ...]:
     return tuple(k.key for k in native.kernels() if k.benchmark == NAME)
 
 
+def buffer_names() -> tuple[str, ...]:
+    """Every stream name of this benchmark's kernels, as the table names them."""
+    return tuple(dict.fromkeys(n for k in native.kernels() if k.benchmark == NAME
+                               for n in k.buffers))
+
+
+BUFFERS = buffer_names
+
+
+def buffers_of(params: dict) -> tuple[str, ...]:
+    return native.kernel(params["kernel"]).buffers
+
+
 OPTIONS = {
     "kernel": Option("kernel", "choice", "read", "kernel from the table", choices=_kernels),
     **pick("size", "threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
@@ -126,14 +139,14 @@ CHECKS = {"index_sum": check_index_sum, "fill": check_fill, "copy": check_copy,
 def check(params: dict, topology) -> None:
     kernel = native.kernel(params["kernel"])
     resolve_isa(kernel, params["isa"])
-    check_placement(params, resolve_cpus(params), topology, kernel.streams)
+    check_placement(params, resolve_cpus(params), topology, kernel.buffers)
 
 
 def run(params: dict) -> Measurement:
     kernel = native.kernel(params["kernel"])
     isa = resolve_isa(kernel, params["isa"])
     cpus = resolve_cpus(params)
-    buffers = place(params, cpus, count=kernel.streams)
+    buffers = place(params, cpus, kernel.buffers)
     size = params["size"]
     streams = Streams(kernel, buffers, cpus, size)
     passes = params["passes"] or max(1, -(-MIN_BYTES_PER_REP // size))

@@ -20,6 +20,7 @@ from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "chase"
+BUFFERS = ("chain",)                # the cycle walked
 DESCRIPTION = "idle load-to-use latency: dependent loads around a random cycle (ns per load)"
 OPTIONS = {
     **pick("size", "mem", "page", "cpus", "repeat", "warmup", "tolerance", "timeout",
@@ -49,16 +50,16 @@ def check(params: dict, topology) -> None:
         raise UserError("chase: dist and chains > 1 do not mix (the distribution is of one chain)")
     if params["size"] // 64 < 2 * params["chains"]:
         raise UserError(f"chase: {params['size']} bytes is too small for {params['chains']} chains")
-    check_placement(params, resolve_cpus({**params, "threads": 1}), topology)
+    check_placement(params, resolve_cpus({**params, "threads": 1}), topology, BUFFERS)
 
 
 def run(params: dict) -> Measurement:
     cpu = resolve_cpus({**params, "threads": 1})
-    (buf,) = place(params, cpu)
+    (buf,) = place(params, cpu, BUFFERS)
     size, chains = params["size"], params["chains"]
     lines = size // 64
     window = chase_window(params)
-    order = native.chase_build(buf.alloc, size, window, PAGE_SIZES[params["page"]],
+    order = native.chase_build(buf.alloc, size, window, PAGE_SIZES[buf.page],
                                params["seed"], params["lines_per_page"])
     loads = params["loads"] or min(max(lines, 1 << 20), 1 << 22)
     walker = Walker(buf.addr, order)

@@ -38,14 +38,15 @@ def _buffer_size(threads: int) -> int:
     return -(-threads * LINE // PAGE) * PAGE
 
 
-def _line_buffer(params: dict, cpus: list[int]):
+def _line_buffer(params: dict, cpus: list[int], buffers: tuple[str, ...]):
     """The pages placed by `mem`; the line(s) at their start are the shared ones."""
-    (buf,) = place({**params, "size": _buffer_size(len(cpus))}, cpus)
+    (buf,) = place({**params, "size": _buffer_size(len(cpus))}, cpus, buffers)
     return buf, buf.array(np.uint64)
 
 
 class PingPong:
     NAME = "pingpong"
+    BUFFERS = ("line",)
     DESCRIPTION = "one cache line bounced between two CPUs; ns per one-way transfer"
     OPTIONS = _options(PINGPONG_MODES, 200000, {
         "cpus": Option("cpus", "cpus", "", "the two CPUs (a,b); * = one CPU per node against "
@@ -61,12 +62,12 @@ class PingPong:
 
     @classmethod
     def check(cls, params: dict, topology) -> None:
-        check_placement({**params, "size": PAGE}, cls.cpus(params), topology)
+        check_placement({**params, "size": PAGE}, cls.cpus(params), topology, cls.BUFFERS)
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
         cpus = cls.cpus(params)
-        buf, words = _line_buffer(params, cpus)
+        buf, words = _line_buffer(params, cpus, cls.BUFFERS)
         mode, n = PINGPONG_MODES.index(params["mode"]), params["iterations"]
 
         def once() -> dict[str, float]:
@@ -83,6 +84,7 @@ class PingPong:
 
 class Atomics:
     NAME = "atomics"
+    BUFFERS = ("lines",)
     DESCRIPTION = "atomics on shared, private and falsely shared lines; Mops/s and fairness"
     OPTIONS = _options(ATOMIC_MODES, 1000000, pick("threads", "cpus", threads="all"))
 
@@ -104,13 +106,14 @@ class Atomics:
     @classmethod
     def check(cls, params: dict, topology) -> str | None:
         cpus, note = cls.clipped_cpus(params)
-        check_placement({**params, "size": _buffer_size(len(cpus))}, cpus, topology)
+        check_placement({**params, "size": _buffer_size(len(cpus))}, cpus, topology,
+                        cls.BUFFERS)
         return note
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
         cpus, note = cls.clipped_cpus(params)
-        buf, words = _line_buffer(params, cpus)
+        buf, words = _line_buffer(params, cpus, cls.BUFFERS)
         mode, n = ATOMIC_MODES.index(params["mode"]), params["iterations"]
 
         def once() -> dict[str, float]:

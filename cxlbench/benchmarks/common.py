@@ -10,6 +10,7 @@ from typing import Callable
 
 from ..errors import UserError
 from ..memory import Buffer, Placement, check_request, native
+from ..options import buffer_spec
 from ..topology import Topology
 from ..units import format_list, parse_list
 
@@ -115,24 +116,39 @@ def resolve_isa(kernel: native.KernelInfo, wanted: str) -> str:
     return wanted
 
 
-def check_placement(params: dict, cpus: list[int], topology: Topology, count: int = 1) -> None:
-    """In the parent, before a run directory exists: refuse what the machine cannot give."""
-    check_request(Placement.parse(params["mem"]), params["page"], params["size"] * count,
-                  topology, cpus)
+def check_placement(params: dict, cpus: list[int], topology: Topology,
+                    buffers: tuple[str, ...]) -> None:
+    """In the parent, before a run directory exists: refuse what the machine cannot give
+    the named buffers of params['size'] each, all of them together on each node."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name in buffers:
+        groups.setdefault(buffer_spec(params, name), []).append(name)
+    claimed: dict = {}
+    for (mem, page), names in groups.items():
+        try:
+            check_request(Placement.parse(mem), page, params["size"] * len(names), topology,
+                          cpus, claimed)
+        except UserError as e:
+            if len(groups) == 1:
+                raise
+            raise type(e)(f"buffer{'s' * (len(names) > 1)} {', '.join(names)} (mem={mem} "
+                          f"page={page}): {e}") from None
 
 
-def place(params: dict, cpus: list[int], topology: Topology | None = None,
-          count: int = 1) -> list[Buffer]:
-    """Allocate `count` buffers of params['size'] by the case's placement, prefault them
-    from its CPUs, and refuse to go on if the kernel did not honour the placement (or, for
-    page=thp, gave small pages)."""
+def place(params: dict, cpus: list[int], buffers: tuple[str, ...],
+          topology: Topology | None = None) -> list[Buffer]:
+    """The named buffers of params['size'], each placed by its own mem.<name> and
+    page.<name> or else the case's mem and page, prefaulted from `cpus`. Refuses to go on
+    if the kernel did not honour a placement (or, for page=thp, gave small pages)."""
     topology = topology or Topology.read(probe_gpus=False)
-    placement = Placement.parse(params["mem"])        # once per case, for every buffer
-    buffers = [Buffer(params["size"], mem=placement, page=params["page"], cpus=cpus,
-                      topology=topology, tolerance=params["tolerance"]) for _ in range(count)]
-    for b in buffers:
+    specs = {name: buffer_spec(params, name) for name in buffers}
+    parsed = {mem: Placement.parse(mem) for mem, _ in specs.values()}   # once per spec
+    out = [Buffer(params["size"], mem=parsed[mem], page=page, cpus=cpus, topology=topology,
+                  tolerance=params["tolerance"], name=name)
+           for name, (mem, page) in specs.items()]
+    for b in out:
         b.check("after allocation")
-    return buffers
+    return out
 
 
 def measure(m: Measurement, params: dict, buffers: list[Buffer],
@@ -149,9 +165,13 @@ def measure(m: Measurement, params: dict, buffers: list[Buffer],
     m.info["vmstat"] = {k: after[k] - before.get(k, 0) for k in after
                         if after[k] != before.get(k, 0)}
     verified = [b.verify() for b in buffers]
+    methods = {b.placement_method for b in buffers}
     m.placement = {"spec": params["mem"], "page": params["page"],
-                   "method": buffers[0].placement_method if buffers else None,
-                   "verified": [v.to_dict() for v in verified]}
+                   "method": methods.pop() if len(methods) == 1 else
+                   " ".join(f"{b.name}={b.placement_method}" for b in buffers) or None,
+                   "verified": [{"buffer": b.name, "spec": str(b.placement), "page": b.page,
+                                 "method": b.placement_method, **v.to_dict()}
+                                for b, v in zip(buffers, verified)]}
     for b, v in zip(buffers, verified):
         if not v.ok:
             m.status, m.error = "failed", b.failure(v, "after the case")

@@ -12,6 +12,7 @@ from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "flush"
+BUFFERS = ("lines",)
 # CXB_FLUSH_* in native/cxlbench.h, in value order (tested against native.FLUSH_KINDS).
 KINDS = ("clflush", "clflushopt", "clwb", "nt")
 DESCRIPTION = "cache-line flush and write-back costs, per line (ns) and per range (GB/s)"
@@ -28,7 +29,7 @@ OPTIONS = {
 
 
 def check(params: dict, topology) -> None:
-    check_placement(params, resolve_cpus({**params, "threads": 1}), topology)
+    check_placement(params, resolve_cpus({**params, "threads": 1}), topology, BUFFERS)
 
 
 def run(params: dict) -> Measurement:
@@ -40,7 +41,7 @@ def run(params: dict) -> Measurement:
     if not native.flush_supported(kind):
         m.status, m.error = "unsupported", f"{kind} is not supported by this CPU"
         return m
-    (buf,) = place(params, cpu)
+    (buf,) = place(params, cpu, BUFFERS)
     lines, rep = params["size"] // 64, 0
     buf.alloc.fill_index(cpu)
     words = buf.array(np.uint64)[:lines * 8].reshape(lines, 8)

@@ -13,6 +13,7 @@ from . import bandwidth, chase, loaded_latency
 from .common import as_case_of, delegated
 
 NAME = "interleave_sweep"
+BUFFERS = ("src", "a", "b", "c", "chain", "load")   # its points', placed by the point
 DESCRIPTION = "weighted-interleave ratios between two nodes: bandwidth and (loaded) latency"
 RATIOS = ("1:0", "9:1", "4:1", "3:1", "2:1", "1:1", "1:2", "0:1")
 MEASURES = ("read", "triad", "latency", "loaded")

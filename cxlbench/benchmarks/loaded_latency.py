@@ -13,6 +13,7 @@ from .chase import Walker
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "loaded_latency"
+BUFFERS = ("chain", "load")         # the chased cycle; what the generators stream over
 DESCRIPTION = "chase latency under load from generator threads (ns, and the load's GB/s)"
 DELAYS = ("idle", 1000, 200, 50, 20, 10, 5, 3, 2, 1, 0)   # a pause is ~10-150 cycles
 # CXB_LOAD_* in native/cxlbench.h, in value order (tested against native.LOAD_MODES): the
@@ -55,24 +56,23 @@ def _cpus(params: dict) -> list[int]:
 
 def check(params: dict, topology) -> None:
     cpus = _cpus(params)
-    check_placement(params, cpus[:1], topology)
+    check_placement(params, cpus[:1], topology, BUFFERS[:1])
     if len(cpus) > 1:
-        check_placement({**params, "size": params["load_size"]}, cpus[1:], topology)
+        check_placement({**params, "size": params["load_size"]}, cpus[1:], topology, BUFFERS[1:])
 
 
 def run(params: dict) -> Measurement:
     cpus = _cpus(params)
-    (buf,) = place(params, cpus[:1])
+    (buf,) = place(params, cpus[:1], BUFFERS[:1])
     gens = len(cpus) - 1
     load = None
     if gens:
-        load = Buffer(params["load_size"], mem=buf.placement, page=params["page"],
-                      cpus=cpus[1:], topology=buf.topology, tolerance=params["tolerance"])
-        load.check("after allocation")
+        (load,) = place({**params, "size": params["load_size"]}, cpus[1:], BUFFERS[1:],
+                        buf.topology)
         load.alloc.fill_index(cpus[1:])
         verify = LoadCheck(load, params["load_size"], gens, params["mix"])
     order = native.chase_build(buf.alloc, params["size"], params["window"],
-                               PAGE_SIZES[params["page"]], 1)
+                               PAGE_SIZES[buf.page], 1)
     walker, loads, pos, rep = Walker(buf.addr, order), params["loads"], 0, 0
     delay = 0 if params["delay"] == "idle" else params["delay"]
 

@@ -11,6 +11,7 @@ from . import bandwidth, chase
 from .common import as_case_of, delegated
 
 NAME = "matrix"
+BUFFERS = ("chain", "src")          # its cells', placed by the cell (no mem.<buffer>)
 DESCRIPTION = "initiator node x target node: idle latency (ns) or read bandwidth (GB/s)"
 OPTIONS = {
     # Named as interleave_sweep's: "metric" is the results' column of what was measured.

@@ -12,9 +12,11 @@ from ..errors import CheckError
 from ..memory import Buffer, native
 from ..options import Option, pick
 from ..topology import Topology
+from ..units import format_list
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "migrate"
+BUFFERS = ("pages",)
 DESCRIPTION = "move_pages(2) of a buffer from one node to another and back (GB/s migrated)"
 OPTIONS = {
     **pick("size", "cpus", "repeat", "warmup", "tolerance", "timeout", size=64 << 20),
@@ -42,10 +44,21 @@ def buffer_params(params: dict) -> dict:
     return {**params, "mem": f"bind:{params['from']}"}
 
 
+def skip(params: dict, topology) -> str | None:
+    """A move needs a second node with memory: on a machine of one, from != to cannot
+    run (from = to, the no-move baseline, can). A missing node on a machine with two or
+    more is bad input, refused by check."""
+    nodes = topology.memory_nodes
+    if params["from"] != params["to"] and len(nodes) < 2:
+        return (f"moving pages needs two nodes with memory, this machine has one (node "
+                f"{format_list(nodes)}); from = to measures the no-move baseline")
+    return None
+
+
 def check(params: dict, topology) -> None:
     cpu = resolve_cpus({**params, "threads": 1})
     for node in (params["from"], params["to"]):
-        check_placement({**params, "mem": f"bind:{node}"}, cpu, topology)
+        check_placement({**params, "mem": f"bind:{node}"}, cpu, topology, BUFFERS)
 
 
 class Checker:
@@ -91,7 +104,7 @@ def move(buf: Buffer, node: int, params: dict, check_move: Checker) -> int:
 def run(params: dict) -> Measurement:
     src, dst = params["from"], params["to"]
     cpu = resolve_cpus({**params, "threads": 1})
-    (buf,) = place(buffer_params(params), cpu)
+    (buf,) = place(buffer_params(params), cpu, BUFFERS)
     buf.alloc.fill_index(cpu)
     check_move = Checker(buf, cpu)
     pages, size = check_move.pages, buf.alloc.map_size

@@ -22,6 +22,8 @@ from . import migrate
 from .common import Measurement, measure, place, resolve_cpus
 
 NAME = "migrate_touch"
+BUFFERS = migrate.BUFFERS
+skip = migrate.skip
 DESCRIPTION = "touch latency while pages migrate: the spike (us) and its length"
 OPTIONS = {
     **{k: v for k, v in migrate.OPTIONS.items() if k not in ("pages", "rest")},
@@ -166,7 +168,7 @@ def check(params: dict, topology) -> None:
 def run(params: dict) -> Measurement:
     src, dst = params["from"], params["to"]
     cpus = resolve_cpus({**params, "threads": 2})
-    (buf,) = place(migrate.buffer_params(params), cpus[:1])
+    (buf,) = place(migrate.buffer_params(params), cpus[:1], migrate.BUFFERS)
     buf.alloc.fill_index(cpus[:1])
     check_move = migrate.Checker(buf, cpus[:1])
     size = buf.alloc.map_size

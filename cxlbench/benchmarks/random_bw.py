@@ -8,6 +8,7 @@ from . import bandwidth
 from .common import delegated
 
 NAME = "random_bw"
+BUFFERS = ("src",)                  # the random_* kernels' one stream
 DESCRIPTION = "random-access read bandwidth at a block granularity (GB/s)"
 OPTIONS = {
     "granularity": Option("granularity", "int", 64, "bytes read at each random place",
