@@ -288,6 +288,35 @@ def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, genera
                         a.gen_ns, list(batches)[:generators], list(sums)[:generators])
 
 
+EMB_DTYPES = _enum("CXB_EMB_")             # embedding rows' element types
+POOLS = _enum("CXB_POOL_")
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    ns: int                   # first thread's start to last thread's finish
+    bad: int                  # lookups naming no row (skipped)
+
+
+def embedding_bag(table: int, rows: int, row_bytes: int, dim: int, dtype: str, pool: str,
+                  indices, offsets, out, isa: str, cpus, prefetch: int = 0,
+                  bag_ns=None, sample_every: int = 0) -> EmbeddingResult:
+    """Pool len(offsets) - 1 bags of the table at address `table` into `out` (a float32
+    array of bags x dim); indices and offsets are int64 arrays, bag_ns a uint64 array of
+    one slot per sample_every bags."""
+    a = ffi.new("struct cxb_embedding_args *")
+    a.table, a.rows, a.row_bytes, a.dim = ffi.cast("void *", table), rows, row_bytes, dim
+    a.dtype, a.pool, a.isa = EMB_DTYPES.index(dtype), POOLS.index(pool), ISAS.index(isa)
+    a.indices = ffi.cast("int64_t *", indices.ctypes.data)
+    a.offsets = ffi.cast("int64_t *", offsets.ctypes.data)
+    a.bags, a.out = len(offsets) - 1, ffi.cast("float *", out.ctypes.data)
+    a.prefetch, a.sample_every = prefetch, sample_every
+    a.bag_ns = ffi.NULL if bag_ns is None else ffi.cast("uint64_t *", bag_ns.ctypes.data)
+    cpu_array = _int_array(cpus)
+    _check("cxb_embedding_bag", lib.cxb_embedding_bag(a, cpu_array, len(cpus)))
+    return EmbeddingResult(a.ns, a.bad)
+
+
 def _coherence(call, fn, addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
     cpus = list(cpus)
     a = ffi.new("struct cxb_coherence_args *")

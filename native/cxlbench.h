@@ -102,8 +102,9 @@ enum cxb_check {
     CXB_CHECK_COUNTERS = 6,     /* the line's counters add up to the operations made */
     CXB_CHECK_LINES = 7,        /* lines read back: written ones hold value + their index,
                                  * the rest the index fill or its sum (and CHAIN_END) */
-    CXB_CHECK_PAGES = 8         /* after a move every page is on the node (a move_pages
+    CXB_CHECK_PAGES = 8,        /* after a move every page is on the node (a move_pages
                                  * query of each) and the index fill reads back whole */
+    CXB_CHECK_POOLED = 9        /* numpy pools the same bags in the same order */
 };
 
 /* What a row of either table says. */
@@ -271,6 +272,32 @@ struct cxb_touch_args {
 int cxb_migrate_touch(struct cxb_touch_args *a);
 /* The byte offsets of the toucher's first n touches in a buffer of `pages` 4 KiB pages. */
 int cxb_touch_walk(size_t pages, uint64_t *offsets, size_t n);
+/* ---- embedding bags (embedding.c) ------------------------------------------------ */
+/* Row element types; an int8 row is dim bytes then its fp32 scale and bias (FBGEMM's
+ * row-wise quantisation): element d is q[d] * scale + bias. */
+enum cxb_emb_dtype { CXB_EMB_FP32 = 0, CXB_EMB_FP16 = 1, CXB_EMB_BF16 = 2, CXB_EMB_INT8 = 3 };
+enum cxb_emb_pool { CXB_POOL_SUM = 0, CXB_POOL_MEAN = 1 };
+struct cxb_embedding_args {
+    const void *table;      /* rows of row_bytes each (several tables stacked) */
+    uint64_t rows;
+    uint64_t row_bytes;
+    uint32_t dim;           /* elements per row */
+    int dtype;              /* CXB_EMB_* */
+    int pool;               /* CXB_POOL_* */
+    int isa;                /* CXB_ISA_*: the variant the bag loop is compiled for */
+    const int64_t *indices; /* the row of each lookup */
+    const int64_t *offsets; /* bags + 1: bag b pools indices[offsets[b] .. offsets[b + 1]) */
+    uint64_t bags;
+    float *out;             /* bags x dim, fp32 */
+    uint32_t prefetch;      /* prefetch the row this many lookups ahead (0: none) */
+    uint64_t sample_every;  /* time every n-th bag alone (0: none) ... */
+    uint64_t *bag_ns;       /* ... into bag_ns[b / sample_every] */
+    uint64_t ns;            /* out: first thread's start to last thread's finish */
+    uint64_t bad;           /* out: lookups naming no row, skipped (a check fails on any) */
+};
+/* The bags split between nthreads threads in contiguous ranges, thread i on cpus[i]. */
+int cxb_embedding_bag(struct cxb_embedding_args *a, const int *cpus, int nthreads);
+
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: windows of window_bytes
  * (0: the whole buffer) in random order, each walked to its end before the next, its

@@ -187,6 +187,11 @@ int cxb_run(int index, int isa, struct cxb_kargs *a, const int *cpus, int nthrea
 
 /* ---- drivers ----------------------------------------------------------------------- */
 #define SCALAR (1 << CXB_ISA_SCALAR)
+#if defined(__x86_64__)
+#define WIDE ((1 << CXB_ISA_AVX2) | (1 << CXB_ISA_AVX512))     /* compiled in on x86-64 */
+#else
+#define WIDE 0
+#endif
 static const struct cxb_entry drivers[] = {
     /* key (cxb_<key> is the function), benchmark, description, check, why not checked,
      * min and max threads, ISAs, needs */
@@ -201,6 +206,9 @@ static const struct cxb_entry drivers[] = {
     {"flush", "flush", "clflush, clflushopt or clwb of clean or dirty lines, non-temporal "
      "stores, or write then flush, ended by sfence", CXB_CHECK_LINES, NULL, 1, 1, SCALAR,
      "x86-64 and the kind's instruction (cxb_flush_supported)"},
+    {"embedding_bag", "embedding", "each bag sums or averages the table rows its indices "
+     "name (fp32, fp16, bf16, int8 with row-wise scale and bias), bags split between the "
+     "threads", CXB_CHECK_POOLED, NULL, 1, 0, SCALAR | WIDE, NULL},
     {"migrate_touch", "migrate_touch", "one thread moves a buffer's pages (move_pages or "
      "mbind) while a second touches them one line at a time, every touch timed",
      CXB_CHECK_PAGES, NULL, 2, 2, SCALAR, "x86-64: the buffer is flushed before and after"},

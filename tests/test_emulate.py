@@ -124,6 +124,19 @@ def test_copy_with_source_and_destination_on_two_nodes(cxl):
 
 @pytest.mark.qemu
 @needs("cxl")
+def test_embedding_tables_on_the_cxl_node(cxl):
+    """ci's [embedding]: the DLRM-DCNv2 tables, shrunk, bound to node 1, their indices and
+    output to node 0; each buffer verified there, every repetition's bags checked."""
+    rows = cxl["df"][cxl["df"]["job"] == "embedding"]
+    assert len(rows) and rows["placement_ok"].all()
+    assert set(rows["metric"]) == {"lookups", "bandwidth", "bag_p50", "bag_p99"}
+    for v in set(rows["verified"]):
+        nodes = {buf: set(c) for buf, c in results.verified_counts(v).items()}
+        assert nodes == {"table": {"1"}, "indices": {"0"}, "out": {"0"}}, v
+
+
+@pytest.mark.qemu
+@needs("cxl")
 def test_cxl_chase_slower_than_node0(cxl):
     df = cxl["df"]
     near = median(df, benchmark="chase", mem="bind:0", size=16 << 20)

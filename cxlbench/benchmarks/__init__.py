@@ -9,8 +9,8 @@ from typing import Callable
 from ..errors import UserError
 from ..options import Option, buffer_option, from_core, split_buffer_option
 from ..topology import Topology
-from . import (bandwidth, chase, common, flush, interleave_sweep, loaded_latency, matrix,
-               migrate, migrate_touch, random_bw, selftest)
+from . import (bandwidth, chase, common, embedding, flush, interleave_sweep, loaded_latency,
+               matrix, migrate, migrate_touch, random_bw, selftest)
 from .coherence import Atomics, PingPong
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -103,6 +103,7 @@ _ALL = {b.name: b for b in (
     _record(flush, "Flush and persistence"),
     _record(migrate, "Page migration"),
     _record(migrate_touch, "Touches during page migration"),
+    _record(embedding, "Embedding-bag lookups"),
     _record(selftest, "selftest"),
 )}
 

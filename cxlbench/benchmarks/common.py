@@ -116,17 +116,24 @@ def resolve_isa(kernel: native.KernelInfo, wanted: str) -> str:
     return wanted
 
 
+def _sizes(params: dict, buffers: tuple[str, ...] | dict[str, int]) -> dict[str, int]:
+    """Bytes of each buffer: given by name, or params['size'] each."""
+    return buffers if isinstance(buffers, dict) else dict.fromkeys(buffers, params["size"])
+
+
 def check_placement(params: dict, cpus: list[int], topology: Topology,
-                    buffers: tuple[str, ...]) -> None:
+                    buffers: tuple[str, ...] | dict[str, int]) -> None:
     """In the parent, before a run directory exists: refuse what the machine cannot give
-    the named buffers of params['size'] each, all of them together on each node."""
+    the named buffers (of params['size'] each, or the bytes given), all of them together
+    on each node."""
     groups: dict[tuple[str, str], list[str]] = {}
-    for name in buffers:
+    sizes = _sizes(params, buffers)
+    for name in sizes:
         groups.setdefault(buffer_spec(params, name), []).append(name)
     claimed: dict = {}
     for (mem, page), names in groups.items():
         try:
-            check_request(Placement.parse(mem), page, params["size"] * len(names), topology,
+            check_request(Placement.parse(mem), page, sum(sizes[n] for n in names), topology,
                           cpus, claimed)
         except UserError as e:
             if len(groups) == 1:
@@ -135,15 +142,17 @@ def check_placement(params: dict, cpus: list[int], topology: Topology,
                           f"page={page}): {e}") from None
 
 
-def place(params: dict, cpus: list[int], buffers: tuple[str, ...],
+def place(params: dict, cpus: list[int], buffers: tuple[str, ...] | dict[str, int],
           topology: Topology | None = None) -> list[Buffer]:
-    """The named buffers of params['size'], each placed by its own mem.<name> and
-    page.<name> or else the case's mem and page, prefaulted from `cpus`. Refuses to go on
-    if the kernel did not honour a placement (or, for page=thp, gave small pages)."""
+    """The named buffers (of params['size'] each, or the bytes given), each placed by its
+    own mem.<name> and page.<name> or else the case's mem and page, prefaulted from `cpus`.
+    Refuses to go on if the kernel did not honour a placement (or, for page=thp, gave
+    small pages)."""
     topology = topology or Topology.read(probe_gpus=False)
-    specs = {name: buffer_spec(params, name) for name in buffers}
+    sizes = _sizes(params, buffers)
+    specs = {name: buffer_spec(params, name) for name in sizes}
     parsed = {mem: Placement.parse(mem) for mem, _ in specs.values()}   # once per spec
-    out = [Buffer(params["size"], mem=parsed[mem], page=page, cpus=cpus, topology=topology,
+    out = [Buffer(sizes[name], mem=parsed[mem], page=page, cpus=cpus, topology=topology,
                   tolerance=params["tolerance"], name=name)
            for name, (mem, page) in specs.items()]
     for b in out:

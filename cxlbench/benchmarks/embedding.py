@@ -1,0 +1,252 @@
+"""Embedding-bag lookups, the sparse half of recommendation models (DLRM): for each sample
+and table, the rows its indices name are gathered and summed (or averaged) into one
+vector. Tables are stacked in one `table` buffer as FBGEMM keeps them, the indices and
+offsets in `indices`, the pooled vectors in `out`, each placed on its own. Lookups per
+second and GB/s of rows gathered; the latency of single bags, timed in C on a sample;
+every repetition's output checked against numpy pooling the same bags."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CheckError, UserError
+from ..memory import native
+from ..options import Option, pick
+from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
+
+NAME = "embedding"
+DESCRIPTION = "embedding-bag lookups over stacked tables (M lookups/s, GB/s of rows, bag latency)"
+BUFFERS = ("table", "indices", "out")
+# CXB_EMB_* and CXB_POOL_* in native/cxlbench.h, in value order (tested against native).
+DTYPES = ("fp32", "fp16", "bf16", "int8")
+POOLS = ("sum", "mean")
+ELEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+INT8_TAIL = 8               # an int8 row ends with its fp32 scale and bias
+SAMPLES = 1024              # bags timed alone per repetition, about
+CHUNK_ROWS = 1 << 16        # rows per numpy step when filling a table
+
+# MLPerf DLRM-DCNv2 (Criteo 1TB, multi-hot): rows and pooling of its 26 tables, dim 128,
+# from the reference's --num_embeddings_per_feature and --multi_hot_sizes.
+PRESETS = {
+    "dlrm-dcnv2": {
+        "dim": 128,
+        "rows": (40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956,
+                 405282, 10, 2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000,
+                 590152, 12973, 108, 36),
+        "pooling": (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10,
+                    3, 1, 1),
+    },
+}
+
+OPTIONS = {
+    "preset": Option("preset", "choice", "custom", "tables of a real model (rows, dim and "
+                     "pooling its own); custom: tables x rows x dim, pooling",
+                     choices=("custom", *PRESETS)),
+    "scale": Option("scale", "float", 1.0, "a preset's rows times this (at least 1 each), to "
+                    "fit the machine", min=1e-9, max=1.0),
+    "tables": Option("tables", "int", 1, "tables (custom)", min=1, max=4096),
+    "rows": Option("rows", "int", 1 << 20, "rows of each table (custom)", min=1, max=1 << 40),
+    "dim": Option("dim", "int", 128, "elements per row (custom)", min=1, max=65536),
+    "pooling": Option("pooling", "int", 32, "lookups per bag (custom)", min=1, max=65536),
+    "dtype": Option("dtype", "choice", "fp32", "row elements: fp32, fp16, bf16, or int8 with "
+                    "a row-wise fp32 scale and bias", choices=DTYPES),
+    "pool": Option("pool", "choice", "sum", "how a bag's rows are pooled", choices=POOLS),
+    "batch": Option("batch", "int", 2048, "bags per table per repetition (samples)", min=1,
+                    max=1 << 24),
+    "dist": Option("dist", "choice", "zipf", "row popularity: uniform, or Zipf(alpha) over "
+                   "rows scattered by a hash", choices=("uniform", "zipf")),
+    "alpha": Option("alpha", "float", 1.05, "Zipf exponent", min=0.0, max=10.0),
+    "prefetch": Option("prefetch", "int", 8, "rows prefetched ahead of the lookup (0: none)",
+                       min=0, max=256),
+    "seed": Option("seed", "int", 1, "seed of the indices and the table's values", min=0),
+    **pick("threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
+           "timeout"),
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    rows: tuple[int, ...]       # per table
+    pooling: tuple[int, ...]    # per table
+    dim: int
+    dtype: str
+    batch: int
+
+    @property
+    def row_bytes(self) -> int:
+        return self.dim * ELEM_BYTES[self.dtype] + (INT8_TAIL if self.dtype == "int8" else 0)
+
+    @property
+    def lookups(self) -> int:
+        return self.batch * sum(self.pooling)
+
+    @property
+    def bags(self) -> int:
+        return self.batch * len(self.rows)
+
+    def sizes(self) -> dict[str, int]:
+        """Bytes of each buffer: the stacked tables, the indices then the offsets, the
+        pooled fp32 vectors."""
+        return {"table": sum(self.rows) * self.row_bytes,
+                "indices": (self.lookups + self.bags + 1) * 8,
+                "out": self.bags * self.dim * 4}
+
+
+def layout(params: dict) -> Layout:
+    preset = PRESETS.get(params["preset"])
+    if preset is None:
+        rows = (params["rows"],) * params["tables"]
+        pooling, dim = (params["pooling"],) * params["tables"], params["dim"]
+    else:
+        rows = tuple(max(1, math.ceil(r * params["scale"])) for r in preset["rows"])
+        pooling, dim = preset["pooling"], preset["dim"]
+    return Layout(rows, pooling, dim, params["dtype"], params["batch"])
+
+
+def zipf_rows(rows: int, count: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
+    """`count` rows of a table of `rows`, rank k (from 1) drawn with weight k^-alpha by the
+    inverse CDF of the continuous power law over [1, rows + 1), then scattered over the
+    table by an affine map mod rows that is a bijection (so the hot rows are not adjacent,
+    as a hashed feature's are not)."""
+    u = rng.random(count)
+    n1 = rows + 1.0
+    if abs(alpha - 1.0) < 1e-9:
+        x = np.power(n1, u)
+    else:
+        e = 1.0 - alpha
+        x = np.power((n1 ** e - 1.0) * u + 1.0, 1.0 / e)
+    rank = np.minimum(x.astype(np.int64) - 1, rows - 1)
+    mult = int(rng.integers(1, rows + 1)) | 1
+    while math.gcd(mult, rows) != 1:
+        mult += 2
+    return (rank * mult + int(rng.integers(0, rows))) % rows
+
+
+def make_indices(lay: Layout, dist: str, alpha: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lookups, table after table (each table's rows offset by the tables before it),
+    and the bag offsets (bags + 1), as FBGEMM's table-batched embeddings take them."""
+    rng = np.random.default_rng(seed)
+    parts, base = [], 0
+    for rows, pooling in zip(lay.rows, lay.pooling):
+        count = lay.batch * pooling
+        picked = (rng.integers(0, rows, count) if dist == "uniform"
+                  else zipf_rows(rows, count, alpha, rng))
+        parts.append(picked + base)
+        base += rows
+    sizes = np.repeat(np.asarray(lay.pooling, dtype=np.int64), lay.batch)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    return np.concatenate(parts).astype(np.int64), offsets
+
+
+def fill_table(raw: np.ndarray, lay: Layout, seed: int) -> None:
+    """Random rows: floats in [-1, 1) (fp16 and bf16 rounded from them), int8 rows with a
+    scale and bias of their own."""
+    rng = np.random.default_rng(seed + 1)
+    total = sum(lay.rows)
+    rows = raw[:total * lay.row_bytes].reshape(total, lay.row_bytes)
+    for lo in range(0, total, CHUNK_ROWS):
+        hi = min(lo + CHUNK_ROWS, total)
+        if lay.dtype == "int8":
+            rows[lo:hi, :lay.dim] = rng.integers(0, 256, (hi - lo, lay.dim), dtype=np.uint8)
+            tail = rng.random((hi - lo, 2), dtype=np.float32) * np.float32(0.02)
+            rows[lo:hi, lay.dim:] = tail.view(np.uint8)
+            continue
+        values = rng.random((hi - lo, lay.dim), dtype=np.float32) * 2 - 1
+        if lay.dtype == "fp16":
+            values = values.astype(np.float16)
+        elif lay.dtype == "bf16":
+            values = (values.view(np.uint32) >> 16).astype(np.uint16)
+        rows[lo:hi] = values.view(np.uint8).reshape(hi - lo, -1)
+
+
+def as_float32(raw_rows: np.ndarray, lay: Layout) -> np.ndarray:
+    """Rows (uint8, row_bytes each) as fp32, exactly as the kernel reads them."""
+    body = np.ascontiguousarray(raw_rows[:, :lay.dim * ELEM_BYTES[lay.dtype]])
+    if lay.dtype == "fp32":
+        return body.view(np.float32)
+    if lay.dtype == "fp16":
+        return body.view(np.float16).astype(np.float32)
+    if lay.dtype == "bf16":
+        return (body.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    tail = np.ascontiguousarray(raw_rows[:, lay.dim:lay.dim + INT8_TAIL]).view(np.float32)
+    return body.astype(np.float32) * tail[:, :1] + tail[:, 1:2]
+
+
+def reference(raw: np.ndarray, lay: Layout, indices: np.ndarray, pool: str) -> np.ndarray:
+    """numpy's pooling of the same bags: each bag's rows added in index order in fp32 (the
+    kernel's order, so fp32, fp16 and bf16 agree to the bit), then divided for a mean."""
+    rows = raw[:sum(lay.rows) * lay.row_bytes].reshape(-1, lay.row_bytes)
+    out, start = [], 0
+    for pooling in lay.pooling:
+        for lo in range(0, lay.batch, 256):             # bounded memory per step
+            hi = min(lo + 256, lay.batch)
+            idx = indices[start + lo * pooling:start + hi * pooling]
+            gathered = as_float32(rows[idx], lay).reshape(hi - lo, pooling, lay.dim)
+            acc = gathered[:, 0].copy()
+            for p in range(1, pooling):
+                acc += gathered[:, p]
+            if pool == "mean":
+                acc /= np.float32(pooling)
+            out.append(acc)
+        start += lay.batch * pooling
+    return np.concatenate(out)
+
+
+def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> None:
+    if bad:
+        raise CheckError(f"embedding: {bad} lookups named no row of the table")
+    if lay.dtype == "int8":     # q * scale + bias may be one fused rounding in the kernel
+        ok = np.allclose(out, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max(initial=1)))
+    else:
+        ok = np.array_equal(out, want)
+    if not ok:
+        wrong = int(np.flatnonzero((out != want).any(axis=1))[0])
+        raise CheckError(f"embedding: bag {wrong} differs from numpy's pooling of the same "
+                         f"rows ({out[wrong, :3]} against {want[wrong, :3]})")
+
+
+def _entry():
+    return next(d for d in native.drivers() if d.key == "embedding_bag")
+
+
+def check(params: dict, topology) -> None:
+    if params["preset"] == "custom" and params["scale"] != 1.0:
+        raise UserError("embedding: scale shrinks a preset's tables; custom tables take rows")
+    resolve_isa(_entry(), params["isa"])
+    check_placement(params, resolve_cpus(params), topology, layout(params).sizes())
+
+
+def run(params: dict) -> Measurement:
+    lay = layout(params)
+    isa = resolve_isa(_entry(), params["isa"])
+    cpus = resolve_cpus(params)
+    table, idx_buf, out_buf = place(params, cpus, lay.sizes())
+    fill_table(table.array(np.uint8), lay, params["seed"])
+    indices, offsets = make_indices(lay, params["dist"], params["alpha"], params["seed"])
+    both = idx_buf.array(np.int64)
+    both[:len(indices)], both[len(indices):len(indices) + len(offsets)] = indices, offsets
+    indices, offsets = both[:len(indices)], both[len(indices):len(indices) + len(offsets)]
+    out = out_buf.array(np.float32)[:lay.bags * lay.dim].reshape(lay.bags, lay.dim)
+    want = reference(table.array(np.uint8), lay, indices, params["pool"])
+    every = max(1, lay.bags // SAMPLES)
+    bag_ns = np.zeros(-(-lay.bags // every), dtype=np.uint64)
+
+    def once() -> dict[str, float]:
+        out.fill(np.nan)        # a bag the kernel skips cannot pass for last time's
+        r = native.embedding_bag(table.addr, sum(lay.rows), lay.row_bytes, lay.dim,
+                                 lay.dtype, params["pool"], indices, offsets, out, isa, cpus,
+                                 params["prefetch"], bag_ns, every)
+        check_output(out, want, lay, r.bad)
+        us = bag_ns / 1000.0
+        return {"lookups": lay.lookups / r.ns * 1e3, "bandwidth": lay.lookups * lay.row_bytes / r.ns,
+                "bag_p50": float(np.percentile(us, 50)), "bag_p99": float(np.percentile(us, 99))}
+
+    m = Measurement(kernel="embedding_bag", isa=isa, cpus=cpus,
+                    units={"lookups": "M/s", "bandwidth": "GB/s", "bag_p50": "us",
+                           "bag_p99": "us"},
+                    info={"tables": len(lay.rows), "rows": sum(lay.rows), "dim": lay.dim,
+                          "row_bytes": lay.row_bytes, "lookups": lay.lookups,
+                          "bags": lay.bags, "bags_timed": len(bag_ns), "threads": len(cpus)})
+    return measure(m, params, [table, idx_buf, out_buf], once)

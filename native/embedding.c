@@ -1,0 +1,229 @@
+/* Embedding-bag lookups (what DLRM's EmbeddingBag and FBGEMM's table-batched embedding
+ * do in the forward pass): each bag sums, or averages, the table rows its indices name.
+ * Several tables are one buffer of stacked rows, their indices already offset, as FBGEMM
+ * keeps them. Bags are split between the threads in contiguous ranges; every row is
+ * accumulated in fp32 in index order, so numpy pools the same bags to the same bits
+ * (fp32, fp16, bf16) or within rounding (int8, where a fused multiply-add may round once
+ * instead of twice). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+struct emb {
+    struct cxb_embedding_args *a;
+    int nthreads;
+    uint64_t *t0, *t1, *bad;
+};
+
+static inline float bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+#if defined(__FLT16_MAX__)
+typedef _Float16 half;
+static inline float half_to_float(half h) { return (float)h; }
+#else       /* no _Float16: IEEE binary16 by hand */
+typedef uint16_t half;
+static inline float half_to_float(half h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f)
+        bits = sign | 0x7f800000u | (man << 13);
+    else if (exp)
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    else if (!man)
+        bits = sign;
+    else {                  /* subnormal: normalise */
+        int e = -1;
+        do {
+            man <<= 1;
+            e++;
+        } while (!(man & 0x400));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+#endif
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* The compiler does not vectorise _Float16 -> float: eight at a time by vcvtph2ps. */
+__attribute__((target("avx2,f16c"))) static inline void add_f16c(float *restrict o,
+                                                                 const uint16_t *restrict r,
+                                                                 uint32_t dim)
+{
+    uint32_t d = 0;
+    for (; d + 8 <= dim; d += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + d)));
+        _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_loadu_ps(o + d), x));
+    }
+    for (; d < dim; d++)
+        o[d] += _cvtsh_ss(r[d]);
+}
+#endif
+
+/* out += one row, in fp32. Inlined into each ISA's bag loop, whose target attribute the
+ * compiler vectorises it for; `wide` (a constant there) picks F16C for fp16. */
+static inline __attribute__((always_inline)) void add_row(float *restrict o,
+                                                           const char *restrict row,
+                                                           uint32_t dim, int dtype, int wide)
+{
+#if defined(__x86_64__)
+    if (wide && dtype == CXB_EMB_FP16) {
+        add_f16c(o, (const uint16_t *)row, dim);
+        return;
+    }
+#else
+    (void)wide;
+#endif
+    switch (dtype) {
+    case CXB_EMB_FP32: {
+        const float *r = (const float *)row;
+        for (uint32_t d = 0; d < dim; d++)
+            o[d] += r[d];
+        break;
+    }
+    case CXB_EMB_FP16: {
+        const half *r = (const half *)row;
+        for (uint32_t d = 0; d < dim; d++)
+            o[d] += half_to_float(r[d]);
+        break;
+    }
+    case CXB_EMB_BF16: {
+        const uint16_t *r = (const uint16_t *)row;
+        for (uint32_t d = 0; d < dim; d++)
+            o[d] += bf16_to_float(r[d]);
+        break;
+    }
+    default: {              /* CXB_EMB_INT8: dim bytes, then the row's fp32 scale and bias */
+        const uint8_t *r = (const uint8_t *)row;
+        float scale, bias;
+        memcpy(&scale, row + dim, sizeof scale);
+        memcpy(&bias, row + dim + 4, sizeof bias);
+        for (uint32_t d = 0; d < dim; d++)
+            o[d] += (float)r[d] * scale + bias;
+    }
+    }
+}
+
+/* Bags [lo, hi): pooled into out, every sample_every-th timed alone. Returns the lookups
+ * skipped for naming no row of the table (Python fails the case on any). */
+static inline __attribute__((always_inline)) uint64_t bags(struct cxb_embedding_args *a,
+                                                            uint64_t lo, uint64_t hi, int wide)
+{
+    const char *table = a->table;
+    const uint64_t stride = a->row_bytes, rows = a->rows;
+    const uint32_t dim = a->dim, ahead = a->prefetch;
+    const int64_t *idx = a->indices;
+    const int64_t last = a->offsets[hi];     /* prefetches run on into the next bags */
+    uint64_t bad = 0;
+    for (uint64_t b = lo; b < hi; b++) {
+        int timed = a->sample_every && b % a->sample_every == 0;
+        uint64_t t = timed ? cxb_now_ns() : 0;
+        float *o = a->out + b * dim;
+        memset(o, 0, dim * sizeof *o);
+        int64_t first = a->offsets[b], end = a->offsets[b + 1];
+        for (int64_t i = first; i < end; i++) {
+            if (ahead && i + ahead < last) {
+                uint64_t next = (uint64_t)idx[i + ahead];
+                if (next < rows)
+                    for (uint64_t off = 0; off < stride; off += CXB_LINE)
+                        __builtin_prefetch(table + next * stride + off, 0, 3);
+            }
+            uint64_t r = (uint64_t)idx[i];
+            if (r >= rows) {
+                bad++;
+                continue;
+            }
+            add_row(o, table + r * stride, dim, a->dtype, wide);
+        }
+        if (a->pool == CXB_POOL_MEAN && end > first)
+            for (uint32_t d = 0; d < dim; d++)
+                o[d] /= (float)(end - first);
+        if (timed)
+            a->bag_ns[b / a->sample_every] = cxb_now_ns() - t;
+    }
+    return bad;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define SCALAR_ATTR __attribute__((optimize("no-tree-vectorize")))
+#else
+#define SCALAR_ATTR
+#endif
+SCALAR_ATTR static uint64_t bags_S(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
+{
+    return bags(a, lo, hi, 0);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma,f16c"), optimize("tree-vectorize")))
+static uint64_t bags_A2(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
+{
+    return bags(a, lo, hi, 1);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), optimize("tree-vectorize")))
+static uint64_t bags_A5(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
+{
+    return bags(a, lo, hi, 1);
+}
+#endif
+
+static int emb_thread(void *p, int t)
+{
+    struct emb *E = p;
+    struct cxb_embedding_args *a = E->a;
+    uint64_t lo = a->bags * (uint64_t)t / (uint64_t)E->nthreads;
+    uint64_t hi = a->bags * (uint64_t)(t + 1) / (uint64_t)E->nthreads;
+    E->t0[t] = cxb_now_ns();
+#if defined(__x86_64__)
+    if (a->isa == CXB_ISA_AVX512)
+        E->bad[t] = bags_A5(a, lo, hi);
+    else if (a->isa == CXB_ISA_AVX2)
+        E->bad[t] = bags_A2(a, lo, hi);
+    else
+#endif
+        E->bad[t] = bags_S(a, lo, hi);
+    E->t1[t] = cxb_now_ns();
+    return 0;
+}
+
+int cxb_embedding_bag(struct cxb_embedding_args *a, const int *cpus, int nthreads)
+{
+    if (!a || !a->table || !a->indices || !a->offsets || !a->out || nthreads < 1 ||
+        (a->sample_every && !a->bag_ns))
+        return cxb_fail(EINVAL, "embedding_bag: missing buffers or no threads");
+    if (a->dtype < CXB_EMB_FP32 || a->dtype > CXB_EMB_INT8 || !a->dim ||
+        a->row_bytes < (uint64_t)a->dim)
+        return cxb_fail(EINVAL, "embedding_bag: dtype %d, dim %u, row of %llu bytes",
+                        a->dtype, a->dim, (unsigned long long)a->row_bytes);
+    if (a->isa < 0 || a->isa >= CXB_ISA_COUNT || !cxb_isa_supported(a->isa))
+        return cxb_fail(ENOTSUP, "embedding_bag: this CPU cannot run ISA %d", a->isa);
+    struct emb E = {a, nthreads, calloc((size_t)nthreads, 8), calloc((size_t)nthreads, 8),
+                    calloc((size_t)nthreads, 8)};
+    int rc = -ENOMEM;
+    if (E.t0 && E.t1 && E.bad)
+        rc = cxb_parallel(emb_thread, &E, cpus, nthreads);
+    else
+        cxb_fail(ENOMEM, "embedding_bag: cannot allocate %d thread slots", nthreads);
+    if (rc == 0) {
+        uint64_t first = E.t0[0], last = E.t1[0];
+        a->bad = 0;
+        for (int t = 0; t < nthreads; t++) {
+            first = E.t0[t] < first ? E.t0[t] : first;
+            last = E.t1[t] > last ? E.t1[t] : last;
+            a->bad += E.bad[t];
+        }
+        a->ns = last - first;
+    }
+    free(E.t0);
+    free(E.t1);
+    free(E.bad);
+    return rc;
+}
