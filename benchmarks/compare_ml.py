@@ -42,7 +42,8 @@ def main() -> int:
     raw = memory.array(lay.sizes()["table"], np.uint8, mem=args.mem, page=args.page, cpus=cpu)
     embedding.fill_table(raw, lay, 1)
     table = raw.view(np.float32).reshape(args.rows, args.dim)
-    indices, offsets = embedding.make_indices(lay, "zipf", args.alpha, 1)
+    indices, offsets = embedding.make_indices(lay, {"dist": "zipf", "alpha": args.alpha,
+                                                    "seed": 1})
     out = np.empty((lay.bags, args.dim), dtype=np.float32)
     isa = native.drivers()[[d.key for d in native.drivers()].index("embedding_bag")].best_isa()
     print(f"table {args.rows} x {args.dim} {args.dtype} ({lay.sizes()['table'] >> 20} MiB, "

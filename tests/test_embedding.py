@@ -29,7 +29,8 @@ def tables(dtype, rows=(300, 1, 77), pooling=(5, 1, 40), dim=37, batch=50, seed=
     lay = embedding.Layout(rows, pooling, dim, dtype, batch)
     raw = native.aligned_empty(lay.sizes()["table"], np.uint8)
     embedding.fill_table(raw, lay, seed)
-    indices, offsets = embedding.make_indices(lay, "zipf", 1.05, seed)
+    indices, offsets = embedding.make_indices(lay, {"dist": "zipf", "alpha": 1.05,
+                                                    "seed": seed})
     return lay, raw, indices, offsets
 
 
@@ -67,22 +68,6 @@ def test_a_wrong_bag_or_a_row_outside_the_table_is_caught():
     assert r.bad == 1
     with pytest.raises(CheckError, match="1 lookups named no row"):
         embedding.check_output(out, want, lay, r.bad)
-
-
-def test_zipf_rows_are_skewed_scattered_and_in_range():
-    rng = np.random.default_rng(0)
-    rows, n, alpha = 100_000, 400_000, 1.05
-    picked = embedding.zipf_rows(rows, n, alpha, rng)
-    assert picked.min() >= 0 and picked.max() < rows
-    counts = np.sort(np.bincount(picked, minlength=rows))[::-1]
-    # The hottest 1 % of rows take what the continuous power law gives them: the share of
-    # ranks [1, 1001) in [1, rows + 1), within 2 points.
-    e = 1 - alpha
-    share = ((1001 ** e - 1) / ((rows + 1) ** e - 1))
-    assert abs(counts[:1000].sum() / n - share) < 0.02
-    # uniform for comparison is flat, and the hot rows are not the first ones
-    assert counts[0] > 20 * n / rows and np.argmax(np.bincount(picked)) != 0
-    assert np.unique(embedding.zipf_rows(7, 1000, 0.0, rng)).size == 7
 
 
 def test_layout_of_a_scaled_preset_and_of_custom_tables():

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import lookups
 from ..errors import CheckError, UserError
+from ..lookups import PROFILES
 from ..memory import native
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
@@ -55,9 +57,12 @@ OPTIONS = {
     "pool": Option("pool", "choice", "sum", "how a bag's rows are pooled", choices=POOLS),
     "batch": Option("batch", "int", 2048, "bags per table per repetition (samples)", min=1,
                     max=1 << 24),
-    "dist": Option("dist", "choice", "zipf", "row popularity: uniform, or Zipf(alpha) over "
-                   "rows scattered by a hash", choices=("uniform", "zipf")),
+    "dist": Option("dist", "choice", "zipf", "row popularity: uniform; Zipf(alpha) over rows "
+                   "scattered by a hash; or reuse, per-row reuse counts as a profile's",
+                   choices=("uniform", "zipf", "reuse")),
     "alpha": Option("alpha", "float", 1.05, "Zipf exponent", min=0.0, max=10.0),
+    "profile": Option("profile", "choice", "meta-2022", "reuse profile (dist=reuse): Meta's "
+                      "public embedding traces of 2022 or 2021", choices=tuple(PROFILES)),
     "prefetch": Option("prefetch", "int", 8, "rows prefetched ahead of the lookup (0: none)",
                        min=0, max=256),
     "seed": Option("seed", "int", 1, "seed of the indices and the table's values", min=0),
@@ -105,34 +110,17 @@ def layout(params: dict) -> Layout:
     return Layout(rows, pooling, dim, params["dtype"], params["batch"])
 
 
-def zipf_rows(rows: int, count: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
-    """`count` rows of a table of `rows`, rank k (from 1) drawn with weight k^-alpha by the
-    inverse CDF of the continuous power law over [1, rows + 1), then scattered over the
-    table by an affine map mod rows that is a bijection (so the hot rows are not adjacent,
-    as a hashed feature's are not)."""
-    u = rng.random(count)
-    n1 = rows + 1.0
-    if abs(alpha - 1.0) < 1e-9:
-        x = np.power(n1, u)
-    else:
-        e = 1.0 - alpha
-        x = np.power((n1 ** e - 1.0) * u + 1.0, 1.0 / e)
-    rank = np.minimum(x.astype(np.int64) - 1, rows - 1)
-    mult = int(rng.integers(1, rows + 1)) | 1
-    while math.gcd(mult, rows) != 1:
-        mult += 2
-    return (rank * mult + int(rng.integers(0, rows))) % rows
-
-
-def make_indices(lay: Layout, dist: str, alpha: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The lookups, table after table (each table's rows offset by the tables before it),
-    and the bag offsets (bags + 1), as FBGEMM's table-batched embeddings take them."""
-    rng = np.random.default_rng(seed)
+def make_indices(lay: Layout, params: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The lookups (params' dist, alpha, profile, seed), table after table (each table's
+    rows offset by the tables before it), and the bag offsets (bags + 1), as FBGEMM's
+    table-batched embeddings take them."""
+    rng = np.random.default_rng(params["seed"])
     parts, base = [], 0
     for rows, pooling in zip(lay.rows, lay.pooling):
-        count = lay.batch * pooling
-        picked = (rng.integers(0, rows, count) if dist == "uniform"
-                  else zipf_rows(rows, count, alpha, rng))
+        count, dist = lay.batch * pooling, params["dist"]
+        picked = (lookups.uniform(rows, count, rng) if dist == "uniform" else
+                  lookups.zipf(rows, count, params["alpha"], rng) if dist == "zipf" else
+                  lookups.reuse(rows, count, params["profile"], rng))
         parts.append(picked + base)
         base += rows
     sizes = np.repeat(np.asarray(lay.pooling, dtype=np.int64), lay.batch)
@@ -224,7 +212,7 @@ def run(params: dict) -> Measurement:
     cpus = resolve_cpus(params)
     table, idx_buf, out_buf = place(params, cpus, lay.sizes())
     fill_table(table.array(np.uint8), lay, params["seed"])
-    indices, offsets = make_indices(lay, params["dist"], params["alpha"], params["seed"])
+    indices, offsets = make_indices(lay, params)
     both = idx_buf.array(np.int64)
     both[:len(indices)], both[len(indices):len(indices) + len(offsets)] = indices, offsets
     indices, offsets = both[:len(indices)], both[len(indices):len(indices) + len(offsets)]

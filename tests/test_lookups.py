@@ -1,0 +1,63 @@
+"""Index streams (cxlbench.lookups): Zipf's skew against the power law's closed form, and
+each reuse profile's histogram against its published points."""
+import numpy as np
+import pytest
+
+from cxlbench import lookups
+from cxlbench.errors import UserError
+
+
+def test_zipf_rows_are_skewed_scattered_and_in_range():
+    rng = np.random.default_rng(0)
+    rows, n, alpha = 100_000, 400_000, 1.05
+    picked = lookups.zipf(rows, n, alpha, rng)
+    assert picked.min() >= 0 and picked.max() < rows
+    counts = np.sort(np.bincount(picked, minlength=rows))[::-1]
+    # The hottest 1 % of rows take what the continuous power law gives ranks [1, 1001) of
+    # [1, rows + 1), within 2 points.
+    e = 1 - alpha
+    share = (1001 ** e - 1) / ((rows + 1) ** e - 1)
+    assert abs(counts[:1000].sum() / n - share) < 0.02
+    assert counts[0] > 20 * n / rows and np.argmax(np.bincount(picked)) != 0   # scattered
+    assert np.unique(lookups.zipf(7, 1000, 0.0, rng)).size == 7
+
+
+def test_scatter_is_a_bijection():
+    rng = np.random.default_rng(1)
+    for rows in (1, 2, 6, 1024, 999_983):
+        assert np.unique(lookups.scatter(np.arange(rows), rows, rng)).size == rows
+
+
+@pytest.mark.parametrize("profile", sorted(lookups.PROFILES))
+@pytest.mark.parametrize("count", [100_000, 1_000_000])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reuse_stream_matches_its_profile(profile, count, seed):
+    """Each bucket's share of distinct rows within half a point, its share of lookups
+    within 2.5 points; the published points (rows used once, reused over 16 or 64 times,
+    and the lookups those serve) follow from the buckets."""
+    p = lookups.PROFILES[profile]
+    stream = lookups.reuse(50_000_000, count, profile, np.random.default_rng(seed))
+    assert stream.size == count and stream.min() >= 0 and stream.max() < 50_000_000
+    got = lookups.reuse_histogram(stream, p.buckets)
+    for b, (rows, served) in zip(p.buckets, got):
+        assert abs(rows - b.rows) < 0.005, (b, rows)
+        assert abs(served - b.lookups) < 0.025, (b, served)
+        assert b.lo <= p.mean(b) <= b.hi
+    counts = np.bincount(stream)
+    counts = counts[counts > 0]
+    over64 = counts > 64
+    published = {"meta-2022": (0.34, 0.018, 0.52), "meta-2021": (0.47, 0.008, 0.42)}[profile]
+    assert abs((counts == 1).mean() - published[0]) < 0.005
+    assert abs(over64.mean() - published[1]) < 0.002
+    assert abs(counts[over64].sum() / count - published[2]) < 0.025
+    if profile == "meta-2022":      # 11.4 % of rows reused over 16 times serve 74 %
+        over16 = counts > 16
+        assert abs(over16.mean() - 0.114) < 0.005
+        assert abs(counts[over16].sum() / count - 0.74) < 0.025
+
+
+def test_reuse_on_a_small_table_and_an_unknown_profile():
+    stream = lookups.reuse(100, 10_000, "meta-2022", np.random.default_rng(0))
+    assert stream.size == 10_000 and set(np.unique(stream)) <= set(range(100))
+    with pytest.raises(UserError, match="unknown reuse profile 'meta-1999'"):
+        lookups.reuse(100, 10, "meta-1999", np.random.default_rng(0))
