@@ -317,6 +317,30 @@ def embedding_bag(table: int, rows: int, row_bytes: int, dim: int, dtype: str, p
     return EmbeddingResult(a.ns, a.bad)
 
 
+OPTIMIZERS = _enum("CXB_OPTIM_")
+
+
+def embedding_update(table: int, row_bytes: int, dim: int, optim: str, pool: str, rows,
+                     starts, bag_of, offsets, out, state, lr: float, eps: float,
+                     cpus) -> int:
+    """One optimizer step on `rows` of an fp32 table (see cxb_embedding_update); int64
+    arrays rows, starts, bag_of and offsets, the forward's float32 `out`, and for Adagrad a
+    float32 `state` of one per table row. Returns the ns it took."""
+    a = ffi.new("struct cxb_embedding_update_args *")
+    a.table, a.row_bytes, a.dim = ffi.cast("float *", table), row_bytes, dim
+    a.optim, a.pool = OPTIMIZERS.index(optim), POOLS.index(pool)
+    a.rows, a.nrows = ffi.cast("int64_t *", rows.ctypes.data), len(rows)
+    a.starts = ffi.cast("int64_t *", starts.ctypes.data)
+    a.bag_of = ffi.cast("int64_t *", bag_of.ctypes.data)
+    a.offsets = ffi.cast("int64_t *", offsets.ctypes.data)
+    a.out = ffi.cast("float *", out.ctypes.data)
+    a.state = ffi.NULL if state is None else ffi.cast("float *", state.ctypes.data)
+    a.lr, a.eps = lr, eps
+    cpu_array = _int_array(cpus)
+    _check("cxb_embedding_update", lib.cxb_embedding_update(a, cpu_array, len(cpus)))
+    return a.ns
+
+
 def _coherence(call, fn, addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
     cpus = list(cpus)
     a = ffi.new("struct cxb_coherence_args *")

@@ -46,7 +46,7 @@ ffibuilder.set_source(
     include_dirs=[str(HERE.relative_to(HERE.parent))],
     extra_compile_args=CFLAGS,
     define_macros=[("CXB_CFLAGS", _c_string(_effective_flags()))],
-    libraries=["pthread"],
+    libraries=["pthread", "m"],
 )
 
 if __name__ == "__main__":

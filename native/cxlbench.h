@@ -104,7 +104,8 @@ enum cxb_check {
                                  * the rest the index fill or its sum (and CHAIN_END) */
     CXB_CHECK_PAGES = 8,        /* after a move every page is on the node (a move_pages
                                  * query of each) and the index fill reads back whole */
-    CXB_CHECK_POOLED = 9        /* numpy pools the same bags in the same order */
+    CXB_CHECK_POOLED = 9,       /* numpy pools the same bags in the same order */
+    CXB_CHECK_UPDATED = 10      /* numpy takes the same optimizer step on the same rows */
 };
 
 /* What a row of either table says. */
@@ -297,6 +298,30 @@ struct cxb_embedding_args {
 };
 /* The bags split between nthreads threads in contiguous ranges, thread i on cpus[i]. */
 int cxb_embedding_bag(struct cxb_embedding_args *a, const int *cpus, int nthreads);
+
+/* Training's update of the rows a batch touched (fp32 tables), as FBGEMM's CPU backward
+ * does it: lookups grouped by row, each row's gradient summed from the bags that looked it
+ * up (the gradient of a bag's output is the output itself: a loss of |out|^2 / 2, divided
+ * by the bag's length under mean pooling), then one step per row, no two threads on one
+ * row. SGD: w -= lr g. Row-wise Adagrad: s += mean(g^2), w -= lr g / (sqrt(s) + eps). */
+enum cxb_emb_optim { CXB_OPTIM_SGD = 0, CXB_OPTIM_ADAGRAD = 1 };
+struct cxb_embedding_update_args {
+    float *table;           /* rows of row_bytes (fp32 elements, dim of them) */
+    uint64_t row_bytes;
+    uint32_t dim;
+    int optim;              /* CXB_OPTIM_* */
+    int pool;               /* CXB_POOL_*: mean divides each bag's gradient by its length */
+    const int64_t *rows;    /* the distinct rows looked up, nrows of them */
+    uint64_t nrows;
+    const int64_t *starts;  /* nrows + 1: row i's lookups are at bag_of[starts[i] ..] */
+    const int64_t *bag_of;  /* the bag of each lookup, grouped by row */
+    const int64_t *offsets; /* the forward's bag offsets (lengths for mean) */
+    const float *out;       /* bags x dim: the forward's pooled output */
+    float *state;           /* Adagrad: one float per table row */
+    float lr, eps;
+    uint64_t ns;            /* out */
+};
+int cxb_embedding_update(struct cxb_embedding_update_args *a, const int *cpus, int nthreads);
 
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: windows of window_bytes

@@ -6,6 +6,7 @@
  * (fp32, fp16, bf16) or within rounding (int8, where a fused multiply-add may round once
  * instead of twice). */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -225,5 +226,85 @@ int cxb_embedding_bag(struct cxb_embedding_args *a, const int *cpus, int nthread
     free(E.t0);
     free(E.t1);
     free(E.bad);
+    return rc;
+}
+
+/* ---- training: one step for each row the batch touched ------------------------------ */
+struct upd {
+    struct cxb_embedding_update_args *a;
+    int nthreads;
+    uint64_t *t0, *t1;
+    float **scratch;        /* a gradient row per thread */
+};
+
+static int upd_thread(void *p, int t)
+{
+    struct upd *U = p;
+    struct cxb_embedding_update_args *a = U->a;
+    const uint32_t dim = a->dim;
+    float *g = U->scratch[t];
+    uint64_t lo = a->nrows * (uint64_t)t / (uint64_t)U->nthreads;
+    uint64_t hi = a->nrows * (uint64_t)(t + 1) / (uint64_t)U->nthreads;
+    U->t0[t] = cxb_now_ns();
+    for (uint64_t i = lo; i < hi; i++) {
+        memset(g, 0, dim * sizeof *g);
+        for (int64_t k = a->starts[i]; k < a->starts[i + 1]; k++) {
+            int64_t b = a->bag_of[k];
+            const float *o = a->out + (uint64_t)b * dim;
+            if (a->pool == CXB_POOL_MEAN) {
+                float n = (float)(a->offsets[b + 1] - a->offsets[b]);
+                for (uint32_t d = 0; d < dim; d++)
+                    g[d] += o[d] / n;
+            } else {
+                for (uint32_t d = 0; d < dim; d++)
+                    g[d] += o[d];
+            }
+        }
+        float *w = (float *)((char *)a->table + (uint64_t)a->rows[i] * a->row_bytes);
+        float step = a->lr;
+        if (a->optim == CXB_OPTIM_ADAGRAD) {
+            float sq = 0;
+            for (uint32_t d = 0; d < dim; d++)
+                sq += g[d] * g[d];
+            float *s = &a->state[a->rows[i]];
+            *s += sq / (float)dim;
+            step = a->lr / (sqrtf(*s) + a->eps);
+        }
+        for (uint32_t d = 0; d < dim; d++)
+            w[d] -= step * g[d];
+    }
+    U->t1[t] = cxb_now_ns();
+    return 0;
+}
+
+int cxb_embedding_update(struct cxb_embedding_update_args *a, const int *cpus, int nthreads)
+{
+    if (!a || !a->table || !a->rows || !a->starts || !a->bag_of || !a->offsets || !a->out ||
+        !a->dim || nthreads < 1 || (a->optim == CXB_OPTIM_ADAGRAD && !a->state) ||
+        a->row_bytes < (uint64_t)a->dim * sizeof(float))
+        return cxb_fail(EINVAL, "embedding_update: missing buffers, rows or threads");
+    struct upd U = {a, nthreads, calloc((size_t)nthreads, 8), calloc((size_t)nthreads, 8),
+                    calloc((size_t)nthreads, sizeof(float *))};
+    int rc = U.t0 && U.t1 && U.scratch ? 0 : -ENOMEM;
+    for (int t = 0; rc == 0 && t < nthreads; t++)
+        if (!(U.scratch[t] = malloc(a->dim * sizeof(float))))
+            rc = -ENOMEM;
+    if (rc == 0)
+        rc = cxb_parallel(upd_thread, &U, cpus, nthreads);
+    else
+        cxb_fail(ENOMEM, "embedding_update: cannot allocate %d threads' rows", nthreads);
+    if (rc == 0) {
+        uint64_t first = U.t0[0], last = U.t1[0];
+        for (int t = 0; t < nthreads; t++) {
+            first = U.t0[t] < first ? U.t0[t] : first;
+            last = U.t1[t] > last ? U.t1[t] : last;
+        }
+        a->ns = last - first;
+    }
+    for (int t = 0; U.scratch && t < nthreads; t++)
+        free(U.scratch[t]);
+    free(U.scratch);
+    free(U.t0);
+    free(U.t1);
     return rc;
 }

@@ -209,6 +209,9 @@ static const struct cxb_entry drivers[] = {
     {"embedding_bag", "embedding", "each bag sums or averages the table rows its indices "
      "name (fp32, fp16, bf16, int8 with row-wise scale and bias), bags split between the "
      "threads", CXB_CHECK_POOLED, NULL, 1, 0, SCALAR | WIDE, NULL},
+    {"embedding_update", "embedding", "training's step on the rows a batch looked up: each "
+     "row's gradient summed from its bags, then SGD or row-wise Adagrad, rows split between "
+     "the threads", CXB_CHECK_UPDATED, NULL, 1, 0, SCALAR, NULL},
     {"migrate_touch", "migrate_touch", "one thread moves a buffer's pages (move_pages or "
      "mbind) while a second touches them one line at a time, every touch timed",
      CXB_CHECK_PAGES, NULL, 2, 2, SCALAR, "x86-64: the buffer is flushed before and after"},

@@ -20,6 +20,7 @@ ENTRY = next(d for d in native.drivers() if d.key == "embedding_bag")
 
 def test_option_names_match_the_header():
     assert embedding.DTYPES == native.EMB_DTYPES and embedding.POOLS == native.POOLS
+    assert embedding.OPTIMIZERS == native.OPTIMIZERS
     assert ENTRY.benchmark == "embedding" and ENTRY.check == "pooled"
 
 
@@ -71,15 +72,20 @@ def test_a_wrong_bag_or_a_row_outside_the_table_is_caught():
 
 
 def test_layout_of_a_scaled_preset_and_of_custom_tables():
-    params = {"preset": "dlrm-dcnv2", "scale": 1e-4, "dtype": "int8", "batch": 4}
+    params = {"preset": "dlrm-dcnv2", "scale": 1e-4, "dtype": "int8", "batch": 4,
+              "train": "none"}
     lay = embedding.layout({**params, "tables": 1, "rows": 1, "dim": 1, "pooling": 1})
     assert len(lay.rows) == 26 and lay.dim == 128 and lay.row_bytes == 136
     assert lay.rows[0] == 4000 and lay.rows[5] == 1 and lay.pooling[20] == 100
     assert lay.lookups == 4 * 214 and lay.bags == 104
     custom = embedding.layout({"preset": "custom", "tables": 3, "rows": 10, "dim": 8,
-                               "pooling": 2, "dtype": "bf16", "batch": 5, "scale": 1.0})
+                               "pooling": 2, "dtype": "bf16", "batch": 5, "scale": 1.0,
+                               "train": "none"})
     assert custom.sizes() == {"table": 30 * 16, "indices": (30 + 15 + 1) * 8,
                               "out": 15 * 8 * 4}
+    adagrad = embedding.Layout(custom.rows, custom.pooling, 8, "fp32", 5, "adagrad")
+    assert adagrad.sizes() == {"table": 30 * 32, "indices": (30 + 15 + 1 + 91) * 8,
+                               "out": 15 * 8 * 4, "state": 30 * 4}
 
 
 def test_case_places_three_buffers_and_checks_every_repetition(tmp_path):
@@ -121,3 +127,43 @@ def test_a_kernel_that_pools_wrongly_fails_the_case(monkeypatch):
 def test_scale_is_for_presets(tmp_path):
     r = cxlbench("run", "--bench", "embedding", "--set", "scale=0.5", "--dry-run")
     assert r.returncode == 2 and "scale shrinks a preset's tables" in r.stderr
+
+
+def train_params(**over):
+    params = {name: opt.default for name, opt in embedding.OPTIONS.items()}
+    params.update(rows=3000, dim=20, batch=40, pooling=6, repeat=3, warmup=1,
+                  cpus=",".join(map(str, CPUS)), threads=len(CPUS), **over)
+    return params
+
+
+@pytest.mark.parametrize("train", embedding.OPTIMIZERS)
+@pytest.mark.parametrize("pool_", embedding.POOLS)
+def test_training_steps_match_numpys(train, pool_):
+    """Every repetition: the forward on the rows as the last step left them, then the
+    step, each checked against numpy (a CheckError otherwise)."""
+    m = embedding.run(train_params(train=train, pool=pool_, tables=2, dist="uniform"))
+    assert m.status == "ok" and len(m.reps) == 3
+    assert all(rep["rows_updated"] > 0 for rep in m.reps)
+    assert m.kernel == f"embedding_bag+{train}" and 0 < m.info["rows_touched"] <= 6000
+    names = [v["buffer"] for v in m.placement["verified"]]
+    assert names == (["table", "indices", "out", "state"] if train == "adagrad"
+                     else ["table", "indices", "out"])
+
+
+def test_a_step_not_taken_or_taken_twice_is_caught(monkeypatch):
+    real = native.embedding_update
+    monkeypatch.setattr(native, "embedding_update", lambda *a: 1)
+    with pytest.raises(CheckError, match="updated rows differ from numpy's sgd step"):
+        embedding.run(train_params(train="sgd"))
+
+    def twice(*a):
+        return real(*a) + real(*a)
+    monkeypatch.setattr(native, "embedding_update", twice)
+    with pytest.raises(CheckError, match="Adagrad's state differs"):
+        embedding.run(train_params(train="adagrad"))
+
+
+def test_training_needs_fp32_tables():
+    r = cxlbench("run", "--bench", "embedding", "--set", "train=sgd", "--set", "dtype=bf16",
+                 "--dry-run")
+    assert r.returncode == 2 and "train=sgd updates fp32 tables, not bf16" in r.stderr

@@ -14,13 +14,15 @@ import numpy as np
 from .. import lookups
 from ..errors import CheckError, UserError
 from ..lookups import PROFILES
+OPTIMIZERS = ("sgd", "adagrad")     # CXB_OPTIM_* in native/cxlbench.h, in value order
+EPS = 1e-8                  # Adagrad's, FBGEMM's default
 from ..memory import native
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
 
 NAME = "embedding"
 DESCRIPTION = "embedding-bag lookups over stacked tables (M lookups/s, GB/s of rows, bag latency)"
-BUFFERS = ("table", "indices", "out")
+BUFFERS = ("table", "indices", "out", "state")     # state: Adagrad's (train=adagrad)
 # CXB_EMB_* and CXB_POOL_* in native/cxlbench.h, in value order (tested against native).
 DTYPES = ("fp32", "fp16", "bf16", "int8")
 POOLS = ("sum", "mean")
@@ -65,6 +67,10 @@ OPTIONS = {
                       "public embedding traces of 2022 or 2021", choices=tuple(PROFILES)),
     "prefetch": Option("prefetch", "int", 8, "rows prefetched ahead of the lookup (0: none)",
                        min=0, max=256),
+    "train": Option("train", "choice", "none", "after each forward, one training step on the "
+                    "rows looked up (fp32 tables): sgd, or row-wise adagrad with its state",
+                    choices=("none", *OPTIMIZERS)),
+    "lr": Option("lr", "float", 0.01, "learning rate of the training step", min=0.0, max=1e6),
     "seed": Option("seed", "int", 1, "seed of the indices and the table's values", min=0),
     **pick("threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
            "timeout"),
@@ -78,6 +84,7 @@ class Layout:
     dim: int
     dtype: str
     batch: int
+    train: str = "none"
 
     @property
     def row_bytes(self) -> int:
@@ -92,11 +99,14 @@ class Layout:
         return self.batch * len(self.rows)
 
     def sizes(self) -> dict[str, int]:
-        """Bytes of each buffer: the stacked tables, the indices then the offsets, the
-        pooled fp32 vectors."""
+        """Bytes of each buffer: the stacked tables; the indices and offsets (and in
+        training the lookups grouped by row: the rows, where each starts, their bags); the
+        pooled fp32 vectors; Adagrad's state of one float per row."""
+        grouped = 3 * self.lookups + 1 if self.train != "none" else 0
         return {"table": sum(self.rows) * self.row_bytes,
-                "indices": (self.lookups + self.bags + 1) * 8,
-                "out": self.bags * self.dim * 4}
+                "indices": (self.lookups + self.bags + 1 + grouped) * 8,
+                "out": self.bags * self.dim * 4,
+                **({"state": sum(self.rows) * 4} if self.train == "adagrad" else {})}
 
 
 def layout(params: dict) -> Layout:
@@ -107,7 +117,7 @@ def layout(params: dict) -> Layout:
     else:
         rows = tuple(max(1, math.ceil(r * params["scale"])) for r in preset["rows"])
         pooling, dim = preset["pooling"], preset["dim"]
-    return Layout(rows, pooling, dim, params["dtype"], params["batch"])
+    return Layout(rows, pooling, dim, params["dtype"], params["batch"], params["train"])
 
 
 def make_indices(lay: Layout, params: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -195,6 +205,58 @@ def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> No
                          f"rows ({out[wrong, :3]} against {want[wrong, :3]})")
 
 
+def buffers_of(params: dict) -> tuple[str, ...]:
+    return BUFFERS if params.get("train") == "adagrad" else BUFFERS[:3]
+
+
+class Trainer:
+    """The training step after each forward: the lookups grouped by row (untimed, once:
+    FBGEMM sorts them in every backward), the C step timed, and numpy's step on the same
+    rows from their values before it checked against it."""
+
+    def __init__(self, lay: Layout, params: dict, table, indices, offsets, out, space,
+                 state):
+        self.lay, self.params, self.table, self.out, self.offsets = lay, params, table, out, offsets
+        order = np.argsort(indices, kind="stable")          # each row's lookups in bag order
+        rows, starts = np.unique(indices[order], return_index=True)
+        lengths = np.diff(offsets)
+        bag_of = np.repeat(np.arange(lay.bags, dtype=np.int64), lengths)[order]
+        n, k = len(rows), len(indices)
+        space[:n], space[n:2 * n + 1], space[2 * n + 1:2 * n + 1 + k] = rows, [*starts, k], bag_of
+        self.rows, self.starts, self.bag_of = space[:n], space[n:2 * n + 1], space[2 * n + 1:2 * n + 1 + k]
+        self.lengths = lengths.astype(np.float32)
+        self.weights = table.array(np.float32)[:sum(lay.rows) * lay.dim].reshape(-1, lay.dim)
+        self.state = None if state is None else state.array(np.float32)[:sum(lay.rows)]
+        if self.state is not None:
+            self.state.fill(0)
+
+    def step(self, cpus) -> int:
+        """One step, checked; the ns of the C step."""
+        before = self.weights[self.rows]
+        s_before = None if self.state is None else self.state[self.rows]
+        ns = native.embedding_update(self.table.addr, self.lay.row_bytes, self.lay.dim,
+                                     self.params["train"], self.params["pool"], self.rows,
+                                     self.starts, self.bag_of, self.offsets, self.out,
+                                     self.state, self.params["lr"], EPS, cpus)
+        grads = self.out[self.bag_of]
+        if self.params["pool"] == "mean":
+            grads = grads / self.lengths[self.bag_of][:, None]
+        g = np.add.reduceat(grads, self.starts[:-1], axis=0)    # in bag order, per row
+        lr = np.float32(self.params["lr"])
+        if s_before is None:
+            want = before - lr * g
+        else:
+            s = s_before + (g * g).sum(axis=1) / np.float32(self.lay.dim)
+            want = before - (lr / (np.sqrt(s) + np.float32(EPS)))[:, None] * g
+            if not np.allclose(self.state[self.rows], s, rtol=1e-5, atol=1e-30):
+                raise CheckError("embedding: Adagrad's state differs from numpy's step")
+        if not np.allclose(self.weights[self.rows], want, rtol=1e-5,
+                           atol=1e-6 * float(np.abs(want).max(initial=1))):
+            raise CheckError("embedding: the updated rows differ from numpy's "
+                             f"{self.params['train']} step on them")
+        return ns
+
+
 def _entry():
     return next(d for d in native.drivers() if d.key == "embedding_bag")
 
@@ -202,6 +264,9 @@ def _entry():
 def check(params: dict, topology) -> None:
     if params["preset"] == "custom" and params["scale"] != 1.0:
         raise UserError("embedding: scale shrinks a preset's tables; custom tables take rows")
+    if params["train"] != "none" and params["dtype"] != "fp32":
+        raise UserError(f"embedding: train={params['train']} updates fp32 tables, not "
+                        f"{params['dtype']}")
     resolve_isa(_entry(), params["isa"])
     check_placement(params, resolve_cpus(params), topology, layout(params).sizes())
 
@@ -210,31 +275,45 @@ def run(params: dict) -> Measurement:
     lay = layout(params)
     isa = resolve_isa(_entry(), params["isa"])
     cpus = resolve_cpus(params)
-    table, idx_buf, out_buf = place(params, cpus, lay.sizes())
+    table, idx_buf, out_buf, *state = place(params, cpus, lay.sizes())
     fill_table(table.array(np.uint8), lay, params["seed"])
     indices, offsets = make_indices(lay, params)
-    both = idx_buf.array(np.int64)
-    both[:len(indices)], both[len(indices):len(indices) + len(offsets)] = indices, offsets
-    indices, offsets = both[:len(indices)], both[len(indices):len(indices) + len(offsets)]
+    space = idx_buf.array(np.int64)
+    k, b = len(indices), len(offsets)
+    space[:k], space[k:k + b] = indices, offsets
+    indices, offsets = space[:k], space[k:k + b]
     out = out_buf.array(np.float32)[:lay.bags * lay.dim].reshape(lay.bags, lay.dim)
-    want = reference(table.array(np.uint8), lay, indices, params["pool"])
+    trainer = (Trainer(lay, params, table, indices, offsets, out, space[k + b:],
+                       state[0] if state else None) if lay.train != "none" else None)
+    raw = table.array(np.uint8)
+    want = reference(raw, lay, indices, params["pool"])
     every = max(1, lay.bags // SAMPLES)
     bag_ns = np.zeros(-(-lay.bags // every), dtype=np.uint64)
 
     def once() -> dict[str, float]:
+        nonlocal want
         out.fill(np.nan)        # a bag the kernel skips cannot pass for last time's
         r = native.embedding_bag(table.addr, sum(lay.rows), lay.row_bytes, lay.dim,
                                  lay.dtype, params["pool"], indices, offsets, out, isa, cpus,
                                  params["prefetch"], bag_ns, every)
         check_output(out, want, lay, r.bad)
         us = bag_ns / 1000.0
-        return {"lookups": lay.lookups / r.ns * 1e3, "bandwidth": lay.lookups * lay.row_bytes / r.ns,
-                "bag_p50": float(np.percentile(us, 50)), "bag_p99": float(np.percentile(us, 99))}
+        rep = {"lookups": lay.lookups / r.ns * 1e3,
+               "bandwidth": lay.lookups * lay.row_bytes / r.ns,
+               "bag_p50": float(np.percentile(us, 50)), "bag_p99": float(np.percentile(us, 99))}
+        if trainer:
+            ns = trainer.step(cpus)
+            rep["rows_updated"] = len(trainer.rows) / ns * 1e3
+            want = reference(raw, lay, indices, params["pool"])     # the rows changed
+        return rep
 
-    m = Measurement(kernel="embedding_bag", isa=isa, cpus=cpus,
-                    units={"lookups": "M/s", "bandwidth": "GB/s", "bag_p50": "us",
-                           "bag_p99": "us"},
+    units = {"lookups": "M/s", "bandwidth": "GB/s", "bag_p50": "us", "bag_p99": "us"}
+    if trainer:
+        units["rows_updated"] = "M/s"
+    m = Measurement(kernel="embedding_bag" + ("+" + lay.train if trainer else ""), isa=isa,
+                    cpus=cpus, units=units,
                     info={"tables": len(lay.rows), "rows": sum(lay.rows), "dim": lay.dim,
                           "row_bytes": lay.row_bytes, "lookups": lay.lookups,
-                          "bags": lay.bags, "bags_timed": len(bag_ns), "threads": len(cpus)})
-    return measure(m, params, [table, idx_buf, out_buf], once)
+                          "bags": lay.bags, "bags_timed": len(bag_ns), "threads": len(cpus),
+                          **({"rows_touched": len(trainer.rows)} if trainer else {})})
+    return measure(m, params, [table, idx_buf, out_buf, *state], once)
