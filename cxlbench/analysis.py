@@ -211,7 +211,8 @@ def pingpong_matrices(records: list[dict]) -> list[dict]:
         cpus = r.get("cpus") or []
         if len(cpus) != 2:
             continue
-        t = tables.setdefault((str(p.get("mem")), p.get("mode")), {"cells": {}})
+        home = p.get("mem.line") or p.get("mem")      # the line's own placement, if given
+        t = tables.setdefault((str(home), p.get("mode")), {"cells": {}})
         a, b = cpus
         t["cells"][(a, b)] = t["cells"][(b, a)] = r["median"]
     out = []

@@ -63,10 +63,12 @@ def uniform(rows: int, count: int, rng: np.random.Generator) -> np.ndarray:
 def scatter(ranks: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
     """Ranks 0..rows-1 to rows by an affine map mod rows that is a bijection, so popular
     rows lie apart, as a hashed feature's do."""
-    mult = int(rng.integers(1, rows + 1)) | 1
+    # rank * mult stays below 2^63: the map is a bijection for tables of any size
+    top = max(2, min(rows + 1, (1 << 63) // rows - rows))
+    mult = int(rng.integers(1, top)) | 1
     while math.gcd(mult, rows) != 1:
         mult += 2
-    return (ranks * mult + int(rng.integers(0, rows))) % rows
+    return (ranks * mult % rows + int(rng.integers(0, rows))) % rows
 
 
 def zipf(rows: int, count: int, alpha: float, rng: np.random.Generator) -> np.ndarray:

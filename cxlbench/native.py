@@ -304,6 +304,13 @@ def embedding_bag(table: int, rows: int, row_bytes: int, dim: int, dtype: str, p
     """Pool len(offsets) - 1 bags of the table at address `table` into `out` (a float32
     array of bags x dim); indices and offsets are int64 arrays, bag_ns a uint64 array of
     one slot per sample_every bags."""
+    bags = len(offsets) - 1
+    _arrays("embedding_bag", (indices, np.int64, None), (offsets, np.int64, None),
+            (out, np.float32, bags * dim), (bag_ns, np.uint64,
+                                            -(-bags // sample_every) if sample_every else None))
+    if bags < 0 or (bags and (offsets[0] < 0 or offsets[-1] > len(indices)
+                              or (np.diff(offsets) < 0).any())):
+        raise ValueError("embedding_bag: offsets must climb from 0 to at most len(indices)")
     a = ffi.new("struct cxb_embedding_args *")
     a.table, a.rows, a.row_bytes, a.dim = ffi.cast("void *", table), rows, row_bytes, dim
     a.dtype, a.pool, a.isa = EMB_DTYPES.index(dtype), POOLS.index(pool), ISAS.index(isa)
@@ -320,12 +327,31 @@ def embedding_bag(table: int, rows: int, row_bytes: int, dim: int, dtype: str, p
 OPTIMIZERS = _enum("CXB_OPTIM_")
 
 
+def _arrays(call: str, *specs) -> None:
+    """Each (array, dtype, at least this many elements or None) C-contiguous, of that
+    dtype and size: what the C side reads and writes blindly."""
+    for arr, dtype, least in specs:
+        if arr is None and least is None:
+            continue
+        if not isinstance(arr, np.ndarray) or arr.dtype != dtype or not arr.flags.c_contiguous \
+                or (least is not None and arr.size < least):
+            raise ValueError(f"{call}: an array is not C-contiguous {np.dtype(dtype).name} of "
+                             f"{least if least is not None else 'any number of'} elements")
+
+
+def embedding_isa_supported(isa: str) -> bool:
+    return bool(lib.cxb_embedding_isa_supported(ISAS.index(isa)))
+
+
 def embedding_update(table: int, row_bytes: int, dim: int, optim: str, pool: str, rows,
                      starts, bag_of, offsets, out, state, lr: float, eps: float,
                      cpus) -> int:
     """One optimizer step on `rows` of an fp32 table (see cxb_embedding_update); int64
     arrays rows, starts, bag_of and offsets, the forward's float32 `out`, and for Adagrad a
     float32 `state` of one per table row. Returns the ns it took."""
+    _arrays("embedding_update", (rows, np.int64, None), (starts, np.int64, len(rows) + 1),
+            (bag_of, np.int64, None), (offsets, np.int64, None), (out, np.float32, None),
+            (state, np.float32, None))
     a = ffi.new("struct cxb_embedding_update_args *")
     a.table, a.row_bytes, a.dim = ffi.cast("float *", table), row_bytes, dim
     a.optim, a.pool = OPTIMIZERS.index(optim), POOLS.index(pool)

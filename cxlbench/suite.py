@@ -225,7 +225,7 @@ def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict, done:
     # given: a suite without them expands exactly as before they existed. Every key of
     # the job must be the benchmark's; [global] ones apply where they are.
     options = dict(bench.OPTIONS)
-    for key in [*body, *glob]:
+    for key in sorted({*body, *glob}):
         if key not in RESERVED and key not in options:
             try:
                 options[key] = bench.option(key)

@@ -296,8 +296,12 @@ struct cxb_embedding_args {
     uint64_t ns;            /* out: first thread's start to last thread's finish */
     uint64_t bad;           /* out: lookups naming no row, skipped (a check fails on any) */
 };
-/* The bags split between nthreads threads in contiguous ranges, thread i on cpus[i]. */
+/* The bags split between nthreads threads in contiguous ranges of about equal lookups,
+ * thread i on cpus[i]. */
 int cxb_embedding_bag(struct cxb_embedding_args *a, const int *cpus, int nthreads);
+/* 1 when this CPU runs the bag loop's variant for CXB_ISA_* isa (avx2 and avx512 also
+ * need FMA and F16C). */
+int cxb_embedding_isa_supported(int isa);
 
 /* Training's update of the rows a batch touched (fp32 tables), as FBGEMM's CPU backward
  * does it: lookups grouped by row, each row's gradient summed from the bags that looked it

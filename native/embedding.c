@@ -169,19 +169,35 @@ static uint64_t bags_A2(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
 {
     return bags(a, lo, hi, 1);
 }
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), optimize("tree-vectorize")))
+__attribute__((target("avx512f,avx2,fma,f16c"), optimize("tree-vectorize")))
 static uint64_t bags_A5(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
 {
     return bags(a, lo, hi, 1);
 }
 #endif
 
+/* The first bag whose lookups start at or after `lookup`: threads split the lookups, not
+ * the bags, since tables pool from 1 to 100 rows a bag (DLRM-DCNv2's do). */
+static uint64_t bag_at(const struct cxb_embedding_args *a, uint64_t lookup)
+{
+    uint64_t lo = 0, hi = a->bags;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if ((uint64_t)a->offsets[mid] < lookup)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int emb_thread(void *p, int t)
 {
     struct emb *E = p;
     struct cxb_embedding_args *a = E->a;
-    uint64_t lo = a->bags * (uint64_t)t / (uint64_t)E->nthreads;
-    uint64_t hi = a->bags * (uint64_t)(t + 1) / (uint64_t)E->nthreads;
+    uint64_t total = (uint64_t)a->offsets[a->bags], n = (uint64_t)E->nthreads;
+    uint64_t lo = t == 0 ? 0 : bag_at(a, total * (uint64_t)t / n);
+    uint64_t hi = t == E->nthreads - 1 ? a->bags : bag_at(a, total * (uint64_t)(t + 1) / n);
     E->t0[t] = cxb_now_ns();
 #if defined(__x86_64__)
     if (a->isa == CXB_ISA_AVX512)
@@ -195,16 +211,29 @@ static int emb_thread(void *p, int t)
     return 0;
 }
 
+int cxb_embedding_isa_supported(int isa)
+{
+#if defined(__x86_64__)
+    /* The wide variants convert fp16 with F16C and may fuse with FMA: both are asked. */
+    __builtin_cpu_init();
+    if (isa == CXB_ISA_AVX2 || isa == CXB_ISA_AVX512)
+        return cxb_isa_supported(isa) && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+#endif
+    return cxb_isa_supported(isa);
+}
+
 int cxb_embedding_bag(struct cxb_embedding_args *a, const int *cpus, int nthreads)
 {
+    static const uint32_t elem[] = {4, 2, 2, 1};
     if (!a || !a->table || !a->indices || !a->offsets || !a->out || nthreads < 1 ||
         (a->sample_every && !a->bag_ns))
         return cxb_fail(EINVAL, "embedding_bag: missing buffers or no threads");
     if (a->dtype < CXB_EMB_FP32 || a->dtype > CXB_EMB_INT8 || !a->dim ||
-        a->row_bytes < (uint64_t)a->dim)
+        a->row_bytes < (uint64_t)a->dim * elem[a->dtype] + (a->dtype == CXB_EMB_INT8 ? 8 : 0))
         return cxb_fail(EINVAL, "embedding_bag: dtype %d, dim %u, row of %llu bytes",
                         a->dtype, a->dim, (unsigned long long)a->row_bytes);
-    if (a->isa < 0 || a->isa >= CXB_ISA_COUNT || !cxb_isa_supported(a->isa))
+    if (a->isa < 0 || a->isa >= CXB_ISA_COUNT || !cxb_embedding_isa_supported(a->isa))
         return cxb_fail(ENOTSUP, "embedding_bag: this CPU cannot run ISA %d", a->isa);
     struct emb E = {a, nthreads, calloc((size_t)nthreads, 8), calloc((size_t)nthreads, 8),
                     calloc((size_t)nthreads, 8)};

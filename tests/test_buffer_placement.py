@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cxlbench import benchmarks, results, runner, suite
+from cxlbench.benchmarks import common
 from cxlbench.benchmarks.common import check_placement
 from cxlbench.errors import PlacementError, SuiteError
 from cxlbench.topology import Topology
@@ -172,3 +173,46 @@ def test_case_params_of_old_runs_have_no_buffer_options():
         assert not any(c.startswith(("mem.", "page.")) for c in df.columns)
         for v in set(df["verified"]):
             assert all(k.startswith("b") for k in results.verified_counts(v)), v
+
+
+def test_hugetlb_buffers_are_counted_in_whole_pages(topo):
+    """Node 0 of two_socket_cxl has 16 free 2 MiB pages: three buffers of 10.5 MiB take 6
+    pages each, 18 in all (their bytes alone would round to 16)."""
+    t = topo("two_socket_cxl")
+    params = {"mem": "bind:0", "page": "2m", "size": 21 << 19}
+    with pytest.raises(PlacementError, match="16 free 2m pages, 18 needed"):
+        check_placement(params, [0], t, ("a", "b", "c"))
+    check_placement({**params, "size": 10 << 20}, [0], t, ("a", "b", "c"))   # 15 pages
+
+
+def test_loaded_latency_counts_chain_and_load_together(topo):
+    from cxlbench.benchmarks import loaded_latency
+    t = topo("two_socket_cxl")          # node 2: 14746 MiB free
+    params = {name: opt.default for name, opt in loaded_latency.OPTIONS.items()}
+    params.update(mem="bind:2", size=8 << 30, load_size=8 << 30, delay=0, cpus="0-3")
+    with common.cpus_of(t):
+        with pytest.raises(PlacementError, match="16G on node 2 \\(with the case's other"):
+            loaded_latency.check(params, t)
+        loaded_latency.check({**params, "load_size": 6 << 30}, t)
+    assert benchmarks.get("loaded_latency").case_buffers({"delay": "idle"}) == ("chain",)
+
+
+def test_case_ids_do_not_depend_on_the_order_of_lines():
+    a = expand('[j]\nbench = "bandwidth"\nkernel = "copy"\nmem.src = ["bind:0", "local"]\n'
+               'mem.dst = ["bind:1", "local"]')
+    b = expand('[j]\nbench = "bandwidth"\nkernel = "copy"\nmem.dst = ["bind:1", "local"]\n'
+               'mem.src = ["bind:0", "local"]')
+    assert [c.to_dict() for c in a] == [c.to_dict() for c in b]
+
+
+def test_pingpong_tables_and_figures_key_on_the_lines_own_placement():
+    from cxlbench import analysis
+    import pandas as pd
+    from cxlbench.report import figures
+    recs = [{"benchmark": "pingpong", "status": "ok", "metric": "latency", "cpus": [0, 1],
+             "median": v, "parameters": {"mem": "local", "mode": "store", **extra}}
+            for v, extra in ((40.0, {}), (45.0, {"mem.line": "bind:0"}))]
+    tables = analysis.pingpong_matrices(recs)
+    assert sorted(t["mem"] for t in tables) == ["bind:0", "local"]
+    frame = pd.DataFrame({"params": [r["parameters"] for r in recs], "cpus_used": ["0,1"] * 2})
+    assert [p["mem.line"] for p in figures._params(frame)] == ["local", "bind:0"]

@@ -167,3 +167,30 @@ def test_training_needs_fp32_tables():
     r = cxlbench("run", "--bench", "embedding", "--set", "train=sgd", "--set", "dtype=bf16",
                  "--dry-run")
     assert r.returncode == 2 and "train=sgd updates fp32 tables, not bf16" in r.stderr
+
+
+def test_preset_refuses_custom_tables(tmp_path):
+    r = cxlbench("run", "--bench", "embedding", "--set", "preset=dlrm-dcnv2", "--set",
+                 "scale=0.0001", "--set", "dim=64", "--set", "tables=3", "--dry-run")
+    assert r.returncode == 2
+    assert "preset=dlrm-dcnv2 has tables, rows, dim and pooling of its own: tables, dim" in \
+        r.stderr
+
+
+def test_arrays_the_kernel_would_misread_are_refused():
+    lay, raw, indices, offsets = tables("fp32")
+    out = np.zeros((lay.bags, lay.dim), dtype=np.float64)
+    with pytest.raises(ValueError, match="not C-contiguous float32"):
+        native.embedding_bag(raw.ctypes.data, sum(lay.rows), lay.row_bytes, lay.dim, "fp32",
+                             "sum", indices, offsets, out, "scalar", CPUS[:1])
+    out = np.zeros((lay.bags, lay.dim), dtype=np.float32)
+    with pytest.raises(ValueError, match="offsets must climb"):
+        native.embedding_bag(raw.ctypes.data, sum(lay.rows), lay.row_bytes, lay.dim, "fp32",
+                             "sum", indices, offsets + 1, out, "scalar", CPUS[:1])
+    with pytest.raises(ValueError, match="not C-contiguous int64"):
+        native.embedding_bag(raw.ctypes.data, sum(lay.rows), lay.row_bytes, lay.dim, "fp32",
+                             "sum", indices[::2], offsets, out, "scalar", CPUS[:1])
+    with pytest.raises(Exception, match="row of"):      # a row too short for its dtype
+        native.embedding_bag(raw.ctypes.data, sum(lay.rows), lay.dim, lay.dim, "fp32",
+                             "sum", indices, offsets, out, "scalar", CPUS[:1])
+

@@ -61,3 +61,14 @@ def test_reuse_on_a_small_table_and_an_unknown_profile():
     assert stream.size == 10_000 and set(np.unique(stream)) <= set(range(100))
     with pytest.raises(UserError, match="unknown reuse profile 'meta-1999'"):
         lookups.reuse(100, 10, "meta-1999", np.random.default_rng(0))
+
+
+def test_scatter_stays_affine_past_int64_products():
+    """A table of 6e9 rows: out(r) = out(0) + r * (out(1) - out(0)) mod rows, computed
+    with Python's integers, for ranks whose product with the multiplier would pass 2^63."""
+    rows = 6_000_000_001
+    ranks = np.array([0, 1, 5_000_000_000, rows - 1], dtype=np.int64)
+    out = lookups.scatter(ranks, rows, np.random.default_rng(3)).tolist()
+    step = (out[1] - out[0]) % rows
+    assert all(0 <= o < rows for o in out)
+    assert [(out[0] + int(r) * step) % rows for r in ranks] == out

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import UserError
-from ..memory import Buffer, Placement, check_request, native
+from ..memory import PAGE_SIZES, Buffer, Placement, check_request, native
 from ..options import buffer_spec
 from ..topology import Topology
 from ..units import format_list, parse_list
@@ -122,18 +122,20 @@ def _sizes(params: dict, buffers: tuple[str, ...] | dict[str, int]) -> dict[str,
 
 
 def check_placement(params: dict, cpus: list[int], topology: Topology,
-                    buffers: tuple[str, ...] | dict[str, int]) -> None:
+                    buffers: tuple[str, ...] | dict[str, int], claimed: dict | None = None) -> None:
     """In the parent, before a run directory exists: refuse what the machine cannot give
     the named buffers (of params['size'] each, or the bytes given), all of them together
-    on each node."""
+    on each node, each in whole pages. `claimed` carries the tally across calls for one
+    case's buffers placed from different CPUs."""
     groups: dict[tuple[str, str], list[str]] = {}
     sizes = _sizes(params, buffers)
     for name in sizes:
         groups.setdefault(buffer_spec(params, name), []).append(name)
-    claimed: dict = {}
+    claimed = {} if claimed is None else claimed
     for (mem, page), names in groups.items():
+        pages = sum(-(-sizes[n] // PAGE_SIZES[page]) for n in names)
         try:
-            check_request(Placement.parse(mem), page, sum(sizes[n] for n in names), topology,
+            check_request(Placement.parse(mem), page, pages * PAGE_SIZES[page], topology,
                           cpus, claimed)
         except UserError as e:
             if len(groups) == 1:

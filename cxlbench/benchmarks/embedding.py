@@ -18,7 +18,7 @@ OPTIMIZERS = ("sgd", "adagrad")     # CXB_OPTIM_* in native/cxlbench.h, in value
 EPS = 1e-8                  # Adagrad's, FBGEMM's default
 from ..memory import native
 from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
+from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "embedding"
 DESCRIPTION = "embedding-bag lookups over stacked tables (M lookups/s, GB/s of rows, bag latency)"
@@ -28,7 +28,6 @@ DTYPES = ("fp32", "fp16", "bf16", "int8")
 POOLS = ("sum", "mean")
 ELEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 INT8_TAIL = 8               # an int8 row ends with its fp32 scale and bias
-SAMPLES = 1024              # bags timed alone per repetition, about
 CHUNK_ROWS = 1 << 16        # rows per numpy step when filling a table
 
 # MLPerf DLRM-DCNv2 (Criteo 1TB, multi-hot): rows and pooling of its 26 tables, dim 128,
@@ -177,14 +176,14 @@ def reference(raw: np.ndarray, lay: Layout, indices: np.ndarray, pool: str) -> n
     kernel's order, so fp32, fp16 and bf16 agree to the bit), then divided for a mean."""
     rows = raw[:sum(lay.rows) * lay.row_bytes].reshape(-1, lay.row_bytes)
     out, start = [], 0
+    chunk = max(1, (16 << 20) // (lay.dim * 4))        # bags a step: 16 MiB of fp32 rows
     for pooling in lay.pooling:
-        for lo in range(0, lay.batch, 256):             # bounded memory per step
-            hi = min(lo + 256, lay.batch)
-            idx = indices[start + lo * pooling:start + hi * pooling]
-            gathered = as_float32(rows[idx], lay).reshape(hi - lo, pooling, lay.dim)
-            acc = gathered[:, 0].copy()
+        for lo in range(0, lay.batch, chunk):
+            hi = min(lo + chunk, lay.batch)
+            idx = indices[start + lo * pooling:start + hi * pooling].reshape(hi - lo, pooling)
+            acc = as_float32(rows[idx[:, 0]], lay).copy()
             for p in range(1, pooling):
-                acc += gathered[:, p]
+                acc += as_float32(rows[idx[:, p]], lay)
             if pool == "mean":
                 acc /= np.float32(pooling)
             out.append(acc)
@@ -203,6 +202,9 @@ def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> No
         wrong = int(np.flatnonzero((out != want).any(axis=1))[0])
         raise CheckError(f"embedding: bag {wrong} differs from numpy's pooling of the same "
                          f"rows ({out[wrong, :3]} against {want[wrong, :3]})")
+
+
+CUSTOM = ("tables", "rows", "dim", "pooling")     # what a preset sets itself
 
 
 def buffers_of(params: dict) -> tuple[str, ...]:
@@ -257,23 +259,37 @@ class Trainer:
         return ns
 
 
-def _entry():
-    return next(d for d in native.drivers() if d.key == "embedding_bag")
+def resolve_bag_isa(wanted: str) -> str:
+    """The bag loop's variant: its avx2 and avx512 builds need FMA and F16C as well."""
+    entry = next(d for d in native.drivers() if d.key == "embedding_bag")
+    runs = [i for i in entry.isas if native.embedding_isa_supported(i)]
+    if wanted == "auto":
+        return runs[-1]
+    if wanted not in runs:
+        raise UserError(f"embedding: this CPU cannot run the {wanted} variant (runs: "
+                        f"{', '.join(runs)}; avx2 and avx512 need FMA and F16C too)")
+    return wanted
 
 
 def check(params: dict, topology) -> None:
     if params["preset"] == "custom" and params["scale"] != 1.0:
         raise UserError("embedding: scale shrinks a preset's tables; custom tables take rows")
+    if params["preset"] != "custom":
+        own = [k for k in CUSTOM if params[k] != OPTIONS[k].default]
+        if own:
+            raise UserError(f"embedding: preset={params['preset']} has tables, rows, dim and "
+                            f"pooling of its own: {', '.join(own)} would not be used (scale "
+                            "shrinks it)")
     if params["train"] != "none" and params["dtype"] != "fp32":
         raise UserError(f"embedding: train={params['train']} updates fp32 tables, not "
                         f"{params['dtype']}")
-    resolve_isa(_entry(), params["isa"])
+    resolve_bag_isa(params["isa"])
     check_placement(params, resolve_cpus(params), topology, layout(params).sizes())
 
 
 def run(params: dict) -> Measurement:
     lay = layout(params)
-    isa = resolve_isa(_entry(), params["isa"])
+    isa = resolve_bag_isa(params["isa"])
     cpus = resolve_cpus(params)
     table, idx_buf, out_buf, *state = place(params, cpus, lay.sizes())
     fill_table(table.array(np.uint8), lay, params["seed"])
@@ -287,16 +303,20 @@ def run(params: dict) -> Measurement:
                        state[0] if state else None) if lay.train != "none" else None)
     raw = table.array(np.uint8)
     want = reference(raw, lay, indices, params["pool"])
-    every = max(1, lay.bags // SAMPLES)
-    bag_ns = np.zeros(-(-lay.bags // every), dtype=np.uint64)
+    bag_ns = np.zeros(lay.bags, dtype=np.uint64)
 
-    def once() -> dict[str, float]:
-        nonlocal want
+    def pool(times=None) -> native.EmbeddingResult:
         out.fill(np.nan)        # a bag the kernel skips cannot pass for last time's
         r = native.embedding_bag(table.addr, sum(lay.rows), lay.row_bytes, lay.dim,
                                  lay.dtype, params["pool"], indices, offsets, out, isa, cpus,
-                                 params["prefetch"], bag_ns, every)
+                                 params["prefetch"], times, 1 if times is not None else 0)
         check_output(out, want, lay, r.bad)
+        return r
+
+    def once() -> dict[str, float]:
+        nonlocal want
+        r = pool()              # timed whole, no clock read inside
+        pool(bag_ns)            # every bag timed alone: the latencies, not the throughput
         us = bag_ns / 1000.0
         rep = {"lookups": lay.lookups / r.ns * 1e3,
                "bandwidth": lay.lookups * lay.row_bytes / r.ns,
@@ -314,6 +334,6 @@ def run(params: dict) -> Measurement:
                     cpus=cpus, units=units,
                     info={"tables": len(lay.rows), "rows": sum(lay.rows), "dim": lay.dim,
                           "row_bytes": lay.row_bytes, "lookups": lay.lookups,
-                          "bags": lay.bags, "bags_timed": len(bag_ns), "threads": len(cpus),
+                          "bags": lay.bags, "threads": len(cpus),
                           **({"rows_touched": len(trainer.rows)} if trainer else {})})
     return measure(m, params, [table, idx_buf, out_buf, *state], once)

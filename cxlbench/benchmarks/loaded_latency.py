@@ -38,6 +38,10 @@ OPTIONS = {
 }
 
 
+def buffers_of(params: dict) -> tuple[str, ...]:
+    return BUFFERS[:1] if params["delay"] == "idle" else BUFFERS     # idle: no load
+
+
 def _cpus(params: dict) -> list[int]:
     """The chase's CPU first, then the generators'."""
     if params["delay"] == "idle":
@@ -56,9 +60,11 @@ def _cpus(params: dict) -> list[int]:
 
 def check(params: dict, topology) -> None:
     cpus = _cpus(params)
-    check_placement(params, cpus[:1], topology, BUFFERS[:1])
+    claimed: dict = {}          # chain and load side by side where they share a node
+    check_placement(params, cpus[:1], topology, BUFFERS[:1], claimed)
     if len(cpus) > 1:
-        check_placement({**params, "size": params["load_size"]}, cpus[1:], topology, BUFFERS[1:])
+        check_placement({**params, "size": params["load_size"]}, cpus[1:], topology,
+                        BUFFERS[1:], claimed)
 
 
 def run(params: dict) -> Measurement:

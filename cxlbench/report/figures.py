@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import benchmarks  # noqa: E402
+from ..options import split_buffer_option  # noqa: E402
 from ..paramtext import NOT_MEASURED, params_text, resolved, value_text  # noqa: E402
 from ..paramtext import varying as _varying  # noqa: E402
 from ..units import format_size, parse_list  # noqa: E402
@@ -37,8 +38,12 @@ class Figure:
 # ---- shared helpers -------------------------------------------------------------------
 
 def _params(frame: pd.DataFrame) -> list[dict]:
-    """Each row's parameters, with threads="all" resolved to the CPUs it ran on."""
-    return [resolved(p, cpus) for p, cpus in zip(frame["params"], frame["cpus_used"])]
+    """Each row's parameters, with threads="all" resolved to the CPUs it ran on, and a
+    buffer's mem.<buffer> or page.<buffer> that some rows set filled in on the others
+    with the case's mem or page (what that buffer had)."""
+    ps = [resolved(p, cpus) for p, cpus in zip(frame["params"], frame["cpus_used"])]
+    own = {k: split[0] for p in ps for k in p if (split := split_buffer_option(k))}
+    return [{**{k: p.get(base) for k, base in own.items()}, **p} for p in ps]
 
 
 def varying(frame: pd.DataFrame, exclude=()) -> list[str]:
@@ -337,7 +342,7 @@ def pingpong(frame, runs):
     sub = _metric(frame, "latency")
     tables = []
     for (label, mem, mode), g in sub.groupby(
-            [sub["label"], sub["params"].map(lambda p: p.get("mem")),
+            [sub["label"], sub["params"].map(lambda p: p.get("mem.line") or p.get("mem")),
              sub["params"].map(lambda p: p.get("mode"))], sort=False):
         cells = {}
         for cpus, v in zip(g["cpus_used"], g["median"]):
