@@ -14,8 +14,6 @@ import numpy as np
 from .. import lookups
 from ..errors import CheckError, UserError
 from ..lookups import PROFILES
-OPTIMIZERS = ("sgd", "adagrad")     # CXB_OPTIM_* in native/cxlbench.h, in value order
-EPS = 1e-8                  # Adagrad's, FBGEMM's default
 from ..memory import native
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
@@ -26,6 +24,8 @@ BUFFERS = ("table", "indices", "out", "state")     # state: Adagrad's (train=ada
 # CXB_EMB_* and CXB_POOL_* in native/cxlbench.h, in value order (tested against native).
 DTYPES = ("fp32", "fp16", "bf16", "int8")
 POOLS = ("sum", "mean")
+OPTIMIZERS = ("sgd", "adagrad")     # CXB_OPTIM_*, likewise
+EPS = 1e-8                  # Adagrad's, FBGEMM's default
 ELEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 INT8_TAIL = 8               # an int8 row ends with its fp32 scale and bias
 CHUNK_ROWS = 1 << 16        # rows per numpy step when filling a table
