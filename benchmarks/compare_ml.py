@@ -45,7 +45,7 @@ def main() -> int:
     indices, offsets = embedding.make_indices(lay, {"dist": "zipf", "alpha": args.alpha,
                                                     "seed": 1})
     out = np.empty((lay.bags, args.dim), dtype=np.float32)
-    isa = native.drivers()[[d.key for d in native.drivers()].index("embedding_bag")].best_isa()
+    isa = embedding.resolve_bag_isa("auto")     # the widest with the FMA and F16C it needs
     print(f"table {args.rows} x {args.dim} {args.dtype} ({lay.sizes()['table'] >> 20} MiB, "
           f"mem={args.mem} page={args.page}, verified {memory.verify(raw).counts_text()}), "
           f"{lay.bags} bags of {args.pooling}, Zipf {args.alpha}, 1 thread on CPU {cpu[0]}, "
