@@ -105,7 +105,10 @@ enum cxb_check {
     CXB_CHECK_PAGES = 8,        /* after a move every page is on the node (a move_pages
                                  * query of each) and the index fill reads back whole */
     CXB_CHECK_POOLED = 9,       /* numpy pools the same bags in the same order */
-    CXB_CHECK_UPDATED = 10      /* numpy takes the same optimizer step on the same rows */
+    CXB_CHECK_UPDATED = 10,     /* numpy takes the same optimizer step on the same rows */
+    CXB_CHECK_BLOCKS = 11,      /* each KV block read back sums to what was written to it */
+    CXB_CHECK_STEPPED = 12,     /* numpy takes the same Adam step on the same parameters */
+    CXB_CHECK_SNAPSHOT = 13     /* the snapshot's checksum equals the source's */
 };
 
 /* What a row of either table says. */

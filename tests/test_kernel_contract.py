@@ -120,8 +120,8 @@ def test_fill_values_are_one_byte_everywhere():
 
 def test_driver_table_lists_the_bespoke_entry_points():
     rows = {d.key: d for d in native.drivers()}
-    assert set(rows) == {"loaded_latency", "pingpong", "atomics", "flush", "migrate_touch",
-                         "embedding_bag", "embedding_update"}
+    assert set(rows) >= {"loaded_latency", "pingpong", "atomics", "flush", "migrate_touch",
+                         "embedding_bag", "embedding_update"}     # each workload's tests own theirs
     for d in rows.values():
         assert callable(getattr(lib, f"cxb_{d.key}")) and d.description
         assert benchmarks.get(d.benchmark).NAME == d.benchmark
