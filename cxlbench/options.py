@@ -3,6 +3,7 @@ Suite validation, `--set`, `cxlbench list` and the results' columns all come fro
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,7 +18,7 @@ INT_MAX = (1 << 63) - 1
 @dataclass(frozen=True)
 class Option:
     name: str
-    kind: str                 # size, int, float, bool, choice, placement, cpus
+    kind: str                 # size, int, float, bool, choice, placement, cpus, path
     default: object
     help: str
     unit: str | None = None
@@ -51,6 +52,8 @@ class Option:
             value = str(Placement.parse(raw))
         elif kind == "cpus":
             value = "" if raw in ("", None) else format_list(parse_list(raw))
+        elif kind == "path":    # absolute, so a worker or a resume reads the same file
+            value = "" if raw in ("", None) else os.path.abspath(os.path.expanduser(str(raw)))
         else:
             raise AssertionError(f"option {self.name} has unknown kind {kind}")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
