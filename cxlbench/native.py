@@ -367,6 +367,32 @@ def embedding_update(table: int, row_bytes: int, dim: int, optim: str, pool: str
     return a.ns
 
 
+ADAM_KINDS = _enum("CXB_ADAM_")            # ("adam", "adamw")
+PRECISIONS = _enum("CXB_PRECISION_")        # ("fp32", "mixed")
+
+
+def adam(params, grads, m, v, master, kind: str, precision: str, isa: str, lr: float,
+         betas: tuple[float, float], eps: float, weight_decay: float, step: int,
+         cpus) -> int:
+    """One fused Adam or AdamW step (see cxb_adam) over numpy arrays: float32 params and
+    grads, or uint16 (bf16 bits) ones with a float32 master copy; float32 moments m and v.
+    Returns the ns it took."""
+    n, half = len(m), precision == "mixed"
+    wide = np.uint16 if half else np.float32
+    _arrays("adam", (params, wide, n), (grads, wide, n), (m, np.float32, n),
+            (v, np.float32, n), (master, np.float32, n if half else None))
+    a = ffi.new("struct cxb_adam_args *")
+    a.params, a.grads = ffi.cast("void *", params.ctypes.data), ffi.cast("void *", grads.ctypes.data)
+    a.m, a.v = ffi.cast("float *", m.ctypes.data), ffi.cast("float *", v.ctypes.data)
+    a.master = ffi.cast("float *", master.ctypes.data) if half else ffi.NULL
+    a.n, a.kind, a.precision = n, ADAM_KINDS.index(kind), PRECISIONS.index(precision)
+    a.isa, a.lr, (a.beta1, a.beta2) = ISAS.index(isa), lr, betas
+    a.eps, a.weight_decay, a.step = eps, weight_decay, step
+    cpu_array = _int_array(cpus)
+    _check("cxb_adam", lib.cxb_adam(a, cpu_array, len(cpus)))
+    return a.ns
+
+
 def _coherence(call, fn, addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
     cpus = list(cpus)
     a = ffi.new("struct cxb_coherence_args *")

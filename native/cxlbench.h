@@ -330,6 +330,30 @@ struct cxb_embedding_update_args {
 };
 int cxb_embedding_update(struct cxb_embedding_update_args *a, const int *cpus, int nthreads);
 
+/* ---- optimizer step (optimizer.c) ------------------------------------------------ */
+/* One fused Adam or AdamW step over n parameters, torch.optim's order of operations:
+ * g += wd p (Adam's L2; AdamW instead p *= 1 - lr wd), m = b1 m + (1 - b1) g,
+ * v = b2 v + (1 - b2) g^2, p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ * fp32: params and grads fp32. Mixed: params and grads bf16, the step taken on the fp32
+ * master copy, params written from it rounded to nearest even. Threads take slices of
+ * whole 64-byte lines of the fp32 arrays. */
+enum cxb_adam_kind { CXB_ADAM_ADAM = 0, CXB_ADAM_ADAMW = 1 };
+enum cxb_precision { CXB_PRECISION_FP32 = 0, CXB_PRECISION_MIXED = 1 };
+struct cxb_adam_args {
+    void *params;           /* n fp32, or n bf16 (mixed) */
+    const void *grads;      /* likewise */
+    float *m, *v;           /* the moments, n fp32 each */
+    float *master;          /* mixed: the fp32 master copy; else unused */
+    uint64_t n;
+    int kind;               /* CXB_ADAM_* */
+    int precision;          /* CXB_PRECISION_* */
+    int isa;                /* CXB_ISA_* */
+    float lr, beta1, beta2, eps, weight_decay;
+    uint64_t step;          /* t, from 1: the bias corrections' exponent */
+    uint64_t ns;            /* out: first thread's start to last thread's finish */
+};
+int cxb_adam(struct cxb_adam_args *a, const int *cpus, int nthreads);
+
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: windows of window_bytes
  * (0: the whole buffer) in random order, each walked to its end before the next, its

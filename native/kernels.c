@@ -213,6 +213,9 @@ static const struct cxb_entry drivers[] = {
     {"embedding_update", "embedding", "training's step on the rows a batch looked up: each "
      "row's gradient summed from its bags, then SGD or row-wise Adagrad, rows split between "
      "the threads", CXB_CHECK_UPDATED, NULL, 1, 0, SCALAR, NULL},
+    {"adam", "optimizer", "one fused Adam or AdamW step over parameters, gradients and both "
+     "moments (fp32, or bf16 with an fp32 master copy), slices of whole lines per thread",
+     CXB_CHECK_STEPPED, NULL, 1, 0, SCALAR | WIDE, NULL},
     {"migrate_touch", "migrate_touch", "one thread moves a buffer's pages (move_pages or "
      "mbind) while a second touches them one line at a time, every touch timed",
      CXB_CHECK_PAGES, NULL, 2, 2, SCALAR, "x86-64: the buffer is flushed before and after"},

@@ -10,7 +10,7 @@ from ..errors import UserError
 from ..options import Option, buffer_option, from_core, split_buffer_option
 from ..topology import Topology
 from . import (bandwidth, chase, common, embedding, flush, interleave_sweep, loaded_latency,
-               matrix, migrate, migrate_touch, random_bw, selftest)
+               matrix, migrate, migrate_touch, optimizer, random_bw, selftest)
 from .coherence import Atomics, PingPong
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -104,6 +104,7 @@ _ALL = {b.name: b for b in (
     _record(migrate, "Page migration"),
     _record(migrate_touch, "Touches during page migration"),
     _record(embedding, "Embedding-bag lookups"),
+    _record(optimizer, "Optimizer steps"),
     _record(selftest, "selftest"),
 )}
 

@@ -1,0 +1,233 @@
+"""The optimizer step of training: one fused Adam or AdamW pass over the parameters, their
+gradients and both moments (and in mixed precision the fp32 master copy), each in its
+own buffer, so "parameters in DRAM, optimizer state on CXL" is one --set. Parameters per
+second, GB/s of traffic (28 bytes a parameter either way), and beside them the STREAM
+triad on the same three buffers in the same repetition: of_triad is the step's memory
+traffic over the triad's (write-allocate reads counted on both sides: the triad's stores
+pull their lines in, the step's fp32 stores go to lines it has just read), how close the
+step comes to what the placement can stream. Every step is checked against numpy's.
+Size it several times the last-level cache: the values are written just before each
+step, so a small step finds some of them cached."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import CheckError, UserError
+from ..memory import native
+from ..options import Option, pick
+from .bandwidth import MIN_BYTES_PER_REP, Streams
+from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
+
+NAME = "optimizer"
+DESCRIPTION = "fused Adam/AdamW steps over placed parameters, gradients and optimizer state " \
+              "(M params/s, GB/s, fraction of the triad on the same buffers)"
+BUFFERS = ("params", "grads", "states")     # states: both moments (and the master copy)
+KINDS = ("adam", "adamw")                   # CXB_ADAM_*, tested against native
+PRECISIONS = ("fp32", "mixed")              # CXB_PRECISION_*
+# Bytes a parameter moves in a step, read + written. fp32: p, g, m, v read, p, m, v
+# written. mixed: bf16 g, fp32 m, v and master read; those three and bf16 p written.
+TRAFFIC = {"fp32": 16 + 12, "mixed": 14 + 14}
+MEMORY = {"fp32": 28, "mixed": 28 + 2}      # + the bf16 parameters' write-allocate
+LINE_FLOATS = 16                            # the kernel's threads take whole lines
+FULL_CHECK = 1 << 22                        # up to this many parameters: all are checked
+SAMPLE = 1 << 20                            # beyond it: this many, strided, and the edges
+
+# Parameter counts, from each model's published configuration (embeddings, attention,
+# MLP and norms added up; Llama's output projection is untied).
+PRESETS = {"opt-1.3b": 1_315_758_080, "llama-2-7b": 6_738_415_616,
+           "llama-2-70b": 68_976_648_192}
+
+OPTIONS = {
+    "preset": Option("preset", "choice", "custom", "a real model's parameter count (custom: "
+                     "params)", choices=("custom", *PRESETS)),
+    "scale": Option("scale", "float", 1.0, "a preset's parameters times this, to fit the "
+                    "machine", min=1e-9, max=1.0),
+    "params": Option("params", "int", 1 << 24, "parameters (custom)", min=4096, max=1 << 40),
+    "optim": Option("optim", "choice", "adam", "Adam (weight decay added to the gradient) or "
+                    "AdamW (decoupled weight decay)", choices=KINDS),
+    "precision": Option("precision", "choice", "fp32", "fp32 everything, or mixed: bf16 "
+                        "parameters and gradients, fp32 master copy and moments",
+                        choices=PRECISIONS),
+    "lr": Option("lr", "float", 1e-3, "learning rate", min=0.0, max=1e6),
+    "beta1": Option("beta1", "float", 0.9, "first moment's decay", min=0.0, max=0.999999),
+    "beta2": Option("beta2", "float", 0.999, "second moment's decay", min=0.0, max=0.999999),
+    "eps": Option("eps", "float", 1e-8, "added to the denominator", min=0.0, max=1.0),
+    "weight_decay": Option("weight_decay", "float", 0.01, "weight decay", min=0.0, max=1.0),
+    "triad": Option("triad", "bool", True, "time the STREAM triad on the same buffers in every "
+                    "repetition (the bound the step is measured against)"),
+    "seed": Option("seed", "int", 1, "seed of the parameters, gradients and moments", min=0),
+    **pick("threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
+           "timeout"),
+}
+
+
+def count(params: dict) -> int:
+    preset = PRESETS.get(params["preset"])
+    return params["params"] if preset is None else max(4096, math.ceil(preset * params["scale"]))
+
+
+def padded(n: int) -> int:
+    """n rounded up to whole lines: where each state array starts in `states`."""
+    return -(-n // LINE_FLOATS) * LINE_FLOATS
+
+
+def sizes(n: int, precision: str) -> dict[str, int]:
+    wide = 4 if precision == "fp32" else 2
+    return {"params": n * wide, "grads": n * wide,
+            "states": padded(n) * 4 * (2 if precision == "fp32" else 3)}
+
+
+class State:
+    """The step's arrays, views of the placed buffers."""
+
+    def __init__(self, buffers, n: int, precision: str):
+        params, grads, states = buffers
+        self.n, self.mixed = n, precision == "mixed"
+        wide = np.uint16 if self.mixed else np.float32
+        self.p, self.g = params.array(wide)[:n], grads.array(wide)[:n]
+        f, s = states.array(np.float32), padded(n)
+        self.m, self.v = f[:n], f[s:s + n]
+        self.w = f[2 * s:2 * s + n] if self.mixed else None
+
+    def fill(self, rng: np.random.Generator) -> None:
+        """Values of a model mid-training: small weights, gradients and moments, v >= 0."""
+        for lo in range(0, self.n, 1 << 22):
+            hi = min(lo + (1 << 22), self.n)
+            k = hi - lo
+            weights = rng.standard_normal(k, dtype=np.float32) * np.float32(0.02)
+            grads = rng.standard_normal(k, dtype=np.float32) * np.float32(1e-3)
+            self.m[lo:hi] = rng.standard_normal(k, dtype=np.float32) * np.float32(1e-4)
+            self.v[lo:hi] = rng.random(k, dtype=np.float32) * np.float32(1e-6)
+            if self.mixed:
+                self.w[lo:hi] = weights
+                self.p[lo:hi], self.g[lo:hi] = to_bf16(weights), to_bf16(grads)
+            else:
+                self.p[lo:hi], self.g[lo:hi] = weights, grads
+
+    def master(self, idx) -> np.ndarray:
+        return self.w[idx] if self.mixed else self.p[idx]
+
+    def grad(self, idx) -> np.ndarray:
+        return from_bf16(self.g[idx]) if self.mixed else self.g[idx]
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """fp32 -> bf16 bits, rounded to nearest even (the kernel's rounding)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)) \
+        .astype(np.uint16)
+
+
+def from_bf16(h: np.ndarray) -> np.ndarray:
+    return (h.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def reference(p, g, m, v, params: dict, step: int):
+    """numpy's step on float32 arrays, the kernel's order and coefficients: returns the
+    new parameters (the master copy in mixed precision) and moments."""
+    f = np.float32
+    lr, b1, b2 = f(params["lr"]), f(params["beta1"]), f(params["beta2"])
+    wd, adamw = f(params["weight_decay"]), params["optim"] == "adamw"
+    size = f(params["lr"] / (1 - params["beta1"] ** step))
+    inv_bc2 = f(1 / math.sqrt(1 - params["beta2"] ** step))
+    g = g if adamw else g + wd * p
+    m = b1 * m + (f(1) - b1) * g
+    v = b2 * v + (f(1) - b2) * g * g
+    shrink = f(1) - lr * wd if adamw else f(1)
+    return p * shrink - size * m / (np.sqrt(v) * inv_bc2 + f(params["eps"])), m, v
+
+
+def sample(n: int, threads: int, rng: np.random.Generator) -> np.ndarray:
+    """The parameters a step is checked on: all of them up to FULL_CHECK; beyond it a
+    strided sample from a random start, and 64 either side of every thread's slice edge
+    (where a slicing or tail mistake would show) and the last 64."""
+    if n <= FULL_CHECK:
+        return np.arange(n)
+    stride = n // SAMPLE
+    lines = -(-n // LINE_FLOATS)
+    edges = [min(n, lines * t // threads * LINE_FLOATS) for t in range(threads + 1)]
+    near = np.concatenate([np.arange(e - 64, e + 64) for e in edges])
+    picked = np.concatenate((np.arange(int(rng.integers(stride)), n, stride), near))
+    return np.unique(picked[(picked >= 0) & (picked < n)])
+
+
+def check_step(st: State, idx: np.ndarray, before, params: dict, step: int) -> None:
+    """The step's parameters and moments at `idx` against numpy's from their values before."""
+    want_p, want_m, want_v = reference(*before, params, step)
+    scale = float(np.abs(want_p).max(initial=1e-30))
+    for name, got, want in (("m", st.m[idx], want_m), ("v", st.v[idx], want_v),
+                            ("parameters", st.master(idx), want_p)):
+        close = np.isclose(got, want, rtol=1e-5, atol=1e-6 * float(np.abs(want).max(initial=0)))
+        if not close.all():
+            i = int(idx[np.flatnonzero(~close)[0]])
+            raise CheckError(f"optimizer: {name} of parameter {i} is {got[~close][0]!r}, "
+                             f"numpy's step gives {want[~close][0]!r}")
+    if st.mixed:    # bf16 parameters: the master copy rounded, within one bf16 step
+        got = from_bf16(st.p[idx])
+        bad = np.abs(got - from_bf16(to_bf16(want_p))) > np.abs(want_p) * 2.0 ** -7 + 1e-7 * scale
+        if bad.any():
+            i = int(idx[np.flatnonzero(bad)[0]])
+            raise CheckError(f"optimizer: bf16 parameter {i} is {got[bad][0]!r}, not its "
+                             "master copy rounded")
+
+
+def check(params: dict, topology) -> None:
+    if params["preset"] == "custom" and params["scale"] != 1.0:
+        raise UserError("optimizer: scale shrinks a preset; custom takes params")
+    if params["preset"] != "custom" and params["params"] != OPTIONS["params"].default:
+        raise UserError(f"optimizer: preset={params['preset']} has a parameter count of its "
+                        "own: params would not be used (scale shrinks it)")
+    resolve_isa(native.kernel("triad"), params["isa"])
+    check_placement(params, resolve_cpus(params), topology,
+                    sizes(count(params), params["precision"]))
+
+
+def run(params: dict) -> Measurement:
+    n, precision = count(params), params["precision"]
+    isa = resolve_isa(native.kernel("triad"), params["isa"])    # both have all three
+    cpus = resolve_cpus(params)
+    buffers = place(params, cpus, sizes(n, precision))
+    st = State(buffers, n, precision)
+    rng = np.random.default_rng(params["seed"])
+    triad, triad_bytes = native.kernel("triad"), sizes(n, precision)["params"] // 4096 * 4096
+    passes = max(1, -(-MIN_BYTES_PER_REP // max(triad_bytes, 1)))
+    step = 0
+
+    def bound() -> float:
+        """The triad a = b + s c over grads, params and states (clobbering them): its
+        memory GB/s, the write-allocate reads of a counted."""
+        streams = Streams(triad, [buffers[1], buffers[0], buffers[2]], cpus, triad_bytes)
+        r = native.run_kernel(triad, isa, [b.addr for b in (buffers[1], buffers[0], buffers[2])],
+                              triad_bytes, passes, cpus, step + 2)
+        streams.check(r, passes, step + 2)
+        per_step = triad.bytes_read + 2 * triad.bytes_written
+        return per_step * (triad_bytes // triad.elem_bytes) * passes / r.ns
+
+    def once() -> dict[str, float]:
+        nonlocal step
+        step += 1
+        rep = {}
+        if params["triad"] and triad_bytes:
+            rep["triad"] = bound()
+        st.fill(rng)            # a fresh step's values (and the triad's clobbered)
+        idx = sample(n, len(cpus), rng)
+        before = (st.master(idx).copy(), st.grad(idx).copy(), st.m[idx].copy(), st.v[idx].copy())
+        ns = native.adam(st.p, st.g, st.m, st.v, st.w, params["optim"], precision, isa,
+                         params["lr"], (params["beta1"], params["beta2"]), params["eps"],
+                         params["weight_decay"], step, cpus)
+        check_step(st, idx, before, params, step)
+        rep.update(params=n / ns * 1e3, bandwidth=n * TRAFFIC[precision] / ns)
+        if "triad" in rep:
+            rep["of_triad"] = n * MEMORY[precision] / ns / rep["triad"]
+        return rep
+
+    units = {"params": "M/s", "bandwidth": "GB/s"}
+    if params["triad"] and triad_bytes:
+        units.update(triad="GB/s", of_triad="ratio")
+    m = Measurement(kernel=f"{params['optim']}-{precision}", isa=isa, cpus=cpus, units=units,
+                    info={"params": n, "bytes_per_param": TRAFFIC[precision],
+                          "threads": len(cpus), "triad_bytes": triad_bytes,
+                          "triad_passes": passes})
+    return measure(m, params, buffers, once)
