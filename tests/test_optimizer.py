@@ -39,7 +39,7 @@ def arrays(n, precision, seed=4):
         def array(self, dtype):
             return self.raw.view(dtype)
     sizes = optimizer.sizes(n, precision)
-    st = optimizer.State([Buf(sizes[k]) for k in optimizer.BUFFERS], n, precision)
+    st = optimizer.State.of([Buf(sizes[k]) for k in optimizer.BUFFERS], n, precision)
     st.fill(np.random.default_rng(seed))
     return st
 

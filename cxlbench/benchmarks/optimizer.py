@@ -80,16 +80,21 @@ def sizes(n: int, precision: str) -> dict[str, int]:
 
 
 class State:
-    """The step's arrays, views of the placed buffers."""
+    """The step's arrays: parameters and gradients (float32, or bf16 bits as uint16 with
+    the float32 master copy w), the float32 moments m and v."""
 
-    def __init__(self, buffers, n: int, precision: str):
+    def __init__(self, p, g, m, v, w=None):
+        self.p, self.g, self.m, self.v, self.w = p, g, m, v, w
+        self.n, self.mixed = len(m), w is not None
+
+    @classmethod
+    def of(cls, buffers, n: int, precision: str) -> "State":
+        """Views of the placed params, grads and states buffers."""
         params, grads, states = buffers
-        self.n, self.mixed = n, precision == "mixed"
-        wide = np.uint16 if self.mixed else np.float32
-        self.p, self.g = params.array(wide)[:n], grads.array(wide)[:n]
+        wide = np.uint16 if precision == "mixed" else np.float32
         f, s = states.array(np.float32), padded(n)
-        self.m, self.v = f[:n], f[s:s + n]
-        self.w = f[2 * s:2 * s + n] if self.mixed else None
+        return cls(params.array(wide)[:n], grads.array(wide)[:n], f[:n], f[s:s + n],
+                   f[2 * s:2 * s + n] if precision == "mixed" else None)
 
     def fill(self, rng: np.random.Generator) -> None:
         """Values of a model mid-training: small weights, gradients and moments, v >= 0."""
@@ -189,7 +194,7 @@ def run(params: dict) -> Measurement:
     isa = resolve_isa(native.kernel("triad"), params["isa"])    # both have all three
     cpus = resolve_cpus(params)
     buffers = place(params, cpus, sizes(n, precision))
-    st = State(buffers, n, precision)
+    st = State.of(buffers, n, precision)
     rng = np.random.default_rng(params["seed"])
     triad, triad_bytes = native.kernel("triad"), sizes(n, precision)["params"] // 4096 * 4096
     passes = max(1, -(-MIN_BYTES_PER_REP // max(triad_bytes, 1)))
