@@ -125,14 +125,29 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef uint16_t v8h __attribute__((vector_size(16)));
 typedef uint8_t v8b __attribute__((vector_size(8)));
 
-/* *acc += elements [d, d + 8) of a row as fp32 (fp32, bf16, or int8 with its scale and
- * bias; fp16 takes F16C). Vectors go by pointer: by value they would cross an ABI the
- * scalar build does not have. */
+#if defined(__x86_64__)
+/* fp16 by F16C's vcvtph2ps (the wide variants have it). */
+__attribute__((target("avx2,f16c"))) static inline void add8_f16c(v8f *acc, const char *row)
+{
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)row));
+    *acc += (v8f)x;
+}
+#endif
+
+/* *acc += elements [d, d + 8) of a row as fp32 (fp32, fp16, bf16, or int8 with its scale
+ * and bias). Vectors go by pointer: by value they would cross an ABI the scalar build
+ * does not have. */
 static inline __attribute__((always_inline)) void add8(v8f *acc, const char *row,
                                                        uint32_t d, int dtype, float scale,
                                                        float bias)
 {
     v8f x;
+#if defined(__x86_64__)
+    if (dtype == CXB_EMB_FP16) {
+        add8_f16c(acc, row + 2 * (size_t)d);
+        return;
+    }
+#endif
     if (dtype == CXB_EMB_FP32) {
         memcpy(&x, row + 4 * (size_t)d, sizeof x);
     } else if (dtype == CXB_EMB_BF16) {
@@ -205,8 +220,9 @@ pool_wide(const struct cxb_embedding_args *a, float *o, int64_t first, int64_t e
 
 /* Bags [lo, hi): pooled into out, every sample_every-th timed alone. Returns the lookups
  * skipped for naming no row of the table (Python fails the case on any). `most` > 0 (the
- * wide variants): fp32, bf16 and int8 bags accumulate in registers, `most` vectors of 8
- * at a time; the columns left over and fp16 rows are added into out row by row. */
+ * wide variants): bags accumulate in registers, `most` vectors of 8 at a time; the
+ * columns left over (and every column of the scalar variant) are added into out row by
+ * row. */
 static inline __attribute__((always_inline)) uint64_t bags(struct cxb_embedding_args *a,
                                                             uint64_t lo, uint64_t hi, int most)
 {
@@ -215,7 +231,7 @@ static inline __attribute__((always_inline)) uint64_t bags(struct cxb_embedding_
     const uint32_t dim = a->dim, ahead = a->prefetch;
     const int64_t *idx = a->indices;
     const int64_t last = a->offsets[hi];     /* prefetches run on into the next bags */
-    const int dtype = a->dtype, regs = most && dtype != CXB_EMB_FP16;
+    const int dtype = a->dtype;
     uint64_t bad = 0;
     for (uint64_t b = lo; b < hi; b++) {
         int timed = a->sample_every && b % a->sample_every == 0;
@@ -223,9 +239,11 @@ static inline __attribute__((always_inline)) uint64_t bags(struct cxb_embedding_
         float *o = a->out + b * dim;
         int64_t first = a->offsets[b], end = a->offsets[b + 1];
         uint32_t done = 0;
-        if (regs) {         /* dtype a constant in each call, so each inlines its own loop */
+        if (most) {         /* dtype a constant in each call, so each inlines its own loop */
             if (dtype == CXB_EMB_FP32)
                 done = pool_wide(a, o, first, end, last, most, CXB_EMB_FP32, &bad);
+            else if (dtype == CXB_EMB_FP16)
+                done = pool_wide(a, o, first, end, last, most, CXB_EMB_FP16, &bad);
             else if (dtype == CXB_EMB_BF16)
                 done = pool_wide(a, o, first, end, last, most, CXB_EMB_BF16, &bad);
             else
