@@ -393,6 +393,108 @@ def adam(params, grads, m, v, master, kind: str, precision: str, isa: str, lr: f
     return a.ns
 
 
+CKPT_STORES = _enum("CXB_CKPT_")            # checkpoint stores: ("regular", "nt")
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    ns: int                   # first thread's start to the last one's end (or the fsync)
+    t0: int                   # cxb_now_ns() at the start and the end: interference windows
+    t1: int
+    bad: int                  # dirty rows naming no row of src (skipped)
+
+
+def checkpoint(dst: int, src: int, nbytes: int, chunk: int, store: str, isa: str, cpus,
+               rows=None, src_rows: int = 0, row_bytes: int = 0, persist: bool = False,
+               fd: int = -1, prefetch: int = 0) -> CheckpointResult:
+    """Snapshot nbytes of src to dst in chunks (see cxb_checkpoint), or with `rows` (an
+    int64 array) those rows of src's src_rows, row_bytes each, packed into dst; per chunk
+    clwb and sfence where `persist`, a pwrite to `fd` (>= 0, fsync'd at the end)."""
+    _arrays("checkpoint", (rows, np.int64, None))
+    a = ffi.new("struct cxb_checkpoint_args *")
+    a.dst, a.src = ffi.cast("void *", dst), ffi.cast("void *", src)
+    a.bytes, a.chunk = nbytes, chunk
+    a.store, a.isa = CKPT_STORES.index(store), ISAS.index(isa)
+    if rows is not None:
+        a.rows, a.nrows = ffi.cast("int64_t *", rows.ctypes.data), len(rows)
+    a.src_rows, a.row_bytes, a.prefetch = src_rows, row_bytes, prefetch
+    a.persist, a.fd = int(persist), fd
+    cpu_array = _int_array(cpus)
+    _check("cxb_checkpoint", lib.cxb_checkpoint(a, cpu_array, len(cpus)))
+    return CheckpointResult(a.ns, a.t0, a.t1, a.bad)
+
+
+# ---- paged KV-cache ---------------------------------------------------------------------
+KV_OPS = _enum("CXB_KVOP_")                 # ("decode", "write", "copy")
+
+
+@dataclass(frozen=True)
+class KvPool:
+    """Where a pool's blocks are (struct cxb_kv_pool): block b of layer l, K (kv 0) or V
+    (kv 1) at addr + b // group * group_bytes + b % group * block_bytes + l * layer_bytes +
+    kv * kv_bytes; group 0 is one group of all the blocks."""
+    addr: int
+    blocks: int
+    layer_bytes: int
+    kv_bytes: int
+    group: int = 0
+    group_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class KvResult:
+    ns: int                   # first step's start to the last one's end
+    bad: int                  # table entries or runs outside their pool (skipped)
+
+
+def _kv_pool(out, pool: KvPool) -> None:
+    out.base, out.blocks = ffi.cast("void *", pool.addr), pool.blocks
+    out.group, out.group_bytes = pool.group or pool.blocks, pool.group_bytes
+    out.layer_bytes, out.kv_bytes = pool.layer_bytes, pool.kv_bytes
+
+
+def kvcache(op: str, pool: KvPool, layers: int, block: int, token_bytes: int, isa: str,
+            cpus, *, table=None, tokens: int = 0, steps: int = 1, gen: int = 0, sums=None,
+            dst: KvPool | None = None, runs=None, groups=None, step_ns=None,
+            prefetch: int = 0) -> KvResult:
+    """One cxb_kvcache call. "decode": `steps` steps, step i appending token tokens + i to
+    every sequence of the int64 table (seqs, width) and reading all its tokens, the words
+    read added to the uint64 sums (layers, 2, seqs * width); "write": tokens [0, tokens) of
+    every sequence; "copy": int64 runs (n, 3) of (source block, destination block, blocks)
+    from pool to dst, group i being runs[groups[i]:groups[i + 1]] (steps groups). step_ns:
+    uint64, one slot per step, each step's time. prefetch: decode asks for that many lines
+    of the next block before reading each."""
+    a = ffi.new("struct cxb_kvcache_args *")
+    a.op, a.isa = KV_OPS.index(op), ISAS.index(isa)
+    a.layers, a.block, a.token_bytes = layers, block, token_bytes
+    a.tokens, a.steps, a.gen, a.prefetch = tokens, steps, gen, prefetch
+    _kv_pool(a.pool, pool)
+    _arrays("kvcache", (step_ns, np.uint64, steps if step_ns is not None else None))
+    if op == "copy":
+        _arrays("kvcache", (runs, np.int64, None), (groups, np.int64, steps + 1))
+        if dst is None or runs.ndim != 2 or runs.shape[1] != 3 or groups[0] < 0 \
+                or groups[steps] > len(runs) or (np.diff(groups[:steps + 1]) < 0).any():
+            raise ValueError("kvcache: a copy takes a destination pool, runs of (source, "
+                             "destination, blocks) and group offsets climbing within them")
+        _kv_pool(a.dst, dst)
+        a.runs = ffi.cast("int64_t *", runs.ctypes.data)
+        a.groups = ffi.cast("int64_t *", groups.ctypes.data)
+    else:
+        _arrays("kvcache", (table, np.int64, None))
+        if table.ndim != 2:
+            raise ValueError("kvcache: the block table is (sequences, blocks each)")
+        if op == "decode":
+            _arrays("kvcache", (sums, np.uint64, layers * 2 * table.size))
+            a.sums = ffi.cast("uint64_t *", sums.ctypes.data)
+        a.table = ffi.cast("int64_t *", table.ctypes.data)
+        a.seqs, a.width = table.shape
+    if step_ns is not None:
+        a.step_ns = ffi.cast("uint64_t *", step_ns.ctypes.data)
+    cpu_array = _int_array(cpus)
+    _check(f"kvcache {op}", lib.cxb_kvcache(a, cpu_array, max(len(cpus), 1)))
+    return KvResult(a.ns, a.bad)
+
+
 def _coherence(call, fn, addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
     cpus = list(cpus)
     a = ffi.new("struct cxb_coherence_args *")

@@ -354,6 +354,84 @@ struct cxb_adam_args {
 };
 int cxb_adam(struct cxb_adam_args *a, const int *cpus, int nthreads);
 
+/* ---- checkpoint snapshots (checkpoint.c) ----------------------------------------- */
+/* The whole of src, or the dirty rows of a table gathered in the order given and packed,
+ * copied to dst in chunks with regular or non-temporal stores. Per chunk, optionally:
+ * clwb of its lines (regular stores; NT stores leave none cached) then sfence, the
+ * persistence path; and a pwrite of it to fd at its offset in dst, one fsync at the end.
+ * Chunks are split between the threads in contiguous ranges. */
+enum cxb_ckpt_store { CXB_CKPT_REGULAR = 0, CXB_CKPT_NT = 1 };
+struct cxb_checkpoint_args {
+    void *dst;              /* 64-byte aligned: bytes, or nrows * row_bytes */
+    const void *src;        /* 64-byte aligned */
+    uint64_t bytes;         /* a whole snapshot (rows NULL): bytes, whole 64-byte lines */
+    const int64_t *rows;    /* a differential one: the dirty rows of src; NULL: whole */
+    uint64_t nrows;
+    uint64_t src_rows;      /* rows in src: a dirty row past them is skipped, counted */
+    uint64_t row_bytes;     /* whole 64-byte lines */
+    uint64_t chunk;         /* bytes a chunk, whole lines (rows: whole rows, at least one) */
+    int store;              /* CXB_CKPT_* */
+    int isa;                /* CXB_ISA_* */
+    int persist;            /* per chunk: clwb its lines (regular stores), then sfence */
+    int fd;                 /* >= 0: each chunk also pwritten at its dst offset; fsync */
+    uint32_t prefetch;      /* rows: prefetch the row this many ahead (0: none) */
+    uint64_t t0, t1;        /* out: cxb_now_ns() at the first thread's start, at the last
+                             * one's end (with a file: after the fsync) */
+    uint64_t ns;            /* out: t1 - t0 */
+    uint64_t bad;           /* out: dirty rows outside src, skipped (a check fails) */
+};
+int cxb_checkpoint(struct cxb_checkpoint_args *a, const int *cpus, int nthreads);
+
+/* ---- paged KV-cache (kvcache.c) ---------------------------------------------------- */
+/* The block pools of paged attention (vLLM's layout): per layer, K and V each of
+ * (blocks, block tokens, kv_heads, head_dim). Block b of layer l, K (kv 0) or V (kv 1)
+ * of a pool starts at base + (b / group) * group_bytes + (b % group) * block_bytes +
+ * l * layer_bytes + kv * kv_bytes: a pool has one group (the cache, vLLM's swap space);
+ * LMCache-style chunk storage keeps each chunk's blocks of every layer together, a group
+ * per chunk. Every token written is words base + 0, base + 1, ..., with base a hash of
+ * (gen, layer, kv, sequence, position), so numpy knows what each block holds. */
+enum cxb_kv_op {
+    CXB_KVOP_DECODE = 0,    /* steps of: append token tokens + i of every sequence, then
+                             * read all its tokens, every layer, K and V */
+    CXB_KVOP_WRITE = 1,     /* write tokens [0, tokens) of every sequence (prefill) */
+    CXB_KVOP_COPY = 2       /* copy runs of blocks from pool to dst, group by group */
+};
+struct cxb_kv_pool {
+    void *base;
+    uint64_t blocks;        /* blocks of each layer's K (and V) */
+    uint64_t group;         /* blocks stored together (at least 1) */
+    uint64_t group_bytes;   /* bytes from a group to the next */
+    uint64_t layer_bytes;   /* bytes from a layer's blocks to the next layer's */
+    uint64_t kv_bytes;      /* bytes from K's blocks to V's */
+};
+struct cxb_kvcache_args {
+    int op;                 /* CXB_KVOP_* */
+    int isa;                /* CXB_ISA_*: the scan's and the token writes' variant */
+    uint32_t prefetch;      /* DECODE: lines of the next entry's block prefetched before
+                             * each block is read (0: none) */
+    struct cxb_kv_pool pool;    /* DECODE, WRITE: the blocks the table names; COPY: source */
+    struct cxb_kv_pool dst;     /* COPY: destination */
+    uint32_t layers;
+    uint32_t block;         /* tokens per block */
+    uint64_t token_bytes;   /* kv_heads x head_dim x element bytes: a multiple of 8 */
+    const int64_t *table;   /* DECODE, WRITE: seqs x width, each sequence's physical blocks */
+    uint32_t seqs, width;
+    uint64_t tokens;        /* DECODE: tokens held before the first step; WRITE: to write */
+    uint32_t steps;         /* DECODE: decode steps; COPY: groups of runs, each timed */
+    uint64_t gen;           /* tokens written carry it in their hash */
+    const int64_t *runs;    /* COPY: (source block, destination block, blocks) triples */
+    const int64_t *groups;  /* COPY: steps + 1 offsets: group i is runs [groups[i], ..) */
+    uint64_t *sums;         /* DECODE, out (added to): the uint64 words read of each layer,
+                             * K/V and table entry: sums[(l * 2 + kv) * seqs * width + e] */
+    uint64_t *step_ns;      /* out, optional: each step's (group's) time, threads together */
+    uint64_t ns;            /* out: first step's start to last step's end */
+    uint64_t bad;           /* out: table entries or runs outside their pool, skipped */
+};
+/* Threads split each step: DECODE and WRITE the table's entries in contiguous ranges
+ * (the thread reading a sequence's last block appends its token), COPY the step's bytes;
+ * thread i on cpus[i]; a barrier between steps. */
+int cxb_kvcache(struct cxb_kvcache_args *a, const int *cpus, int nthreads);
+
 /* ---- kernel set-up (chase.c, bandwidth.c) --------------------------------------- */
 /* Link one pointer per 64-byte line into one random cycle: windows of window_bytes
  * (0: the whole buffer) in random order, each walked to its end before the next, its

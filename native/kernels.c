@@ -216,6 +216,14 @@ static const struct cxb_entry drivers[] = {
     {"adam", "optimizer", "one fused Adam or AdamW step over parameters, gradients and both "
      "moments (fp32, or bf16 with an fp32 master copy), slices of whole lines per thread",
      CXB_CHECK_STEPPED, NULL, 1, 0, SCALAR | WIDE, NULL},
+    {"checkpoint", "checkpoint", "a snapshot copied in chunks with regular or non-temporal "
+     "stores, whole or the dirty rows of a table gathered; per chunk clwb and sfence, a "
+     "pwrite to a file (fsync at the end)", CXB_CHECK_SNAPSHOT, NULL, 1, 0, SCALAR | WIDE,
+     "persist with regular stores: clwb (cxb_flush_supported)"},
+    {"kvcache", "kvcache", "paged KV-cache: decode steps (append a token to each sequence, "
+     "read all its scattered blocks, every layer, K and V), prefill writes, and runs of "
+     "blocks copied between pools (swaps, prefix restores), threads split each step",
+     CXB_CHECK_BLOCKS, NULL, 1, 0, SCALAR | WIDE, NULL},
     {"migrate_touch", "migrate_touch", "one thread moves a buffer's pages (move_pages or "
      "mbind) while a second touches them one line at a time, every touch timed",
      CXB_CHECK_PAGES, NULL, 2, 2, SCALAR, "x86-64: the buffer is flushed before and after"},

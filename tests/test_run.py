@@ -377,4 +377,7 @@ def test_every_size_option_reads_as_a_size():
     sizes = {name for b in benchmarks.available().values() for name, opt in b.OPTIONS.items()
              if opt.kind == "size"}
     assert sizes == set(paramtext.SIZES)
+    # names are read alone: one that is a size somewhere is a size everywhere
+    assert not [(b.NAME, name) for b in benchmarks.available().values()
+                for name, opt in b.OPTIONS.items() if name in sizes and opt.kind != "size"]
     assert paramtext.params_text({"window": 256 << 10}, ["window"]) == "window=256K"

@@ -11,6 +11,8 @@ from ..options import Option, buffer_option, from_core, split_buffer_option
 from ..topology import Topology
 from . import (bandwidth, chase, common, embedding, flush, interleave_sweep, loaded_latency,
                matrix, migrate, migrate_touch, optimizer, random_bw, selftest)
+from . import checkpoint
+from . import kvcache
 from .coherence import Atomics, PingPong
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -105,6 +107,8 @@ _ALL = {b.name: b for b in (
     _record(migrate_touch, "Touches during page migration"),
     _record(embedding, "Embedding-bag lookups"),
     _record(optimizer, "Optimizer steps"),
+    _record(checkpoint, "Checkpoint copies"),
+    _record(kvcache, "Paged KV-cache"),
     _record(selftest, "selftest"),
 )}
 

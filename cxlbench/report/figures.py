@@ -443,6 +443,59 @@ def optimizer(frame, runs):
                         "fast as the triad)")
 
 
+def _as_metric(frame: pd.DataFrame, metric: str, name: str, **params) -> pd.DataFrame:
+    """The rows of `metric` as rows of `name`, with `params` added to each row's."""
+    sub = _metric(frame, metric)
+    return sub.assign(metric=name, params=[{**p, **params} for p in sub["params"]])
+
+
+def checkpoint(frame, runs):
+    ps = _params(frame)
+    where = ("mem.dst",) if any("mem.dst" in p for p in ps) else ("mem",)
+    quiet = frame[[p.get("interfere", "none") == "none" for p in frame["params"]]]
+    yield bars(quiet if len(quiet) else frame, where, "bandwidth", key="checkpoint-bandwidth",
+               family="checkpoint",
+               title="Checkpoint snapshot GB/s per destination",
+               measured="Snapshot bytes per second (GB/s) copied from src to dst in chunks "
+                        "(each byte read once and written once), alone on the machine")
+    busy = frame[[p.get("interfere", "none") != "none" for p in frame["params"]]]
+    if busy.empty:
+        return
+    both = pd.concat([_as_metric(busy, "bandwidth", "bandwidth", snapshot="alone"),
+                      _as_metric(busy, "bandwidth_shared", "bandwidth",
+                                 snapshot="beside the step")], ignore_index=True)
+    yield bars(both, where, "bandwidth", key="checkpoint-interference", family="checkpoint",
+               title="Checkpoint GB/s with and without a training step beside it",
+               measured="Snapshot GB/s alone and while a training-like step (interfere) runs "
+                        "on the other CPUs, both timed in the same repetition")
+    slow = pd.concat([_as_metric(busy, "step_slowdown", "slowdown", lost="the step"),
+                      _as_metric(busy, "snapshot_slowdown", "slowdown", lost="the snapshot")],
+                     ignore_index=True)
+    yield bars(slow, where, "slowdown", key="checkpoint-slowdown", family="checkpoint",
+               title="What the training step and the snapshot lose to each other",
+               measured="Time under interference over time alone (x): the step's mean step "
+                        "time during the snapshot, and the snapshot's time, each against "
+                        "its own run alone in the same repetition")
+
+
+def kvcache(frame, runs):
+    """Decode-step latency against sequence length, a line per placement; the copies
+    (swaps, restores) and prefill as bars of bandwidth."""
+    op = frame["params"].map(lambda p: p.get("op", "decode"))
+    yield lines(frame[op == "decode"], "seq_len", "step_p50", logx=True, logy=True,
+                xlabel="tokens per sequence before the step", key="kvcache-decode-step",
+                family="kvcache", exclude=("op",),
+                title="KV-cache decode step against sequence length",
+                measured="Time of one decode step (us, the median step of a repetition, "
+                         "timed in C): a token appended to each sequence of the batch, then "
+                         "every block of each read, all layers, K and V")
+    yield bars(frame[op != "decode"], ("op", "copy"), "bandwidth", key="kvcache-copies",
+               family="kvcache", title="KV-cache prefill, swaps and prefix restores",
+               measured="Bandwidth (GB/s, bytes read and written) of prompts written, whole "
+                        "sequences swapped between cache and offload, and 256-token chunks "
+                        "restored, one memcpy per block or runs of blocks batched")
+
+
 def generic(frame, runs):
     family = frame["benchmark"].iloc[0]
     metric = frame["metric"].iloc[0]

@@ -1,0 +1,282 @@
+"""Checkpoint copies (issue 13, part 4): the C snapshot against numpy in every ISA, store
+kind, thread count, chunking and persistence, whole and as a gather of dirty rows; the
+checksum's reach; a wrong copy, a wrong row and a wrong file caught; the file removed; the
+interference case's slowdowns; presets scaled; what check refuses; the report's figures."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from cxlbench import native, results
+from cxlbench.benchmarks import checkpoint
+from cxlbench.errors import CheckError, UserError
+
+from .conftest import cxlbench
+
+CPUS = sorted(os.sched_getaffinity(0))[:2]
+ENTRY = next(d for d in native.drivers() if d.key == "checkpoint")
+
+
+def params(**over):
+    p = {name: opt.default for name, opt in checkpoint.OPTIONS.items()}
+    p.update(size=1 << 20, repeat=2, warmup=0, cpus=str(CPUS[0]))
+    p.update(over)
+    return p
+
+
+def persist_kinds(store):
+    """persist=True where this CPU runs it (regular stores need clwb)."""
+    return (False, True) if store == "nt" or native.flush_supported("clwb") else (False,)
+
+
+def test_names_match_the_header_and_the_driver_row():
+    assert checkpoint.STORES == native.CKPT_STORES
+    assert ENTRY.benchmark == "checkpoint" and ENTRY.check == "snapshot"
+    assert ENTRY.isas[0] == "scalar"
+
+
+@pytest.mark.parametrize("store", checkpoint.STORES)
+def test_whole_snapshot_copies_src_exactly(store):
+    """Chunks that do not divide the size (the last one short), one and two threads."""
+    n = 64 * 4099
+    src = native.aligned_empty(n, np.uint8)
+    src[:] = np.random.default_rng(3).integers(0, 256, n, dtype=np.uint8)
+    for isa in ENTRY.runnable_isas():
+        for persist in persist_kinds(store):
+            for threads in (1, len(CPUS)):
+                dst = native.aligned_empty(n, np.uint8)
+                dst.fill(0xA5)
+                r = native.checkpoint(dst.ctypes.data, src.ctypes.data, n, 64 * 37, store,
+                                      isa, CPUS[:threads], persist=persist)
+                assert np.array_equal(dst, src), (isa, persist, threads)
+                assert r.ns > 0 and r.t1 - r.t0 == r.ns and r.bad == 0
+
+
+@pytest.mark.parametrize("store", checkpoint.STORES)
+def test_differential_snapshot_gathers_the_rows_in_order(store):
+    rows, row_bytes = 500, 192                  # rows of three lines
+    src = native.aligned_empty(rows * row_bytes, np.uint8)
+    src[:] = np.random.default_rng(4).integers(0, 256, src.size, dtype=np.uint8)
+    dirty = np.array([3, 4, 100, 7, 499, 0, 250], dtype=np.int64)   # any order
+    want = src.reshape(rows, row_bytes)[dirty]
+    for isa in ENTRY.runnable_isas():
+        for chunk in (64, 2 * row_bytes, 1 << 20):     # below a row: one row a chunk
+            for prefetch in (0, 2):
+                dst = native.aligned_empty(dirty.size * row_bytes, np.uint8)
+                dst.fill(0)
+                r = native.checkpoint(dst.ctypes.data, src.ctypes.data, 0, chunk, store, isa,
+                                      CPUS, rows=dirty, src_rows=rows, row_bytes=row_bytes,
+                                      prefetch=prefetch)
+                assert np.array_equal(dst.reshape(-1, row_bytes), want) and r.bad == 0
+
+
+def test_a_row_outside_the_table_is_skipped_and_counted():
+    src = native.aligned_empty(10 * 64, np.uint8)
+    dst = native.aligned_empty(3 * 64, np.uint8)
+    r = native.checkpoint(dst.ctypes.data, src.ctypes.data, 0, 64, "regular", "scalar",
+                          CPUS[:1], rows=np.array([1, 10, 2], dtype=np.int64), src_rows=10,
+                          row_bytes=64)
+    assert r.bad == 1
+    with pytest.raises(CheckError, match="1 dirty rows named no row"):
+        checkpoint.check_snapshot((0, 0), (0, 0), "dst", r.bad)
+
+
+def test_bad_arguments_are_refused_in_c_and_python():
+    buf = native.aligned_empty(4096, np.uint8)
+    with pytest.raises(Exception, match="whole 64-byte lines"):
+        native.checkpoint(buf.ctypes.data, buf.ctypes.data, 100, 64, "regular", "scalar",
+                          CPUS[:1])
+    with pytest.raises(Exception, match="not 64-byte aligned"):
+        native.checkpoint(buf.ctypes.data + 8, buf.ctypes.data, 64, 64, "regular",
+                          "scalar", CPUS[:1])
+    with pytest.raises(Exception, match="chunk of 32 bytes"):
+        native.checkpoint(buf.ctypes.data, buf.ctypes.data, 64, 32, "regular", "scalar",
+                          CPUS[:1])
+    with pytest.raises(ValueError, match="not C-contiguous int64"):
+        native.checkpoint(buf.ctypes.data, buf.ctypes.data, 0, 64, "regular", "scalar",
+                          CPUS[:1], rows=np.arange(4, dtype=np.int32), src_rows=4,
+                          row_bytes=64)
+
+
+def test_checksum_sees_a_changed_word_and_two_swapped_ones():
+    words = np.arange(3 * checkpoint.CHUNK + 5, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    base = checkpoint.checksum(words)
+    changed = words.copy()
+    changed[checkpoint.CHUNK + 1] += np.uint64(1)
+    swapped = words.copy()
+    swapped[[7, 2 * checkpoint.CHUNK]] = swapped[[2 * checkpoint.CHUNK, 7]]
+    assert checkpoint.checksum(changed) != base and checkpoint.checksum(swapped) != base
+    assert checkpoint.checksum(swapped)[0] == base[0]     # the plain sum alone would pass
+    # In pieces, each at its position, it adds up to the whole.
+    k = checkpoint.CHUNK + 3
+    assert checkpoint.add(checkpoint.checksum(words[:k]),
+                          checkpoint.checksum(words[k:], k)) == base
+
+
+def test_dirty_rows_are_distinct_sorted_and_seeded():
+    for dist in ("uniform", "zipf"):
+        rows = checkpoint.dirty_rows(100000, 5000, dist, 1.05, seed=2)
+        assert rows.dtype == np.int64 and rows.size == 5000
+        assert (np.diff(rows) > 0).all() and rows[0] >= 0 and rows[-1] < 100000
+        assert np.array_equal(rows, checkpoint.dirty_rows(100000, 5000, dist, 1.05, seed=2))
+    assert checkpoint.dirty_rows(10, 10, "zipf", 1.05, 1).tolist() == list(range(10))
+    with pytest.raises(UserError, match="names only"):
+        checkpoint.dirty_rows(1000, 999, "zipf", 10.0, 1)
+
+
+def test_layout_of_a_scaled_preset_and_of_a_table():
+    lay = checkpoint.layout(params(preset="llama-2-7b", scale=1e-3))
+    assert lay.params == 6738416 and lay.src == lay.dst == -(-6738416 * 14 // 64) * 64
+    lay = checkpoint.layout(params(dirty=0.05, rows=1000, dim=32))
+    assert (lay.rows, lay.row_bytes, lay.dirty, lay.src, lay.dst) == (1000, 128, 50,
+                                                                      128000, 6400)
+    assert lay.sizes(1 << 20, "triad") == {"src": 128000, "dst": 6400, "step": 3 << 20}
+    assert checkpoint.step_bytes("adam", 1 << 20) == 8 << 20
+
+
+@pytest.mark.parametrize("over", [{}, {"store": "nt"}, {"dirty": 0.05, "rows": 4000},
+                                  {"persist": True, "store": "nt", "threads": len(CPUS),
+                                   "cpus": ",".join(map(str, CPUS))}])
+def test_run_checks_every_repetition(over):
+    m = checkpoint.run(params(**over))
+    assert m.status == "ok" and len(m.reps) == 2
+    assert all(rep["bandwidth"] > 0 and rep["time"] > 0 for rep in m.reps)
+    assert [v["buffer"] for v in m.placement["verified"]] == ["src", "dst"]
+    assert m.kernel == ("checkpoint+dirty" if "dirty" in over else "checkpoint")
+
+
+def test_a_wrong_copy_is_caught(monkeypatch):
+    real = native.checkpoint
+
+    def short(dst, src, nbytes, chunk, *a, **kw):     # the last chunk never copied
+        return real(dst, src, nbytes - chunk, chunk, *a, **kw)
+    monkeypatch.setattr(native, "checkpoint", short)
+    with pytest.raises(CheckError, match="checksum of dst .* differs from the source's"):
+        checkpoint.run(params(chunk=64 << 10))
+
+    def off_by_one_row(*a, rows=None, **kw):
+        return real(*a, rows=(rows + 1) % kw["src_rows"], **kw)
+    monkeypatch.setattr(native, "checkpoint", off_by_one_row)
+    with pytest.raises(CheckError, match="checksum of dst"):
+        checkpoint.run(params(dirty=0.02, rows=5000, dist="uniform"))
+
+
+def test_a_stale_snapshot_cannot_pass(monkeypatch):
+    """A second repetition that copies nothing finds dst overwritten since the first."""
+    real, calls = native.checkpoint, []
+
+    def once_only(*a, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            return real(*a, **kw)
+        return native.CheckpointResult(1, 0, 1, 0)     # copies nothing
+    monkeypatch.setattr(native, "checkpoint", once_only)
+    with pytest.raises(CheckError, match="checksum of dst"):
+        checkpoint.run(params())
+    assert len(calls) == 2
+
+
+def test_file_target_is_read_back_and_removed(tmp_path, monkeypatch):
+    m = checkpoint.run(params(path=str(tmp_path), store="nt", chunk=256 << 10))
+    assert m.status == "ok" and m.info["filesystem"] != "unknown"
+    assert list(tmp_path.iterdir()) == []
+    real = native.checkpoint
+
+    def spoil_the_file(*a, fd=-1, **kw):
+        r = real(*a, fd=fd, **kw)
+        os.pwrite(fd, b"\1", 4096)
+        return r
+    monkeypatch.setattr(native, "checkpoint", spoil_the_file)
+    with pytest.raises(CheckError, match="the file read back"):
+        checkpoint.run(params(path=str(tmp_path)))
+    assert list(tmp_path.iterdir()) == []       # removed on failure too
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="interference needs a CPU beside the snapshot's")
+@pytest.mark.parametrize("step", ["triad", "adam"])
+def test_interference_reports_both_slowdowns(step):
+    if step == "adam" and not any(d.key == "adam" for d in native.drivers()):
+        pytest.skip("this build has no Adam step")
+    m = checkpoint.run(params(size=16 << 20, interfere=step, step_size=1 << 20,
+                              cpus=",".join(map(str, CPUS)), repeat=2))
+    assert m.status == "ok"
+    for rep in m.reps:
+        assert set(rep) == {"bandwidth", "time", "bandwidth_shared", "snapshot_slowdown",
+                            "step_slowdown", "step_time"}
+        assert all(v > 0 for v in rep.values())
+    assert [v["buffer"] for v in m.placement["verified"]] == ["src", "dst", "step"]
+    assert m.info["step_cpus"] == CPUS[1:] and m.info["steps_beside_min"] > 0
+
+
+def test_a_wrong_background_step_is_caught(monkeypatch):
+    real = native.run_kernel
+
+    def half(k, isa, addrs, nbytes, *a, **kw):
+        return real(k, isa, addrs, nbytes // 2, *a, **kw)
+    monkeypatch.setattr(native, "run_kernel", half)
+    if len(CPUS) < 2:
+        pytest.skip("interference needs a CPU beside the snapshot's")
+    with pytest.raises(CheckError, match="background triad"):
+        checkpoint.run(params(interfere="triad", step_size=1 << 20,
+                              cpus=",".join(map(str, CPUS))))
+
+
+def test_steps_in_counts_a_share_of_a_step_partly_inside():
+    spans = [(0, 10), (10, 20), (20, 30)]
+    assert checkpoint.steps_in(spans, 5, 25) == pytest.approx(2.0)
+    assert checkpoint.steps_in(spans, 12, 14) == pytest.approx(0.2)
+
+
+def test_persist_without_clwb_is_skipped_with_the_reason(monkeypatch):
+    monkeypatch.setattr(native, "flush_supported", lambda kind: kind != "clwb")
+    why = checkpoint.skip(params(persist=True), None)
+    assert why and "clwb" in why
+    assert checkpoint.skip(params(persist=True, store="nt"), None) is None
+
+
+def test_interference_without_a_cpu_to_spare_is_skipped(tmp_path):
+    """Listed as unsupported with the reason, so a suite on a one-CPU machine runs on."""
+    why = checkpoint.skip(params(interfere="triad", threads="all", cpus=""), None)
+    assert "runs the step on the CPUs the snapshot leaves" in why
+    r = cxlbench("run", "--bench", "checkpoint", "--set", "interfere=triad", "--set",
+                 "threads=all", "--set", "size=1M", "--json", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "runs the step on the CPUs the snapshot leaves" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("sets,message", [
+    (["scale=0.5"], "scale shrinks a preset's state"),
+    (["preset=llama-2-7b", "scale=0.001", "size=64M"], "sets the size itself"),
+    (["preset=opt-1.3b", "scale=0.001", "dirty=0.05"], "not a preset's state"),
+    (["dirty=0.05", "dim=20"], "multiple of 16"),
+    (["path=/nonexistent-dir"], "is not a directory"),
+    (["preset=llama-2-70b"], "exceeds its free memory"),     # 2 x 966 GB
+])
+def test_check_refuses_what_cannot_run(sets, message):
+    args = [a for s in sets for a in ("--set", s)]
+    r = cxlbench("run", "--bench", "checkpoint", *args, "--dry-run")
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_case_places_its_buffers_and_reports(tmp_path):
+    sets = ["size=4M", "mem.src=bind:0", "mem.dst=bind:0", "page.dst=thp", "repeat=2",
+            "warmup=0", "store=all"]
+    if len(CPUS) >= 2:
+        sets += ["interfere=triad", "step_size=1M", "cpus=" + ",".join(map(str, CPUS))]
+    r = cxlbench("run", "--bench", "checkpoint", *[a for s in sets for a in ("--set", s)],
+                 "--json", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    recs = json.loads(r.stdout)
+    assert all(x["status"] == "ok" and x["median"] > 0 for x in recs)
+    df = results.load(recs[0]["run_dir"])
+    entry = next(iter(df.attrs["journal"].values()))
+    verified = {v["buffer"]: v for v in entry["placement"]["verified"]}
+    assert verified["dst"]["spec"] == "bind:0" and verified["dst"]["page"] == "thp"
+    out = tmp_path / "report"
+    r = cxlbench("report", recs[0]["run_dir"], "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    md = (out / "report.md").read_text()
+    assert "Checkpoint copies" in md and "checkpoint-bandwidth" in md
+    if len(CPUS) >= 2:
+        assert "checkpoint-interference" in md and "checkpoint-slowdown" in md
