@@ -150,6 +150,32 @@ def test_optimizer_state_on_the_cxl_node(cxl):
 
 @pytest.mark.qemu
 @needs("cxl")
+def test_kv_cache_blocks_on_the_cxl_node(cxl):
+    """ci's [kvcache]: decode steps over a block pool bound to node 1 (the offload space
+    not placed for decode); every block read summed and checked against numpy's."""
+    rows = cxl["df"][cxl["df"]["job"] == "kvcache"]
+    assert len(rows) and rows["placement_ok"].all()
+    assert {"bandwidth", "tokens", "step_p50", "step_p99"} <= set(rows["metric"])
+    for v in set(rows["verified"]):
+        nodes = {buf: set(c) for buf, c in results.verified_counts(v).items()}
+        assert nodes == {"cache": {"1"}}, v
+
+
+@pytest.mark.qemu
+@needs("cxl")
+def test_checkpoint_snapshot_to_the_cxl_node(cxl):
+    """ci's [checkpoint]: a snapshot from node 0 to node 1 with non-temporal stores fenced
+    per chunk; the copy's checksum checked against the source's every repetition."""
+    rows = cxl["df"][cxl["df"]["job"] == "checkpoint"]
+    assert len(rows) and rows["placement_ok"].all()
+    assert {"bandwidth", "time"} <= set(rows["metric"])
+    for v in set(rows["verified"]):
+        nodes = {buf: set(c) for buf, c in results.verified_counts(v).items()}
+        assert nodes == {"src": {"0"}, "dst": {"1"}}, v
+
+
+@pytest.mark.qemu
+@needs("cxl")
 def test_cxl_chase_slower_than_node0(cxl):
     df = cxl["df"]
     near = median(df, benchmark="chase", mem="bind:0", size=16 << 20)

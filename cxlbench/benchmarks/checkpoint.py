@@ -384,9 +384,6 @@ def check(params: dict, topology) -> None:
                         "bytes: rows of whole 64-byte lines need a multiple of 16")
     resolve_isa(params["isa"])
     mine, rest = split_cpus(params)
-    if params["interfere"] == "adam" and not any(d.key == "adam" for d in native.drivers()):
-        raise UserError("checkpoint: interfere=adam needs the optimizer's Adam step, which "
-                        "this build lacks")
     lay = layout(params)
     if params["path"]:
         _check_path(params["path"], lay.dst)
