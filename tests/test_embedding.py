@@ -2,13 +2,14 @@
 bags in every dtype, pooling, ISA and thread count; the index generator's skew; a wrong
 result or a row outside the table caught; presets scaled; the case's three buffers each
 placed and verified."""
+import hashlib
 import json
 import os
 
 import numpy as np
 import pytest
 
-from cxlbench import native, results
+from cxlbench import lookups, native, results
 from cxlbench.benchmarks import embedding
 from cxlbench.errors import CheckError
 
@@ -194,3 +195,177 @@ def test_arrays_the_kernel_would_misread_are_refused():
         native.embedding_bag(raw.ctypes.data, sum(lay.rows), lay.dim, lay.dim, "fp32",
                              "sum", indices, offsets, out, "scalar", CPUS[:1])
 
+
+
+# ---- recorded traces and the meta-2022-like preset ------------------------------------
+def params_with(**over):
+    params = {name: opt.default for name, opt in embedding.OPTIONS.items()}
+    params.update({"dim": 20, "repeat": 2, "warmup": 0, "cpus": str(CPUS[0]), **over})
+    return params
+
+
+def write_trace(path, tables=3, batch=40, rows=(500, 70, 3000), seed=0, form="lengths"):
+    """A trace as the dlrm_datasets files hold one, converted to npz: lengths (tables x
+    batch, empty bags among them), offsets over all bags, indices counting from each
+    table's row 0. Returns the lengths and indices."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 9, (tables, batch))
+    lengths[0, 3] = 0
+    indices = np.concatenate([rng.integers(0, r, lengths[t].sum())
+                              for t, r in enumerate(rows)])
+    offsets = np.concatenate(([0], np.cumsum(lengths.ravel())))
+    arrays = {"lengths": dict(lengths=lengths), "offsets": dict(offsets=offsets),
+              "both": dict(offsets=offsets, lengths=lengths)}[form]
+    np.savez(path, indices=indices, **arrays)
+    return lengths, indices
+
+
+def test_bags_of_any_size_pool_as_the_fixed_size_reference_does():
+    """The variable-size reference (a trace's) against the fixed-size one, bit for bit,
+    on the same bags, and zeros for an empty bag."""
+    lay, raw, indices, offsets = tables("bf16")
+    for pool_ in embedding.POOLS:
+        fixed = embedding.reference(raw, lay, indices, pool_)
+        per_table = tuple(lay.batch * p for p in lay.pooling)
+        var = embedding.Layout(lay.rows, lay.pooling, lay.dim, lay.dtype, lay.batch,
+                               table_lookups=per_table)
+        assert np.array_equal(embedding.reference(raw, var, indices, pool_, offsets), fixed)
+    with_empty = np.insert(offsets, 4, offsets[4])          # bag 4 is empty now
+    got = embedding.reference(raw, var, indices, "mean", with_empty)
+    assert not got[4].any() and np.array_equal(got[5], fixed[4])
+
+
+@pytest.mark.parametrize("form", ["lengths", "offsets", "both"])
+def test_a_trace_gives_the_bags_tables_and_rows(tmp_path, form):
+    path = tmp_path / "fbgemm_t3_bs40.npz"
+    lengths, idx = write_trace(path, form=form)
+    params = params_with(trace=str(path), **({} if form != "offsets" else {"tables": 3}))
+    lay = embedding.layout(params)
+    # rows: each table's highest index + 1; the bags: all 40 of each table (batch 2048)
+    ends = np.cumsum(lengths.sum(axis=1))
+    starts = ends - lengths.sum(axis=1)
+    assert lay.rows == tuple(int(idx[s:e].max()) + 1 for s, e in zip(starts, ends))
+    assert lay.batch == 40 and lay.lookups == lengths.sum() and lay.bags == 120
+    indices, offsets = embedding.make_indices(lay, params)
+    assert np.array_equal(np.diff(offsets), lengths.ravel())
+    assert np.array_equal(indices[lengths[0].sum():lengths[:2].sum()],        # table 1's
+                          idx[lengths[0].sum():lengths[:2].sum()] + lay.rows[0])
+    m = embedding.run(params)           # every repetition checked against numpy
+    assert m.status == "ok" and m.info["lookups"] == lengths.sum()
+    assert m.info["trace"] == path.name and m.info["trace_bags"] == 120
+    assert m.info["trace_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_batch_takes_each_tables_first_bags_and_rows_fix_the_tables(tmp_path):
+    path = tmp_path / "t.npz"
+    lengths, idx = write_trace(path)
+    params = params_with(trace=str(path), batch=5, rows=4096, pool="mean", train="adagrad")
+    lay = embedding.layout(params)
+    assert lay.rows == (4096,) * 3 and lay.batch == 5
+    assert lay.table_lookups == tuple(int(x) for x in lengths[:, :5].sum(axis=1))
+    indices, offsets = embedding.make_indices(lay, params)
+    starts = np.concatenate(([0], np.cumsum(lengths.sum(axis=1))))
+    assert np.array_equal(indices[:lay.table_lookups[0]], idx[:lengths[0, :5].sum()])
+    assert np.array_equal(indices[lay.table_lookups[0]:sum(lay.table_lookups[:2])],
+                          idx[starts[1]:starts[1] + lengths[1, :5].sum()] + 4096)
+    m = embedding.run(params)           # training on a trace's bags, checked too
+    assert m.status == "ok" and m.kernel == "embedding_bag+adagrad"
+
+
+def test_a_folder_of_npy_files_is_a_trace(tmp_path):
+    lengths, idx = write_trace(tmp_path / "t.npz")
+    np.save(tmp_path / "indices.npy", idx)
+    np.save(tmp_path / "lengths.npy", lengths)
+    lay = embedding.layout(params_with(trace=str(tmp_path)))
+    assert lay.lookups == lengths.sum() and len(lay.rows) == 3
+
+
+BAD_TRACES = {
+    "missing": (dict(indices=[1, 2]), "needs arrays 'indices' and 'offsets' (or 'lengths'); "
+                "it holds indices"),
+    "float": (dict(indices=[1.0, 2.0], offsets=[0, 2]), "'indices' holds float64, not integers"),
+    "climbs": (dict(indices=[1, 2, 3], offsets=[0, 2, 1, 3]),
+               "'offsets' are not monotone: bag 1 runs from 2 to 1"),
+    "start": (dict(indices=[1, 2], offsets=[1, 2]), "'offsets' must start at 0"),
+    "short": (dict(indices=[1, 2, 3], offsets=[0, 2]),
+              "the bags cover 2 lookups but 'indices' holds 3"),
+    "negative": (dict(indices=[1, -4, 3], offsets=[0, 1, 3]),
+                 "'indices' has a negative row (-4 at lookup 1)"),
+    "neglen": (dict(indices=[1, 2], lengths=[3, -1]), "'lengths' has a negative bag size "
+               "(-1 at bag 1)"),
+    "disagree": (dict(indices=[1, 2, 3], lengths=[1, 2], offsets=[0, 2, 3]),
+                 "'offsets' and 'lengths' disagree"),
+    "split": (dict(indices=[1, 2, 3], lengths=[[1, 1, 1]]), None),      # fine: 1 table
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TRACES))
+def test_a_bad_trace_is_one_line_at_check_time(tmp_path, case):
+    arrays, message = BAD_TRACES[case]
+    path = tmp_path / f"{case}.npz"
+    np.savez(path, **{k: np.asarray(v) for k, v in arrays.items()})
+    r = cxlbench("run", "--bench", "embedding", "--set", f"trace={path}", "--dry-run")
+    if message is None:
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"error: embedding/000: trace {case}.npz: {message}" or \
+        r.stderr.strip().startswith(f"error: embedding/000: trace {case}.npz: {message}")
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_trace_errors_and_options_a_trace_replaces(tmp_path):
+    path = tmp_path / "t.npz"
+    write_trace(path)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    np.save(tmp_path / "lone.npy", np.arange(3))
+    for sets, message in [
+        ([f"trace={tmp_path}/absent.npz"], "trace absent.npz: no such file"),
+        ([f"trace={tmp_path}/junk.npz"], "trace junk.npz: cannot be read as a trace"),
+        ([f"trace={tmp_path}/lone.npy"], "trace lone.npy: cannot be read as a trace (a .npy "
+                                         "file holds one array"),
+        ([f"trace={path}", "rows=1000"], "trace t.npz: indices out of range: table 2 looks up "
+                                         "row"),
+        ([f"trace={path}", "tables=2"], "trace t.npz: 'lengths' is 3 tables x 40 bags, not 2 "
+                                        "tables"),
+        ([f"trace={path}", "dist=reuse", "pooling=4"], "embedding: trace=t.npz gives the bags "
+                                                       "and their rows: pooling, dist would not "
+                                                       "be used"),
+        ([f"trace={path}", "preset=dlrm-dcnv2"], "embedding: trace=t.npz gives the tables and "
+                                                 "bags; preset=dlrm-dcnv2 would not be used"),
+    ]:
+        args = [x for s in sets for x in ("--set", s)]
+        r = cxlbench("run", "--bench", "embedding", *args, "--dry-run")
+        assert r.returncode == 2 and message in r.stderr, (sets, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_meta_2022_like_preset_has_many_tables_of_reuse_profile_indices():
+    params = params_with(preset="meta-2022-like", scale=0.001, batch=64, dim=128)
+    lay = embedding.layout(params)
+    assert len(lay.rows) == 788 and set(lay.rows) == {1000} and set(lay.pooling) == {14}
+    assert lay.dim == 128 and lay.lookups == 788 * 64 * 14
+    indices, offsets = embedding.make_indices(lay, params)
+    assert indices.max() < 788 * 1000 and len(offsets) == 788 * 64 + 1
+    # Tables large enough for the batch: the stream's reuse histogram is the profile's.
+    profile = lookups.PROFILES["meta-2022"]
+    for b, (rows, served) in zip(profile.buckets, lookups.reuse_histogram(indices,
+                                                                          profile.buckets)):
+        assert abs(rows - b.rows) < 0.01 and abs(served - b.lookups) < 0.025, (b, rows, served)
+    assert embedding.reuse_note(lay, params) is None
+    assert embedding.trace_info(params) == {"indices": "reuse:meta-2022"}
+    small = params_with(preset="meta-2022-like", scale=0.0001, batch=512, dim=128)
+    assert "788 of 788 tables have fewer rows (the smallest 100) than the distinct rows the " \
+        "meta-2022 profile draws from a table for a batch of 512 (up to 565)" in \
+        embedding.reuse_note(embedding.layout(small), small)
+
+
+def test_meta_2022_like_preset_refuses_what_it_sets_itself(tmp_path):
+    r = cxlbench("run", "--bench", "embedding", "--set", "preset=meta-2022-like", "--set",
+                 "scale=0.0001", "--set", "dist=uniform", "--set", "pooling=3", "--dry-run")
+    assert r.returncode == 2
+    assert "preset=meta-2022-like has tables, rows, dim, pooling and indices (dist=reuse, " \
+        "profile=meta-2022) of its own: pooling, dist would not be used" in r.stderr
+    r = cxlbench("run", "--bench", "embedding", "--set", "preset=meta-2022-like", "--set",
+                 "scale=0.0005", "--set", "batch=256", "--dry-run")
+    assert r.returncode == 0 and "preset=meta-2022-like scale=0.0005 batch=256" in r.stdout

@@ -72,3 +72,35 @@ def test_scatter_stays_affine_past_int64_products():
     step = (out[1] - out[0]) % rows
     assert all(0 <= o < rows for o in out)
     assert [(out[0] + int(r) * step) % rows for r in ranks] == out
+
+
+def test_profiles_keep_the_published_mean_reuse():
+    """The mean count a distinct row is looked up ("Avg col size" in dlrm_datasets'
+    locality_stats.txt): 12.7 for the 2022 traces, 6.9 for fbgemm_t856_bs65536.pt."""
+    assert lookups.PROFILES["meta-2022"].mean_reuse == pytest.approx(12.7)
+    assert lookups.PROFILES["meta-2021"].mean_reuse == pytest.approx(6.9)
+    for p in lookups.PROFILES.values():
+        assert sum(b.rows for b in p.buckets) == pytest.approx(1, abs=1e-9)
+        assert sum(b.lookups for b in p.buckets) == pytest.approx(1, abs=1e-9)
+
+
+def test_a_trace_splits_into_tables_with_their_own_rows(tmp_path):
+    """dlrm_datasets' layout: lengths (tables x batch), offsets over every bag, indices
+    from each table's row 0; a table whose bags are all empty has one row."""
+    lengths = np.array([[2, 0, 1], [0, 0, 0], [3, 1, 0]])
+    idx = np.array([5, 1, 7, 2, 9, 4, 8])
+    np.savez(tmp_path / "t.npz", indices=idx.astype(np.int32), lengths=lengths)
+    t = lookups.load_trace(str(tmp_path / "t.npz"))
+    assert (t.tables, t.batch, t.rows) == (3, 3, (8, 1, 10)) and t.name == "t.npz"
+    assert t.offsets.tolist() == [0, 2, 2, 3, 3, 3, 3, 6, 7, 7]
+    got_idx, got_off = t.table_bags(2, 2)
+    assert got_idx.tolist() == [2, 9, 4, 8] and got_off.tolist() == [0, 3, 4]
+    assert lookups.load_trace(str(tmp_path / "t.npz"), rows=10).rows == (10, 10, 10)
+    with pytest.raises(UserError, match=r"^trace t.npz: indices out of range: table 2 "
+                                        r"looks up row 9, but rows=9$"):
+        lookups.load_trace(str(tmp_path / "t.npz"), rows=9)
+    np.savez(tmp_path / "flat.npz", indices=idx, offsets=t.offsets)
+    assert lookups.load_trace(str(tmp_path / "flat.npz"), tables=3).rows == (8, 1, 10)
+    assert lookups.load_trace(str(tmp_path / "flat.npz")).rows == (10,)     # one table
+    with pytest.raises(UserError, match="9 bags do not split into 2 tables"):
+        lookups.load_trace(str(tmp_path / "flat.npz"), tables=2)

@@ -6,7 +6,9 @@ second and GB/s of rows gathered; the latency of single bags, timed in C on a sa
 every repetition's output checked against numpy pooling the same bags."""
 from __future__ import annotations
 
+import functools
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +43,18 @@ PRESETS = {
         "pooling": (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10,
                     3, 1, 1),
     },
+    # Meta's public 2022 embedding traces (dlrm_datasets, embedding_bag/2022): 788 tables
+    # (fbgemm_t788_bs131072_*.pt), 1.405e9 lookups a batch of 131072, so 13.6 a bag on
+    # average (14 here, every table: per-table pooling is in the files, not published as
+    # figures), indices with the traces' published reuse histogram (lookups.PROFILES).
+    # Assumed, as nothing public says: 1 M rows a table (the traces are post-hashed, their
+    # tables' sizes unpublished; a table sees about 140 k distinct rows a batch) and dim 128.
+    "meta-2022-like": {
+        "dim": 128,
+        "rows": (1000000,) * 788,
+        "pooling": (14,) * 788,
+        "dist": "reuse", "profile": "meta-2022",
+    },
 }
 
 OPTIONS = {
@@ -71,6 +85,10 @@ OPTIONS = {
                     choices=("none", *OPTIMIZERS)),
     "lr": Option("lr", "float", 0.01, "learning rate of the training step", min=0.0, max=1e6),
     "seed": Option("seed", "int", 1, "seed of the indices and the table's values", min=0),
+    "trace": Option("trace", "path", "", "recorded bags instead of generated ones: a .npz "
+                    "holding indices and offsets (or lengths, tables x bags), or a folder of "
+                    "indices.npy and offsets.npy; rows: its highest index + 1 per table "
+                    "unless rows is set; batch: its first bags per table"),
     **pick("threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
            "timeout"),
 }
@@ -84,6 +102,7 @@ class Layout:
     dtype: str
     batch: int
     train: str = "none"
+    table_lookups: tuple[int, ...] = ()     # a trace's, per table (its bags vary in size)
 
     @property
     def row_bytes(self) -> int:
@@ -91,7 +110,7 @@ class Layout:
 
     @property
     def lookups(self) -> int:
-        return self.batch * sum(self.pooling)
+        return sum(self.table_lookups) if self.table_lookups else self.batch * sum(self.pooling)
 
     @property
     def bags(self) -> int:
@@ -108,7 +127,35 @@ class Layout:
                 **({"state": sum(self.rows) * 4} if self.train == "adagrad" else {})}
 
 
+def trace_of(params: dict) -> lookups.Trace | None:
+    """The case's trace, read and checked (once per process), or None."""
+    if not params.get("trace"):
+        return None
+    rows = params["rows"] if params["rows"] != OPTIONS["rows"].default else None
+    tables = params["tables"] if params["tables"] != OPTIONS["tables"].default else None
+    path = params["trace"]
+    try:
+        st = os.stat(path)
+        stamp = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None
+    return _load_trace(path, stamp, tables, rows)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_trace(path, stamp, tables, rows) -> lookups.Trace:
+    return lookups.load_trace(path, tables, rows)
+
+
 def layout(params: dict) -> Layout:
+    trace = trace_of(params)
+    if trace is not None:
+        batch = min(params["batch"], trace.batch)
+        counts = tuple(int(trace.offsets[t * trace.batch + batch] - trace.offsets[t * trace.batch])
+                       for t in range(trace.tables))
+        pooling = tuple(max(1, round(c / batch)) for c in counts)      # for the record only
+        return Layout(trace.rows, pooling, params["dim"], params["dtype"], batch,
+                      params["train"], counts)
     preset = PRESETS.get(params["preset"])
     if preset is None:
         rows = (params["rows"],) * params["tables"]
@@ -123,17 +170,41 @@ def make_indices(lay: Layout, params: dict) -> tuple[np.ndarray, np.ndarray]:
     """The lookups (params' dist, alpha, profile, seed), table after table (each table's
     rows offset by the tables before it), and the bag offsets (bags + 1), as FBGEMM's
     table-batched embeddings take them."""
+    trace = trace_of(params)
+    if trace is not None:
+        return trace_indices(trace, lay)
     rng = np.random.default_rng(params["seed"])
+    dist, profile = index_source(params)
     parts, base = [], 0
     for rows, pooling in zip(lay.rows, lay.pooling):
-        count, dist = lay.batch * pooling, params["dist"]
+        count = lay.batch * pooling
         picked = (lookups.uniform(rows, count, rng) if dist == "uniform" else
                   lookups.zipf(rows, count, params["alpha"], rng) if dist == "zipf" else
-                  lookups.reuse(rows, count, params["profile"], rng))
+                  lookups.reuse(rows, count, profile, rng))
         parts.append(picked + base)
         base += rows
     sizes = np.repeat(np.asarray(lay.pooling, dtype=np.int64), lay.batch)
     offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    return np.concatenate(parts).astype(np.int64), offsets
+
+
+def index_source(params: dict) -> tuple[str, str]:
+    """(dist, profile) of the generated indices: a preset's own, else the options'."""
+    preset = PRESETS.get(params.get("preset", "custom")) or {}
+    return (preset.get("dist", params["dist"]),
+            preset.get("profile", params.get("profile", OPTIONS["profile"].default)))
+
+
+def trace_indices(trace: lookups.Trace, lay: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """The trace's first lay.batch bags of each table, stacked as make_indices stacks
+    generated ones: each table's rows offset by the tables before it."""
+    parts, sizes, base = [], [], 0
+    for t, rows in enumerate(lay.rows):
+        idx, off = trace.table_bags(t, lay.batch)
+        parts.append(idx + base)
+        sizes.append(np.diff(off))
+        base += rows
+    offsets = np.concatenate(([0], np.cumsum(np.concatenate(sizes)))).astype(np.int64)
     return np.concatenate(parts).astype(np.int64), offsets
 
 
@@ -171,10 +242,14 @@ def as_float32(raw_rows: np.ndarray, lay: Layout) -> np.ndarray:
     return body.astype(np.float32) * tail[:, :1] + tail[:, 1:2]
 
 
-def reference(raw: np.ndarray, lay: Layout, indices: np.ndarray, pool: str) -> np.ndarray:
+def reference(raw: np.ndarray, lay: Layout, indices: np.ndarray, pool: str,
+              offsets: np.ndarray | None = None) -> np.ndarray:
     """numpy's pooling of the same bags: each bag's rows added in index order in fp32 (the
-    kernel's order, so fp32, fp16 and bf16 agree to the bit), then divided for a mean."""
+    kernel's order, so fp32, fp16 and bf16 agree to the bit), then divided for a mean.
+    Bags of any size (a trace's) need their offsets."""
     rows = raw[:sum(lay.rows) * lay.row_bytes].reshape(-1, lay.row_bytes)
+    if lay.table_lookups:
+        return _reference_bags(rows, lay, indices, offsets, pool)
     out, start = [], 0
     chunk = max(1, (16 << 20) // (lay.dim * 4))        # bags a step: 16 MiB of fp32 rows
     for pooling in lay.pooling:
@@ -191,6 +266,29 @@ def reference(raw: np.ndarray, lay: Layout, indices: np.ndarray, pool: str) -> n
     return np.concatenate(out)
 
 
+def _reference_bags(rows: np.ndarray, lay: Layout, indices: np.ndarray, offsets, pool: str):
+    """reference() for bags of any size: in chunks of bags, the bags of each size pooled
+    together, row after row as the kernel adds them; an empty bag is zeros."""
+    out = np.zeros((len(offsets) - 1, lay.dim), dtype=np.float32)
+    budget = max(1, (16 << 20) // (lay.dim * 4))        # lookups a step: 16 MiB of fp32 rows
+    lo = 0
+    while lo < len(out):
+        hi = max(lo + 1, int(np.searchsorted(offsets, offsets[lo] + budget, "right")) - 1)
+        hi = min(hi, len(out))
+        sizes = np.diff(offsets[lo:hi + 1])
+        for size in np.unique(sizes[sizes > 0]).tolist():
+            bags = np.flatnonzero(sizes == size) + lo
+            idx = indices[offsets[bags][:, None] + np.arange(size)]
+            acc = as_float32(rows[idx[:, 0]], lay).copy()
+            for p in range(1, size):
+                acc += as_float32(rows[idx[:, p]], lay)
+            if pool == "mean":
+                acc /= np.float32(size)
+            out[bags] = acc
+        lo = hi
+    return out
+
+
 def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> None:
     if bad:
         raise CheckError(f"embedding: {bad} lookups named no row of the table")
@@ -205,6 +303,7 @@ def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> No
 
 
 CUSTOM = ("tables", "rows", "dim", "pooling")     # what a preset sets itself
+GENERATED = ("dist", "alpha", "profile")          # what a preset with a dist or a trace sets
 
 
 def buffers_of(params: dict) -> tuple[str, ...]:
@@ -274,17 +373,50 @@ def resolve_bag_isa(wanted: str) -> str:
 def check(params: dict, topology) -> None:
     if params["preset"] == "custom" and params["scale"] != 1.0:
         raise UserError("embedding: scale shrinks a preset's tables; custom tables take rows")
-    if params["preset"] != "custom":
-        own = [k for k in CUSTOM if params[k] != OPTIONS[k].default]
+    if params["trace"]:
+        name = os.path.basename(params["trace"])
+        if params["preset"] != "custom":
+            raise UserError(f"embedding: trace={name} gives the tables and bags; "
+                            f"preset={params['preset']} would not be used")
+        own = [k for k in ("pooling", *GENERATED) if params[k] != OPTIONS[k].default]
         if own:
-            raise UserError(f"embedding: preset={params['preset']} has tables, rows, dim and "
-                            f"pooling of its own: {', '.join(own)} would not be used (scale "
-                            "shrinks it)")
+            raise UserError(f"embedding: trace={name} gives the bags and their rows: "
+                            f"{', '.join(own)} would not be used")
+    if params["preset"] != "custom":
+        preset = PRESETS[params["preset"]]
+        generated = "dist" in preset
+        own = [k for k in CUSTOM + (GENERATED if generated else ())
+               if params[k] != OPTIONS[k].default]
+        if own:
+            what = (f"tables, rows, dim, pooling and indices (dist={preset['dist']}, "
+                    f"profile={preset['profile']})" if generated else
+                    "tables, rows, dim and pooling")
+            raise UserError(f"embedding: preset={params['preset']} has {what} of its own: "
+                            f"{', '.join(own)} would not be used (scale shrinks it)")
     if params["train"] != "none" and params["dtype"] != "fp32":
         raise UserError(f"embedding: train={params['train']} updates fp32 tables, not "
                         f"{params['dtype']}")
     resolve_bag_isa(params["isa"])
-    check_placement(params, resolve_cpus(params), topology, layout(params).sizes())
+    lay = layout(params)            # a trace is read and checked here
+    check_placement(params, resolve_cpus(params), topology, lay.sizes())
+    return reuse_note(lay, params)
+
+
+def reuse_note(lay: Layout, params: dict) -> str | None:
+    """A reuse profile fits a table only if it has the distinct rows the profile draws for
+    a batch: in smaller ones each row is reused more than the profile says."""
+    dist, profile = index_source(params)
+    if params["trace"] or dist != "reuse":
+        return None
+    mean = PROFILES[profile].mean_reuse
+    small = [r for r, p in zip(lay.rows, lay.pooling) if r < lay.batch * p / mean]
+    if not small:
+        return None
+    need = math.ceil(lay.batch * max(lay.pooling) / mean)
+    return (f"{len(small)} of {len(lay.rows)} tables have fewer rows (the smallest "
+            f"{min(small)}) than the distinct rows the {profile} profile draws from a table "
+            f"for a batch of {lay.batch} (up to {need}): their rows are reused more than the "
+            "profile says; lower batch or raise scale")
 
 
 def run(params: dict) -> Measurement:
@@ -302,7 +434,7 @@ def run(params: dict) -> Measurement:
     trainer = (Trainer(lay, params, table, indices, offsets, out, space[k + b:],
                        state[0] if state else None) if lay.train != "none" else None)
     raw = table.array(np.uint8)
-    want = reference(raw, lay, indices, params["pool"])
+    want = reference(raw, lay, indices, params["pool"], offsets)
     bag_ns = np.zeros(lay.bags, dtype=np.uint64)
 
     def pool(times=None) -> native.EmbeddingResult:
@@ -324,7 +456,7 @@ def run(params: dict) -> Measurement:
         if trainer:
             ns = trainer.step(cpus)
             rep["rows_updated"] = len(trainer.rows) / ns * 1e3
-            want = reference(raw, lay, indices, params["pool"])     # the rows changed
+            want = reference(raw, lay, indices, params["pool"], offsets)   # rows changed
         return rep
 
     units = {"lookups": "M/s", "bandwidth": "GB/s", "bag_p50": "us", "bag_p99": "us"}
@@ -335,5 +467,17 @@ def run(params: dict) -> Measurement:
                     info={"tables": len(lay.rows), "rows": sum(lay.rows), "dim": lay.dim,
                           "row_bytes": lay.row_bytes, "lookups": lay.lookups,
                           "bags": lay.bags, "threads": len(cpus),
+                          **trace_info(params),
                           **({"rows_touched": len(trainer.rows)} if trainer else {})})
     return measure(m, params, [table, idx_buf, out_buf, *state], once)
+
+
+def trace_info(params: dict) -> dict:
+    """What results record of the case's index source: the trace's file name and hash, or
+    the generator (a preset's own where it has one)."""
+    trace = trace_of(params)
+    if trace is not None:
+        return {"trace": trace.name, "trace_sha256": trace.sha256,
+                "trace_bags": trace.tables * trace.batch}
+    dist, profile = index_source(params)
+    return {"indices": dist if dist != "reuse" else f"reuse:{profile}"}
