@@ -139,6 +139,14 @@ def drivers() -> tuple[Entry, ...]:
     return tuple(out)
 
 
+def driver(key: str) -> Entry:
+    """The drivers-table row of cxb_<key>."""
+    for d in drivers():
+        if d.key == key:
+            return d
+    raise KeyError(f"no driver {key!r}")
+
+
 def kernel(key: str) -> KernelInfo:
     for k in kernels():
         if k.key == key:
@@ -518,6 +526,16 @@ def atomics(addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]
 
 def flush_supported(kind: str) -> bool:
     return bool(lib.cxb_flush_supported(FLUSH_KINDS.index(kind)))
+
+
+def evict(addr: int, nbytes: int) -> bool:
+    """Drop nbytes from addr out of every cache (untimed set-up: the next timed region
+    reads memory). False where this architecture cannot (nothing is done)."""
+    rc = lib.cxb_evict(ffi.cast("void *", addr), nbytes)
+    if rc == -_errno.ENOTSUP:
+        return False
+    _check("cxb_evict", rc)
+    return True
 
 
 def flush(addr: int, nbytes: int, kind: str, dirty: bool, write: bool, value: int) -> int:

@@ -235,6 +235,9 @@ struct cxb_flush_args {
 };
 int cxb_flush_supported(int kind);
 int cxb_flush(struct cxb_flush_args *a);
+/* Untimed: write back and drop every line of the range from the caches (clflushopt, or
+ * clflush), so a benchmark's next timed region reads memory. ENOTSUP off x86-64. */
+int cxb_evict(const void *buf, size_t bytes);
 
 /* ---- touches during a page migration (migrate.c) ----------------------------- */
 /* cpus[0] moves every 4 KiB page of buf to `node` (by cxb_move)
