@@ -104,7 +104,8 @@ static int adam_thread(void *p, int t)
 {
     struct job *J = p;
     const struct cxb_adam_args *a = J->a;
-    /* Slices of whole lines (16 floats), so no two threads write one line. */
+    /* Slices of whole lines of the fp32 arrays (16 floats), so no two threads write one
+     * of their lines (the bf16 arrays' slices are half lines). */
     uint64_t lines = (a->n + 15) / 16, T = (uint64_t)J->nthreads;
     uint64_t lo = lines * (uint64_t)t / T * 16, hi = lines * (uint64_t)(t + 1) / T * 16;
     hi = hi < a->n ? hi : a->n;

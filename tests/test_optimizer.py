@@ -4,6 +4,7 @@ covering every thread's edges; presets scaled; the three buffers placed and the 
 bound measured beside the step."""
 import json
 import os
+import platform
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from cxlbench.errors import CheckError
 from .conftest import cxlbench
 
 CPUS = sorted(os.sched_getaffinity(0))[:2]
-ENTRY = next(d for d in native.drivers() if d.key == "adam")
+ENTRY = native.driver("adam")
 
 
 def test_option_names_match_the_header():
@@ -83,6 +84,27 @@ def test_a_wrong_step_is_caught():
         optimizer.check_step(st, idx, before, params, 3)
 
 
+@pytest.mark.parametrize("precision", optimizer.PRECISIONS)
+def test_adamw_without_its_decoupled_decay_is_caught(precision):
+    """lr x weight decay moves a weight by 1e-5 of itself: within the new value's
+    tolerance, so the update is checked on its own."""
+    params = params_for(optim="adamw", precision=precision)
+    st = arrays(5000, precision)
+    idx, before, _ = step(st, {**params, "weight_decay": 0.0}, "scalar", CPUS[:1])
+    with pytest.raises(CheckError, match="the update of parameter"):
+        optimizer.check_step(st, idx, before, params, 1)
+
+
+def test_bf16_parameters_truncated_instead_of_rounded_are_caught():
+    params = params_for(precision="mixed")
+    st = arrays(5000, "mixed")
+    idx, before, _ = step(st, params, "scalar", CPUS[:1])
+    optimizer.check_step(st, idx, before, params, 1)
+    st.p[:] = (st.w.view(np.uint32) >> 16).astype(np.uint16)      # truncated
+    with pytest.raises(CheckError, match="rounded to nearest even"):
+        optimizer.check_step(st, idx, before, params, 1)
+
+
 def test_a_bf16_parameter_not_rounded_from_its_master_copy_is_caught():
     params = params_for(precision="mixed", optim="adamw")
     st = arrays(3000, "mixed")
@@ -136,6 +158,7 @@ def test_case_places_three_buffers_and_measures_the_triad_beside_the_step(tmp_pa
     assert set(verified) == {"params", "grads", "states"}
     assert verified["states"]["spec"] == "bind:0" and verified["states"]["page"] == "thp"
     assert entry["info"]["params"] == 70001 and entry["info"]["bytes_per_param"] == 28
+    assert entry["info"]["cold"] is (platform.machine() == "x86_64")   # evicted before each
     out = tmp_path / "report"
     r = cxlbench("report", recs["params"]["run_dir"], "-o", str(out))
     assert r.returncode == 0, r.stderr
