@@ -116,7 +116,7 @@ def test_copy_with_source_and_destination_on_two_nodes(cxl):
     for v in set(rows["verified"]):
         assert results.verified_counts(v) == {"dst": {"1": pages}, "src": {"0": pages}}
     (entry,) = [e for e in cxl["df"].attrs["journal"].values()
-                if e["params"].get("mem.src") == "bind:0"]
+                if e["params"].get("mem.src") == "bind:0" and e["params"].get("kernel") == "copy"]
     assert entry["status"] == "ok"
     assert {(v["buffer"], v["spec"], v["ok"]) for v in entry["placement"]["verified"]} == \
         {("src", "bind:0", True), ("dst", "bind:1", True)}
