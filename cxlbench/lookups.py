@@ -198,7 +198,8 @@ def _read_arrays(path: str) -> tuple[dict, list[str]]:
     with np.load(path, allow_pickle=False) as z:
         if not hasattr(z, "files"):
             raise ValueError("not a .npz archive")
-        return {n: z[n] for n in z.files}, [path]
+        # only the trace's arrays: an archive may hold more (dense features, labels)
+        return {n: z[n] if n in TRACE_ARRAYS else None for n in z.files}, [path]
 
 
 def load_trace(path: str, tables: int | None = None, rows: int | None = None) -> Trace:
@@ -218,10 +219,11 @@ def load_trace(path: str, tables: int | None = None, rows: int | None = None) ->
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise bad(f"cannot be read as a trace ({first})") from None
     held = ", ".join(sorted(arrays)) or "nothing"
+    arrays = {n: a for n, a in arrays.items() if n in TRACE_ARRAYS}
     if "indices" not in arrays or not ({"offsets", "lengths"} & set(arrays)):
         raise bad(f"needs arrays 'indices' and 'offsets' (or 'lengths'); it holds {held}")
     for n, a in arrays.items():
-        if n in TRACE_ARRAYS and a.dtype.kind not in "iu":
+        if a.dtype.kind not in "iu":
             raise bad(f"'{n}' holds {a.dtype}, not integers")
     indices = np.ascontiguousarray(arrays["indices"], dtype=np.int64).reshape(-1)
     if not indices.size:

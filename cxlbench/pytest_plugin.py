@@ -179,6 +179,8 @@ def placed_array(request):
             memory.check_page(page)
             dt = np.dtype(dtype)
             shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+            if any(int(d) < 0 for d in shape):
+                raise ValueError(f"negative dimension in shape {shape}")
             nbytes = max(int(np.prod(shape, dtype=np.int64)) * dt.itemsize, 1)
         except (PlacementError, TypeError, ValueError) as e:
             wrong = f"placed_array: {e}"

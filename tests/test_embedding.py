@@ -16,7 +16,7 @@ from cxlbench.errors import CheckError
 from .conftest import cxlbench
 
 CPUS = sorted(os.sched_getaffinity(0))[:2]
-ENTRY = next(d for d in native.drivers() if d.key == "embedding_bag")
+ENTRY = native.driver("embedding_bag")
 
 
 def test_option_names_match_the_header():

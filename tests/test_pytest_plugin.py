@@ -181,13 +181,17 @@ def test_malformed_requests_fail_without_a_traceback(pytester):
 
         def test_dtype(placed_array):
             placed_array(10, dtype="no-such-type")
+
+        def test_shape(placed_array):
+            placed_array((-5, 4))
     """)
     r = pytester.runpytest("-p", "no:cacheprovider")
-    r.assert_outcomes(failed=3)
+    r.assert_outcomes(failed=4)
     r.stdout.fnmatch_lines([
         "placed_array: malformed placement 'bnd:1': unknown policy 'bnd'*",
         "placed_array: unknown page size '64k': use one of 4k, thp, 2m, 1g",
         "placed_array: data type 'no-such-type' not understood",
+        "placed_array: negative dimension in shape (-5, 4)",
     ], consecutive=False)
     assert "During handling" not in r.stdout.str()
 

@@ -142,7 +142,7 @@ def trace_of(params: dict) -> lookups.Trace | None:
     return _load_trace(path, stamp, tables, rows)
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)      # check and run of one case read it once
 def _load_trace(path, stamp, tables, rows) -> lookups.Trace:
     return lookups.load_trace(path, tables, rows)
 
@@ -360,7 +360,7 @@ class Trainer:
 
 def resolve_bag_isa(wanted: str) -> str:
     """The bag loop's variant: its avx2 and avx512 builds need FMA and F16C as well."""
-    entry = next(d for d in native.drivers() if d.key == "embedding_bag")
+    entry = native.driver("embedding_bag")
     runs = [i for i in entry.isas if native.embedding_isa_supported(i)]
     if wanted == "auto":
         return runs[-1]
