@@ -1,7 +1,7 @@
 """The ML workloads side by side with what an ML engineer would otherwise run, in one run
 on one machine, one thread each, the same data in the same placed memory.
 
-  embedding  cxlbench's embedding_bag kernel (widest ISA, prefetch 8)
+  embedding  cxlbench's embedding_bag kernel (widest ISA, the benchmark's default prefetch)
              vs numpy's idiom: np.add.reduceat(table[indices], offsets[:-1])   >= 2x
              vs torch.nn.functional.embedding_bag, where torch is installed    >= 1x
   optimizer  cxlbench's fused Adam step (widest ISA, fp32)
@@ -26,6 +26,8 @@ import numpy as np
 
 from cxlbench import memory, native
 from cxlbench.benchmarks import embedding, optimizer
+
+PREFETCH = embedding.OPTIONS["prefetch"].default
 
 
 def alternate(sides: dict, rounds: int, check, work: float, unit: str) -> dict[str, float]:
@@ -80,7 +82,7 @@ def compare_embedding(args, cpu) -> bool:
 
     def ours():
         r = native.embedding_bag(raw.ctypes.data, args.rows, lay.row_bytes, args.dim,
-                                 args.dtype, "sum", indices, offsets, out, isa, cpu, 8)
+                                 args.dtype, "sum", indices, offsets, out, isa, cpu, PREFETCH)
         assert r.bad == 0
         return out, r.ns
 

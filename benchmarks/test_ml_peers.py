@@ -64,7 +64,8 @@ def test_embedding_bag(benchmark, tier, placed_array, bags, side, one_cpu):
 
         def pool():
             r = native.embedding_bag(raw.ctypes.data, ROWS, lay.row_bytes, DIM, "fp32", "sum",
-                                     indices, offsets, out, isa, [one_cpu], 8)
+                                     indices, offsets, out, isa, [one_cpu],
+                                     embedding.OPTIONS["prefetch"].default)
             assert r.bad == 0
             return out
         benchmark.extra_info["isa"] = isa

@@ -78,7 +78,7 @@ OPTIONS = {
     "alpha": Option("alpha", "float", 1.05, "Zipf exponent", min=0.0, max=10.0),
     "profile": Option("profile", "choice", "meta-2022", "reuse profile (dist=reuse): Meta's "
                       "public embedding traces of 2022 or 2021", choices=tuple(PROFILES)),
-    "prefetch": Option("prefetch", "int", 8, "rows prefetched ahead of the lookup (0: none)",
+    "prefetch": Option("prefetch", "int", 16, "rows prefetched ahead of the lookup (0: none)",
                        min=0, max=256),
     "train": Option("train", "choice", "none", "after each forward, one training step on the "
                     "rows looked up (fp32 tables): sgd, or row-wise adagrad with its state",
