@@ -364,14 +364,10 @@ int cxb_embedding_bag(struct cxb_embedding_args *a, const int *cpus, int nthread
     else
         cxb_fail(ENOMEM, "embedding_bag: cannot allocate %d thread slots", nthreads);
     if (rc == 0) {
-        uint64_t first = E.t0[0], last = E.t1[0];
+        a->ns = cxb_span_ns(E.t0, E.t1, nthreads);
         a->bad = 0;
-        for (int t = 0; t < nthreads; t++) {
-            first = E.t0[t] < first ? E.t0[t] : first;
-            last = E.t1[t] > last ? E.t1[t] : last;
+        for (int t = 0; t < nthreads; t++)
             a->bad += E.bad[t];
-        }
-        a->ns = last - first;
     }
     free(E.t0);
     free(E.t1);
@@ -443,14 +439,8 @@ int cxb_embedding_update(struct cxb_embedding_update_args *a, const int *cpus, i
         rc = cxb_parallel(upd_thread, &U, cpus, nthreads);
     else
         cxb_fail(ENOMEM, "embedding_update: cannot allocate %d threads' rows", nthreads);
-    if (rc == 0) {
-        uint64_t first = U.t0[0], last = U.t1[0];
-        for (int t = 0; t < nthreads; t++) {
-            first = U.t0[t] < first ? U.t0[t] : first;
-            last = U.t1[t] > last ? U.t1[t] : last;
-        }
-        a->ns = last - first;
-    }
+    if (rc == 0)
+        a->ns = cxb_span_ns(U.t0, U.t1, nthreads);
     for (int t = 0; U.scratch && t < nthreads; t++)
         free(U.scratch[t]);
     free(U.scratch);

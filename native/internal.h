@@ -18,6 +18,17 @@ int cxb_parallel(cxb_thread_fn fn, void *arg, const int *cpus, int n);
  * the same answer from cxb_timer_calibrate's tsc_available. */
 int cxb_tsc_usable(void);
 
+/* First start to last finish of n threads' timed regions [t0[i], t1[i]]. */
+static inline uint64_t cxb_span_ns(const uint64_t *t0, const uint64_t *t1, int n)
+{
+    uint64_t first = t0[0], last = t1[0];
+    for (int i = 1; i < n; i++) {
+        first = t0[i] < first ? t0[i] : first;
+        last = t1[i] > last ? t1[i] : last;
+    }
+    return last - first;
+}
+
 #define CXB_LINE 64
 #define CXB_ISA_COUNT (CXB_ISA_AVX512 + 1)
 #endif

@@ -169,13 +169,10 @@ int cxb_run(int index, int isa, struct cxb_kargs *a, const int *cpus, int nthrea
     struct timed w = {row->fn[isa], args, t0, t1};
     int rc = cxb_parallel(timed_slice, &w, cpus, nthreads);
     if (rc == 0) {
-        uint64_t first = t0[0], last = t1[0], sum = 0;
-        for (int t = 0; t < nthreads; t++) {
-            first = t0[t] < first ? t0[t] : first;
-            last = t1[t] > last ? t1[t] : last;
+        uint64_t sum = 0;
+        for (int t = 0; t < nthreads; t++)
             sum += args[t].stream.sum;
-        }
-        *ns = last - first;
+        *ns = cxb_span_ns(t0, t1, nthreads);
         s->sum = sum;
         a->chase.end = args[0].chase.end;
     }

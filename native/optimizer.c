@@ -147,14 +147,8 @@ int cxb_adam(struct cxb_adam_args *a, const int *cpus, int nthreads)
         rc = cxb_parallel(adam_thread, &J, cpus, nthreads);
     else
         cxb_fail(ENOMEM, "adam: cannot allocate %d thread slots", nthreads);
-    if (rc == 0) {
-        uint64_t first = J.t0[0], last = J.t1[0];
-        for (int i = 0; i < nthreads; i++) {
-            first = J.t0[i] < first ? J.t0[i] : first;
-            last = J.t1[i] > last ? J.t1[i] : last;
-        }
-        a->ns = last - first;
-    }
+    if (rc == 0)
+        a->ns = cxb_span_ns(J.t0, J.t1, nthreads);
     free(J.t0);
     free(J.t1);
     return rc;
