@@ -46,11 +46,12 @@ class Case:
 
     def label(self) -> str:
         """The parameters worth showing in progress lines: size, mem, and what differs
-        from the defaults, leaving out the run-control options."""
+        from the defaults, leaving out the run-control options and what the case ignores."""
         bench = benchmarks.get(self.bench)
-        shown = [k for k, v in self.params.items()
-                 if k in ("size", "mem") or (v != bench.option(k).default and
-                                             k not in ("repeat", "warmup", "tolerance", "timeout"))]
+        ignored = bench.ignored(self.params)
+        shown = [k for k, v in self.params.items() if k not in ignored and (
+                 k in ("size", "mem") or (v != bench.option(k).default and
+                                          k not in ("repeat", "warmup", "tolerance", "timeout")))]
         return " ".join(f"{k}={bench.option(k).show(self.params[k])}" for k in shown)
 
     def to_dict(self) -> dict:

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from cxlbench import lookups, native, results
+from cxlbench import benchmarks, lookups, native, results
 from cxlbench.benchmarks import embedding
 from cxlbench.errors import CheckError
 
@@ -174,8 +174,8 @@ def test_preset_refuses_custom_tables(tmp_path):
     r = cxlbench("run", "--bench", "embedding", "--set", "preset=dlrm-dcnv2", "--set",
                  "scale=0.0001", "--set", "dim=64", "--set", "tables=3", "--dry-run")
     assert r.returncode == 2
-    assert "preset=dlrm-dcnv2 has tables, rows, dim and pooling of its own: tables, dim" in \
-        r.stderr
+    assert "embedding: tables=3, dim=64 would not be used: preset=dlrm-dcnv2 has tables, " \
+        "rows, dim and pooling of its own" in r.stderr
 
 
 def test_arrays_the_kernel_would_misread_are_refused():
@@ -328,11 +328,11 @@ def test_trace_errors_and_options_a_trace_replaces(tmp_path):
                                          "row"),
         ([f"trace={path}", "tables=2"], "trace t.npz: 'lengths' is 3 tables x 40 bags, not 2 "
                                         "tables"),
-        ([f"trace={path}", "dist=reuse", "pooling=4"], "embedding: trace=t.npz gives the bags "
-                                                       "and their rows: pooling, dist would not "
-                                                       "be used"),
-        ([f"trace={path}", "preset=dlrm-dcnv2"], "embedding: trace=t.npz gives the tables and "
-                                                 "bags; preset=dlrm-dcnv2 would not be used"),
+        ([f"trace={path}", "dist=reuse", "pooling=4"], "embedding: pooling=4, dist=reuse would "
+                                                       "not be used: trace=t.npz gives the bags "
+                                                       "and the rows they name"),
+        ([f"trace={path}", "preset=dlrm-dcnv2"], "embedding: preset=dlrm-dcnv2 would not be "
+                                                 "used: trace=t.npz gives the bags"),
     ]:
         args = [x for s in sets for x in ("--set", s)]
         r = cxlbench("run", "--bench", "embedding", *args, "--dry-run")
@@ -360,12 +360,35 @@ def test_meta_2022_like_preset_has_many_tables_of_reuse_profile_indices():
         embedding.reuse_note(embedding.layout(small), small)
 
 
+def test_options_a_case_ignores_are_refused_and_left_out_of_legends(tmp_path):
+    bench = benchmarks.get("embedding")
+    ignored = bench.ignored(params_with(dist="uniform"))
+    assert set(ignored) == {"scale", "alpha", "profile", "lr"}
+    r = cxlbench("run", "--bench", "embedding", "--set", "dist=uniform", "--set", "alpha=2",
+                 "--dry-run")
+    assert r.returncode == 2 and "embedding: alpha=2.0 would not be used: dist=uniform" \
+        in r.stderr
+    r = cxlbench("run", "--bench", "embedding", "--set", "lr=0.5", "--dry-run")
+    assert r.returncode == 2 and "lr=0.5 would not be used: train=none takes no step" in r.stderr
+    # A preset's rows are not the rows option's default: captions must not say rows=1048576.
+    import pandas as pd
+    from cxlbench.report import figures
+    preset = params_with(preset="dlrm-dcnv2", scale=0.001, dim=128)
+    frame = pd.DataFrame({"benchmark": ["embedding"] * 2, "cpus_used": ["0", "0"],
+                          "params": [preset, {**preset, "dist": "uniform"}]})
+    shown = figures._params(frame)
+    assert "rows" not in shown[0] and "tables" not in shown[0] and "lr" not in shown[0]
+    assert shown[0]["alpha"] == 1.05 and "alpha" not in shown[1]     # Zipf's alone
+    assert shown[0]["preset"] == "dlrm-dcnv2" and shown[0]["scale"] == 0.001
+
+
 def test_meta_2022_like_preset_refuses_what_it_sets_itself(tmp_path):
     r = cxlbench("run", "--bench", "embedding", "--set", "preset=meta-2022-like", "--set",
                  "scale=0.0001", "--set", "dist=uniform", "--set", "pooling=3", "--dry-run")
     assert r.returncode == 2
-    assert "preset=meta-2022-like has tables, rows, dim, pooling and indices (dist=reuse, " \
-        "profile=meta-2022) of its own: pooling, dist would not be used" in r.stderr
+    assert "embedding: pooling=3, dist=uniform would not be used: preset=meta-2022-like has " \
+        "tables, rows, dim, pooling and indices (dist=reuse, profile=meta-2022) of its own" \
+        in r.stderr
     r = cxlbench("run", "--bench", "embedding", "--set", "preset=meta-2022-like", "--set",
                  "scale=0.0005", "--set", "batch=256", "--dry-run")
     assert r.returncode == 0 and "preset=meta-2022-like scale=0.0005 batch=256" in r.stdout

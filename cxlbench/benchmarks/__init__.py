@@ -33,6 +33,7 @@ class Benchmark:
     figures: str | None = None      # its figure function in report/figures.py (None: generic)
     test_only: bool = False
     buffers_of: Callable | None = None  # (params) -> the buffers this case places (None: all)
+    unused: Callable | None = None  # (params) -> {option: why}: options this case ignores
 
     # The module-style names suites, runner and cli read.
     NAME = property(lambda self: self.name)
@@ -70,6 +71,24 @@ class Benchmark:
         except UserError:
             return False
 
+    def ignored(self, params: dict) -> dict[str, str]:
+        """The options this case does not use (a preset's own tables, another op's knobs),
+        each with why: set away from their defaults they would only make a second case
+        measure the same thing, and legends and captions leave them out."""
+        return self.unused(params) if self.unused else {}
+
+    def refuse_ignored(self, params: dict) -> None:
+        """UserError naming the options set away from their defaults that this case would
+        not use, grouped by why."""
+        why: dict[str, list[str]] = {}
+        for name, reason in self.ignored(params).items():
+            if name in params and params[name] != self.options[name].default:
+                why.setdefault(reason, []).append(f"{name}={params[name]}")
+        if why:
+            raise UserError(f"{self.name}: " + "; ".join(
+                f"{', '.join(names)} would not be used: {reason}"
+                for reason, names in why.items()))
+
     def case_buffers(self, params: dict) -> tuple[str, ...] | None:
         """The buffers this case places (bandwidth's: its kernel's streams)."""
         return self.buffers_of(params) if self.buffers_of else self.buffer_names()
@@ -86,11 +105,12 @@ class Benchmark:
 
 def _record(m, title: str) -> Benchmark:
     """A module's (or class's) NAME, DESCRIPTION, OPTIONS, BUFFERS, run, and the check,
-    skip and buffers_of it may have."""
+    skip, buffers_of and unused it may have."""
     test_only = getattr(m, "TEST_ONLY", False)
     return Benchmark(m.NAME, m.DESCRIPTION, m.OPTIONS, m.BUFFERS, title, m.run,
                      getattr(m, "check", None), getattr(m, "skip", None),
-                     None if test_only else m.NAME, test_only, getattr(m, "buffers_of", None))
+                     None if test_only else m.NAME, test_only, getattr(m, "buffers_of", None),
+                     getattr(m, "unused", None))
 
 
 _ALL = {b.name: b for b in (
@@ -148,6 +168,7 @@ def precheck(cases, topology) -> list[str]:
                 notes.append(f"{case.id}: skipped: {reason}")
                 continue
             try:
+                bench.refuse_ignored(case.params)
                 note = bench.check(case.params, topology) if bench.check is not None else None
             except UserError as e:
                 raise type(e)(f"{case.id}: {e}") from None

@@ -370,29 +370,36 @@ def resolve_bag_isa(wanted: str) -> str:
     return wanted
 
 
-def check(params: dict, topology) -> None:
-    if params["preset"] == "custom" and params["scale"] != 1.0:
-        raise UserError("embedding: scale shrinks a preset's tables; custom tables take rows")
+def unused(params: dict) -> dict[str, str]:
+    """The options this case ignores, each with why (the registry refuses them set)."""
+    out = {}
     if params["trace"]:
         name = os.path.basename(params["trace"])
-        if params["preset"] != "custom":
-            raise UserError(f"embedding: trace={name} gives the tables and bags; "
-                            f"preset={params['preset']} would not be used")
-        own = [k for k in ("pooling", *GENERATED) if params[k] != OPTIONS[k].default]
-        if own:
-            raise UserError(f"embedding: trace={name} gives the bags and their rows: "
-                            f"{', '.join(own)} would not be used")
-    if params["preset"] != "custom":
+        out.update(dict.fromkeys(("preset", "scale", "pooling", *GENERATED),
+                                 f"trace={name} gives the bags and the rows they name"))
+    elif params["preset"] != "custom":
         preset = PRESETS[params["preset"]]
-        generated = "dist" in preset
-        own = [k for k in CUSTOM + (GENERATED if generated else ())
-               if params[k] != OPTIONS[k].default]
-        if own:
-            what = (f"tables, rows, dim, pooling and indices (dist={preset['dist']}, "
-                    f"profile={preset['profile']})" if generated else
-                    "tables, rows, dim and pooling")
-            raise UserError(f"embedding: preset={params['preset']} has {what} of its own: "
-                            f"{', '.join(own)} would not be used (scale shrinks it)")
+        if "dist" in preset:
+            out.update(dict.fromkeys(CUSTOM + GENERATED, (
+                f"preset={params['preset']} has tables, rows, dim, pooling and indices "
+                f"(dist={preset['dist']}, profile={preset['profile']}) of its own")))
+        else:
+            out.update(dict.fromkeys(CUSTOM, f"preset={params['preset']} has tables, rows, "
+                                             "dim and pooling of its own (scale shrinks it)"))
+    else:
+        out["scale"] = "scale shrinks a preset's tables; custom tables take rows"
+    if not params["trace"]:
+        dist, _ = index_source(params)
+        if dist != "zipf":
+            out.setdefault("alpha", f"dist={dist} (alpha is Zipf's)")
+        if dist != "reuse":
+            out.setdefault("profile", f"dist={dist} (a profile is dist=reuse's)")
+    if params["train"] == "none":
+        out["lr"] = "train=none takes no step"
+    return out
+
+
+def check(params: dict, topology) -> None:
     if params["train"] != "none" and params["dtype"] != "fp32":
         raise UserError(f"embedding: train={params['train']} updates fp32 tables, not "
                         f"{params['dtype']}")

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..errors import CheckError, UserError
+from ..errors import CheckError
 from ..memory import native
 from ..options import Option, pick
 from .bandwidth import Streams
@@ -184,12 +184,15 @@ def check_step(st: State, idx: np.ndarray, before, params: dict, step: int) -> N
                              "rounded to nearest even")
 
 
+def unused(params: dict) -> dict[str, str]:
+    """The options this case ignores, each with why (the registry refuses them set)."""
+    if params["preset"] == "custom":
+        return {"scale": "scale shrinks a preset; custom takes params"}
+    return {"params": f"preset={params['preset']} has a parameter count of its own (scale "
+                      "shrinks it)"}
+
+
 def check(params: dict, topology) -> None:
-    if params["preset"] == "custom" and params["scale"] != 1.0:
-        raise UserError("optimizer: scale shrinks a preset; custom takes params")
-    if params["preset"] != "custom" and params["params"] != OPTIONS["params"].default:
-        raise UserError(f"optimizer: preset={params['preset']} has a parameter count of its "
-                        "own: params would not be used (scale shrinks it)")
     resolve_isa(native.kernel("triad"), params["isa"])
     check_placement(params, resolve_cpus(params), topology,
                     sizes(count(params), params["precision"]))

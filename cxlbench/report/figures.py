@@ -38,12 +38,27 @@ class Figure:
 # ---- shared helpers -------------------------------------------------------------------
 
 def _params(frame: pd.DataFrame) -> list[dict]:
-    """Each row's parameters, with threads="all" resolved to the CPUs it ran on, and a
+    """Each row's parameters, with threads="all" resolved to the CPUs it ran on, a
     buffer's mem.<buffer> or page.<buffer> that some rows set filled in on the others
-    with the case's mem or page (what that buffer had)."""
+    with the case's mem or page (what that buffer had), and the options the case ignores
+    left out."""
     ps = [resolved(p, cpus) for p, cpus in zip(frame["params"], frame["cpus_used"])]
     own = {k: split[0] for p in ps for k in p if (split := split_buffer_option(k))}
-    return [{**{k: p.get(base) for k, base in own.items()}, **p} for p in ps]
+    ps = [{**{k: p.get(base) for k, base in own.items()}, **p} for p in ps]
+    return [{k: v for k, v in p.items() if k not in _ignored(name, p)}
+            for name, p in zip(frame["benchmark"], ps)]
+
+
+def _ignored(family: str, params: dict) -> dict:
+    """The options a case ignores (a preset's own tables, another operation's knobs): a
+    caption or legend naming them would say something untrue of the case."""
+    bench = benchmarks.family(family)
+    if bench is None:
+        return {}
+    try:        # a run made before an option existed lacks it: its default stands in
+        return bench.ignored({**{k: o.default for k, o in bench.options.items()}, **params})
+    except (KeyError, TypeError, ValueError):
+        return {}
 
 
 def varying(frame: pd.DataFrame, exclude=()) -> list[str]:
