@@ -451,7 +451,7 @@ class KvPool:
 
 @dataclass(frozen=True)
 class KvResult:
-    ns: int                   # first step's start to the last one's end
+    ns: int                   # the steps' times added (a cold decode's evictions not in it)
     bad: int                  # table entries or runs outside their pool (skipped)
 
 
@@ -464,18 +464,20 @@ def _kv_pool(out, pool: KvPool) -> None:
 def kvcache(op: str, pool: KvPool, layers: int, block: int, token_bytes: int, isa: str,
             cpus, *, table=None, tokens: int = 0, steps: int = 1, gen: int = 0, sums=None,
             dst: KvPool | None = None, runs=None, groups=None, step_ns=None,
-            prefetch: int = 0) -> KvResult:
+            prefetch: int = 0, cold: bool = False) -> KvResult:
     """One cxb_kvcache call. "decode": `steps` steps, step i appending token tokens + i to
     every sequence of the int64 table (seqs, width) and reading all its tokens, the words
     read added to the uint64 sums (layers, 2, seqs * width); "write": tokens [0, tokens) of
     every sequence; "copy": int64 runs (n, 3) of (source block, destination block, blocks)
     from pool to dst, group i being runs[groups[i]:groups[i + 1]] (steps groups). step_ns:
     uint64, one slot per step, each step's time. prefetch: decode asks for that many lines
-    of the next block before reading each."""
+    of the next block before reading each; cold: decode evicts, untimed, what each step
+    reads before it (nothing off x86-64)."""
     a = ffi.new("struct cxb_kvcache_args *")
     a.op, a.isa = KV_OPS.index(op), ISAS.index(isa)
     a.layers, a.block, a.token_bytes = layers, block, token_bytes
     a.tokens, a.steps, a.gen, a.prefetch = tokens, steps, gen, prefetch
+    a.cold = int(cold)
     _kv_pool(a.pool, pool)
     _arrays("kvcache", (step_ns, np.uint64, steps if step_ns is not None else None))
     if op == "copy":

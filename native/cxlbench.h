@@ -412,6 +412,11 @@ struct cxb_kvcache_args {
     int isa;                /* CXB_ISA_*: the scan's and the token writes' variant */
     uint32_t prefetch;      /* DECODE: lines of the next entry's block prefetched before
                              * each block is read (0: none) */
+    uint32_t cold;          /* DECODE: before each step, untimed, every thread evicts the
+                             * blocks its entries will read (cxb_evict; nothing off x86-64),
+                             * then a barrier, then the step's clock starts. 0: the blocks
+                             * stay cached from step to step. (WRITE and COPY: the caller
+                             * evicts before the call.) */
     struct cxb_kv_pool pool;    /* DECODE, WRITE: the blocks the table names; COPY: source */
     struct cxb_kv_pool dst;     /* COPY: destination */
     uint32_t layers;
@@ -426,8 +431,9 @@ struct cxb_kvcache_args {
     const int64_t *groups;  /* COPY: steps + 1 offsets: group i is runs [groups[i], ..) */
     uint64_t *sums;         /* DECODE, out (added to): the uint64 words read of each layer,
                              * K/V and table entry: sums[(l * 2 + kv) * seqs * width + e] */
-    uint64_t *step_ns;      /* out, optional: each step's (group's) time, threads together */
-    uint64_t ns;            /* out: first step's start to last step's end */
+    uint64_t *step_ns;      /* out, optional: each step's (group's) time, threads together,
+                             * barrier to barrier */
+    uint64_t ns;            /* out: the steps' times added (cold evictions not in it) */
     uint64_t bad;           /* out: table entries or runs outside their pool, skipped */
 };
 /* Threads split each step: DECODE and WRITE the table's entries in contiguous ranges

@@ -5,6 +5,7 @@ outside the pool is caught; presets' sizes; the case places only the buffers its
 operation uses, each verified."""
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from cxlbench.errors import CheckError
 from .conftest import cxlbench
 
 CPUS = sorted(os.sched_getaffinity(0))[:2]
-ENTRY = next(d for d in native.drivers() if d.key == "kvcache")
+ENTRY = native.driver("kvcache")
+CAN_EVICT = native.evict(0, 0)      # False off x86-64: cold runs warm there
 
 
 def lay_of(op="decode", layers=3, kv_heads=2, head_dim=12, dtype="fp16", block=4, batch=3,
@@ -37,10 +39,10 @@ def memory(lay):
 
 
 def workload(lay, fragmentation=1.0, isa="scalar", cpus=CPUS[:1], copy="block", seed=3,
-             prefetch=0):
+             prefetch=0, cold=True):
     table = kvcache.block_table(lay, fragmentation, seed)
     cache, offload = memory(lay)
-    return kvcache.Workload(lay, table, cache, offload, isa, cpus, copy, prefetch)
+    return kvcache.Workload(lay, table, cache, offload, isa, cpus, copy, prefetch, cold)
 
 
 def test_names_match_the_header():
@@ -82,12 +84,13 @@ def test_written_tokens_are_the_hash_numpy_computes(isa):
 @pytest.mark.parametrize("fragmentation", [0.0, 0.5, 1.0])
 def test_decode_reads_what_was_written_in_every_variant(fragmentation):
     for isa in ENTRY.runnable_isas():
-        for cpus in (CPUS[:1], CPUS):
-            w = workload(lay_of(), fragmentation, isa, cpus, prefetch=len(cpus) * 4)
+        for cpus, cold in ((CPUS[:1], True), (CPUS, True), (CPUS, False)):
+            w = workload(lay_of(), fragmentation, isa, cpus, prefetch=len(cpus) * 4,
+                         cold=cold)
             for _ in range(3):
                 r, step_ns = w.once()
                 assert r.ns > 0 and len(step_ns) == 5 and (step_ns > 0).all()
-                assert step_ns.sum() <= r.ns
+                assert step_ns.sum() == r.ns        # ns: the steps' times added
             assert (w.sums != 0).any()
 
 
@@ -101,9 +104,10 @@ def test_decode_reads_the_new_token_and_not_beyond_it():
     assert (w.sums == want).all()
 
 
-def test_a_corrupted_block_is_caught():
+@pytest.mark.parametrize("cold", [True, False])
+def test_a_corrupted_block_is_caught(cold):
     lay = lay_of()
-    w = workload(lay, fragmentation=1.0)
+    w = workload(lay, fragmentation=1.0, cold=cold)
     w.once()
     # flip one bit of sequence 2's block 1 (the prompt, written before decoding), layer 1 K
     phys = w.table[2, 1]
@@ -149,6 +153,51 @@ def test_writes_and_copies_land_where_the_table_says(op, copy):
                 assert r.ns > 0
                 if op != "prefill":
                     assert len(step_ns) == (lay.batch * 3 if op == "restore" else lay.batch)
+
+
+@pytest.mark.skipif(not CAN_EVICT, reason="no cache-line eviction off x86-64")
+def test_cold_decode_reads_memory_and_times_only_the_steps(monkeypatch):
+    """A pool that fits any last-level cache (1.5 MiB): warm, each step rereads it from the
+    cache; cold, each step's blocks are evicted first, so no cold step is faster than the
+    warm ones, the evictions happen (the call lasts well beyond its ns) and are not timed
+    (ns is the steps' times added), and the sums still check."""
+    lay = lay_of(layers=4, kv_heads=8, head_dim=64, block=16, batch=4, seq_len=176,
+                 steps=16)                                # 1 KiB tokens, 1.5 MiB in all
+    real, calls = native.kvcache, []
+
+    def timed(op, *a, **kw):
+        t0 = time.perf_counter_ns()
+        r = real(op, *a, **kw)
+        calls.append((time.perf_counter_ns() - t0, r.ns))
+        return r
+    monkeypatch.setattr(native, "kvcache", timed)
+    got = {}
+    for cold in (False, True, False, True):               # alternated
+        w = workload(lay, isa=ENTRY.best_isa(), cold=cold)
+        assert w.evicted == cold
+        calls.clear()
+        for _ in range(7):
+            r, step_ns = w.once()                          # checked
+            assert r.ns == step_ns.sum()
+        got.setdefault(cold, []).extend(calls)
+    ns = {c: np.median([n for _, n in v]) for c, v in got.items()}
+    outside = {c: np.median([wall - n for wall, n in v]) for c, v in got.items()}
+    assert ns[True] >= ns[False], ns                       # cold is not faster
+    # 16 evictions of 1.5 MiB (24K lines each) happen in the call, outside its ns
+    assert outside[True] > 2 * outside[False] + 16 * 24576, outside
+
+
+def test_swaps_count_the_whole_blocks_they_copy():
+    """seq_len 17 in blocks of 16: two blocks a sequence copied, layer and K/V, each byte
+    counted once."""
+    for op in ("swap_out", "swap_in"):
+        for copy in kvcache.COPIES:
+            lay = lay_of(op=op, block=16, seq_len=17, batch=3)
+            w = workload(lay, copy=copy)
+            assert w.copied == 3 * 2 * lay.block_bytes * 2 * lay.layers
+            w.once()
+    lay = lay_of(op="restore", seq_len=24, chunk=8)
+    assert workload(lay).copied == lay.batch * 24 * lay.token_bytes * 2 * lay.layers
 
 
 def test_a_wrong_copy_is_caught(monkeypatch):
@@ -246,11 +295,21 @@ def test_decode_case_places_only_the_cache_and_reports(tmp_path):
 
 @pytest.mark.parametrize("sets,message", [
     (["scale=0.5", "preset=custom"], "scale shrinks a preset's layers"),
-    (["head_dim=64"], "preset=llama-3-8b has layers, kv_heads and head_dim of its own: "
-                      "head_dim"),
+    (["head_dim=64"], "head_dim=64 would not be used: preset=llama-3-8b has layers, "
+                      "kv_heads and head_dim of its own"),
     (["preset=custom", "kv_heads=1", "head_dim=2"], "is not whole 8-byte words"),
     (["op=restore", "seq_len=300"], "seq_len 300 of chunk_tokens"),
     (["op=restore", "block=24"], "chunk_tokens 256 must be a multiple of block 24"),
+    (["op=prefill", "steps=4"], "steps=4 would not be used: op=prefill (they serve decode "
+                                "only)"),
+    (["copy=batched", "chunk_tokens=128", "steps=4"],
+     "copy=batched would not be used: op=decode (they serve swap_out, swap_in, restore "
+     "only); chunk_tokens=128 would not be used: op=decode (they serve restore only)"),
+    (["op=swap_out", "prefetch=2", "steps=16"],         # steps at its default: not named
+     "kvcache: prefetch=2 would not be used: op=swap_out (they serve decode only)\n"),
+    (["op=swap_in", "chunk_tokens=128"], "chunk_tokens=128 would not be used: op=swap_in"),
+    (["op=restore", "steps=4", "prefetch=1"], "steps=4, prefetch=1 would not be used: "
+                                              "op=restore"),
 ])
 def test_bad_input_is_refused(sets, message):
     args = [x for s in sets for x in ("--set", s)]

@@ -7,8 +7,10 @@ rows of an embedding table, gathered and packed. With `interfere`, the snapshot 
 while a training-like step runs on the other CPUs (its arrays in `step`), and both
 slowdowns are reported, each against its own run alone in the same repetition.
 
-Every repetition's snapshot is checked: a position-weighted checksum of dst (and of the
-file, read back) computed in numpy equals the source's."""
+Before every repetition (untimed) dst is overwritten and both src and dst are evicted from
+every cache, so the copy finds both sides in memory, as a snapshot of state that training
+streamed past does. Every repetition's snapshot is checked: a position-weighted checksum
+of dst (and of the file, read back) computed in numpy equals the source's."""
 from __future__ import annotations
 
 import math
@@ -16,6 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +27,8 @@ from .. import lookups
 from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from . import optimizer
+from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
 
 NAME = "checkpoint"
 DESCRIPTION = ("checkpoint snapshots of model and optimizer state, or of an embedding "
@@ -34,15 +38,14 @@ BUFFERS = ("src", "dst", "step")      # step: the background's arrays (interfere
 STORES = ("regular", "nt")            # CXB_CKPT_* in native/cxlbench.h, in value order
 BACKGROUNDS = ("none", "triad", "adam")
 BYTES_PER_PARAM = 14    # bf16 weights 2, fp32 master copy 4, fp32 Adam moments 2 x 4
-# Parameter counts of the models, from their configurations (tied embeddings in OPT).
-PRESETS = {"opt-1.3b": 1_315_758_080, "llama-2-7b": 6_738_415_616,
-           "llama-2-70b": 68_976_648_192}
+PRESETS = optimizer.PRESETS     # parameter counts of the models: the optimizer's
 CHUNK = 1 << 20         # words per numpy step in checksums
 MASK = (1 << 64) - 1
 WEIGHTS = np.arange(1, CHUNK + 1, dtype=np.uint64)
 PREFETCH = 8            # rows a differential snapshot prefetches ahead
 TRIAD_SCALAR = 3        # triad's s: a = b + 3 c, exact in fp64 on small integers
 MIN_ALONE_STEPS = 3     # steps timed alone in each repetition, at least
+MIN_INSIDE_STEPS = 2    # steps wholly inside the snapshot for a step_slowdown
 
 OPTIONS = {
     "preset": Option("preset", "choice", "custom", "state of a real model (parameters x 14 "
@@ -103,8 +106,11 @@ class Layout:
 
 def step_bytes(background: str, size: int) -> int:
     """The step buffer: triad's three arrays; adam's bf16 parameters and gradients, fp32
-    master copy and moments (size / 2 parameters: 2 + 2 + 4 + 4 + 4 bytes each)."""
-    return 3 * size if background == "triad" else (size // 2) * 16
+    master copy and moments (size / 2 parameters: 2 + 2 + 4 + 4 + 4 bytes each), laid
+    out as the optimizer's params, grads and states buffers one after another."""
+    if background == "triad":
+        return 3 * size
+    return sum(optimizer.sizes(size // 2, "mixed").values())
 
 
 def layout(params: dict) -> Layout:
@@ -200,17 +206,6 @@ def check_snapshot(got: tuple[int, int], want: tuple[int, int], what: str,
                          f"differs from the source's ({want[0]:#x}, {want[1]:#x})")
 
 
-def resolve_isa(wanted: str) -> str:
-    entry = next(d for d in native.drivers() if d.key == "checkpoint")
-    runs = entry.runnable_isas()
-    if wanted == "auto":
-        return runs[-1]
-    if wanted not in runs:
-        raise UserError(f"checkpoint: this CPU cannot run the {wanted} variant (runs: "
-                        f"{', '.join(runs)})")
-    return wanted
-
-
 def split_cpus(params: dict) -> tuple[list[int], list[int]]:
     """The snapshot's CPUs (threads of cpus), and the step's: the rest of cpus."""
     mine = resolve_cpus(params)
@@ -248,35 +243,42 @@ class Triad:
                                  "numpy's a = b + 3 c")
 
 
+class _Part:
+    """A part of the step buffer standing in for one of the optimizer's placed buffers
+    (what optimizer.State.of reads: array(dtype))."""
+
+    def __init__(self, raw: np.ndarray, offset: int, nbytes: int):
+        self.raw = raw[offset:offset + nbytes]
+
+    def array(self, dtype) -> np.ndarray:
+        return self.raw.view(dtype)
+
+
 class Adam:
     """The optimizer's mixed-precision Adam step (bf16 parameters and gradients, fp32
-    master copy and moments) over size / 2 parameters, on the step's CPUs. Its output is
+    master copy and moments) over size / 2 parameters, on the step's CPUs: its arrays
+    laid out and filled as the optimizer benchmark's (optimizer.State). Its output is
     checked to stay finite (the optimizer's own tests check its values)."""
 
     def __init__(self, buf, size: int, cpus):
         n = size // 2
         self.cpus, self.n, self.t = cpus, n, 0
-        raw = buf.array(np.uint8)
-        self.params = raw[:2 * n].view(np.uint16)
-        self.grads = raw[2 * n:4 * n].view(np.uint16)
-        self.master, self.m, self.v = raw[4 * n:16 * n].view(np.float32).reshape(3, n)
-        rng = np.random.default_rng(7)
-        self.master[:] = rng.standard_normal(n, dtype=np.float32)
-        self.params[:] = (self.master.view(np.uint32) >> 16).astype(np.uint16)
-        grads = rng.standard_normal(n, dtype=np.float32) * np.float32(1e-3)
-        self.grads[:] = (grads.view(np.uint32) >> 16).astype(np.uint16)
-        self.m.fill(0)
-        self.v.fill(0)
-        entry = next(d for d in native.drivers() if d.key == "adam")
-        self.isa = entry.best_isa()
+        raw, parts, offset = buf.array(np.uint8), [], 0
+        for nbytes in optimizer.sizes(n, "mixed").values():     # params, grads, states
+            parts.append(_Part(raw, offset, nbytes))
+            offset += nbytes
+        self.state = optimizer.State.of(parts, n, "mixed")
+        self.state.fill(np.random.default_rng(7))
+        self.isa = native.driver("adam").best_isa()
 
     def step(self) -> None:
         self.t += 1
-        native.adam(self.params, self.grads, self.m, self.v, self.master, "adam", "mixed",
-                    self.isa, 1e-3, (0.9, 0.999), 1e-8, 0.0, self.t, self.cpus)
+        st = self.state
+        native.adam(st.p, st.g, st.m, st.v, st.w, "adam", "mixed", self.isa, 1e-3,
+                    (0.9, 0.999), 1e-8, 0.0, self.t, self.cpus)
 
     def check(self) -> None:
-        if not (np.isfinite(self.master).all() and np.isfinite(self.v).all()):
+        if not (np.isfinite(self.state.w).all() and np.isfinite(self.state.v).all()):
             raise CheckError("checkpoint: the background Adam step left non-finite state")
 
 
@@ -311,17 +313,38 @@ def steps_in(spans: list[tuple[int, int]], t0: int, t1: int) -> float:
     return done
 
 
-def together(snapshot, step) -> tuple[native.CheckpointResult, float, float]:
+@contextmanager
+def pinned(cpus):
+    """The calling thread on `cpus` (none: left as it is) for the while."""
+    if not cpus:
+        yield
+        return
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+
+
+def together(snapshot, step, cpus=None, step_cpus=None) \
+        -> tuple[native.CheckpointResult, float | None, float, int]:
     """The snapshot while the step runs in a thread of its own: (the snapshot's result,
-    the step's time during it in ns, the steps done during it). The step has finished one
-    step first, so it is in full flight when the snapshot starts. The step's time is the
-    mean of the steps wholly inside the snapshot where there are two or more; else the
-    snapshot's time over the steps done in it, a step partly inside counting its share
-    (an estimate that leans toward no slowdown: such a step ran faster outside)."""
+    the step's time during it in ns, the steps done during it, the steps wholly inside
+    it). The step has finished one step first, so it is in full flight when the snapshot
+    starts. The step's time is the mean of the steps wholly inside the snapshot where
+    there are MIN_INSIDE_STEPS or more; else None: a step partly outside the snapshot ran
+    partly alone, and its time would understate the slowdown. With `cpus` and
+    `step_cpus`, the calling thread and the step's Python thread are pinned to them for
+    the while: the C calls start pinned threads of their own, but the Python between
+    steps and the callers' waits would otherwise land on the other side's CPUs (on a
+    small machine, time-sliced against the snapshot's copy)."""
     stop, started, out, errors = threading.Event(), threading.Event(), [], []
 
     def loop():
         try:
+            if step_cpus:
+                os.sched_setaffinity(0, step_cpus)      # this thread only
             out.extend(run_steps(step, until=stop, started=started))
         except BaseException as e:      # re-raised in the caller
             errors.append(e)
@@ -331,7 +354,8 @@ def together(snapshot, step) -> tuple[native.CheckpointResult, float, float]:
     thread.start()
     started.wait()
     try:
-        r = snapshot() if not errors else None
+        with pinned(cpus):
+            r = snapshot() if not errors else None
     finally:
         stop.set()
         thread.join()
@@ -341,7 +365,8 @@ def together(snapshot, step) -> tuple[native.CheckpointResult, float, float]:
     if done <= 0:
         raise CheckError("checkpoint: no background step ran during the snapshot")
     inside = [e - s for s, e in out if s >= r.t0 and e <= r.t1]
-    return r, (sum(inside) / len(inside) if len(inside) >= 2 else (r.t1 - r.t0) / done), done
+    busy = sum(inside) / len(inside) if len(inside) >= MIN_INSIDE_STEPS else None
+    return r, busy, done, len(inside)
 
 
 # ---- the benchmark ---------------------------------------------------------------------
@@ -370,19 +395,36 @@ def _check_path(path: str, nbytes: int) -> None:
                         f"{nbytes}")
 
 
+def unused(params: dict) -> dict[str, str]:
+    """The options this case ignores, each with why: the registry refuses them set away
+    from their defaults (each would only make a second case measure the same thing), and
+    progress lines leave them out (size, for a preset or a differential snapshot)."""
+    out = {}
+    if params["dirty"] > 0:
+        out.update(dict.fromkeys(("preset", "scale", "size"), (
+            f"dirty={params['dirty']:g} snapshots rows x dim of an embedding table, not a "
+            "preset's state or size bytes")))
+        if params["dist"] == "uniform":
+            out["alpha"] = "dist=uniform (alpha is Zipf's)"
+    else:
+        out.update(dict.fromkeys(("rows", "dim", "dist", "alpha", "seed"),
+                                 "dirty=0 snapshots the whole state, not a table's rows"))
+        if params["preset"] == "custom":
+            out["scale"] = "scale shrinks a preset's state; custom state takes size"
+        else:
+            out["size"] = f"preset={params['preset']} sets the size itself (scale shrinks it)"
+    if params["interfere"] == "none":
+        out["step_size"] = "interfere=none runs no step"
+    return out
+
+
 def check(params: dict, topology) -> None:
-    if params["preset"] == "custom" and params["scale"] != 1.0:
-        raise UserError("checkpoint: scale shrinks a preset's state; custom state takes size")
-    if params["preset"] != "custom" and params["size"] != OPTIONS["size"].default:
-        raise UserError(f"checkpoint: preset={params['preset']} sets the size itself "
-                        "(scale shrinks it)")
-    if params["dirty"] > 0 and params["preset"] != "custom":
-        raise UserError("checkpoint: dirty > 0 snapshots rows of an embedding table (rows x "
-                        "dim), not a preset's state")
+    """What cannot run here. (Options the case ignores, set, the registry refuses first:
+    see unused.)"""
     if params["dirty"] > 0 and params["dim"] % 16:
         raise UserError(f"checkpoint: dim={params['dim']} makes rows of {params['dim'] * 4} "
                         "bytes: rows of whole 64-byte lines need a multiple of 16")
-    resolve_isa(params["isa"])
+    resolve_isa(native.driver("checkpoint"), params["isa"])
     mine, rest = split_cpus(params)
     lay = layout(params)
     if params["path"]:
@@ -398,20 +440,22 @@ def buffers_of(params: dict) -> tuple[str, ...]:
     return BUFFERS if params.get("interfere", "none") != "none" else BUFFERS[:2]
 
 
-def _poison(dst, nbytes: int, value: int) -> None:
-    """Every line of dst overwritten and flushed from the cache (untimed): nothing of the
-    last snapshot can pass for this one, and the snapshot finds dst cold, as a buffer on
-    another tier would be."""
-    for kind in ("clflushopt", "clflush"):
-        if native.flush_supported(kind):
-            native.flush(dst.addr, nbytes, kind, True, True, value)
-            return
-    dst.array(np.uint64)[:nbytes // 8].fill(value)
+def make_cold(src, src_bytes: int, dst, dst_bytes: int, value: int) -> bool:
+    """Untimed, before every snapshot: every word of dst overwritten (nothing of the last
+    snapshot can pass for this one), then src and dst evicted from every cache, so the
+    copy reads the state from memory and writes a snapshot that is not cached (the last
+    check read all of dst, and a table's dirty rows or a state smaller than the LLC
+    would otherwise still be cached from the last repetition). False where this CPU
+    cannot evict lines (not x86): the copy may then find either side cached."""
+    dst.array(np.uint64)[:dst_bytes // 8].fill(value)
+    src_cold = native.evict(src.addr, src_bytes)
+    dst_cold = native.evict(dst.addr, dst_bytes)
+    return src_cold and dst_cold
 
 
 def run(params: dict) -> Measurement:
     lay = layout(params)
-    isa = resolve_isa(params["isa"])
+    isa = resolve_isa(native.driver("checkpoint"), params["isa"])
     cpus, rest = split_cpus(params)
     name = params["interfere"]
     sizes = lay.sizes(params["step_size"], name)
@@ -430,14 +474,15 @@ def run(params: dict) -> Measurement:
     if params["path"]:
         fd, file_path = tempfile.mkstemp(prefix="cxlbench-checkpoint-", suffix=".bin",
                                          dir=params["path"])
-    rep, turns, beside = 0, 0, []
+    rep, turns, cold = 0, 0, []
+    beside: list[tuple[float, int, float, float]] = []  # steps in, wholly in, ns, step ns
 
     def snapshot() -> native.CheckpointResult:
         nonlocal rep
         rep += 1
-        _poison(dst, lay.dst, rep << 40)
         if fd >= 0:
             os.ftruncate(fd, 0)         # a new checkpoint file each time: blocks allocated
+        cold.append(make_cold(src, lay.src, dst, lay.dst, rep << 40))
         r = native.checkpoint(dst.addr, src.addr, lay.src, params["chunk"], params["store"],
                               isa, cpus, rows=rows, src_rows=lay.rows,
                               row_bytes=lay.row_bytes, persist=params["persist"], fd=fd,
@@ -457,16 +502,19 @@ def run(params: dict) -> Measurement:
             turns += 1
             first_alone = turns % 2 == 1
             if not first_alone:
-                busy, step_busy, done = together(snapshot, bg.step)
+                busy, step_busy, done, inside = together(snapshot, bg.step, cpus, rest)
             r = snapshot()
-            spans = run_steps(bg.step, least=MIN_ALONE_STEPS, span=r.ns)
+            with pinned(rest):          # where its thread runs beside the snapshot
+                spans = run_steps(bg.step, least=MIN_ALONE_STEPS, span=r.ns)
             step_alone = float(np.median([e - s for s, e in spans]))
             if first_alone:
-                busy, step_busy, done = together(snapshot, bg.step)
+                busy, step_busy, done, inside = together(snapshot, bg.step, cpus, rest)
             bg.check()
-            beside.append(done)
+            beside.append((done, inside, busy.ns, step_alone))
             out = {"bandwidth_shared": lay.dst / busy.ns, "snapshot_slowdown": busy.ns / r.ns,
-                   "step_slowdown": step_busy / step_alone, "step_time": step_alone / 1e6}
+                   "step_time": step_alone / 1e6}
+            if step_busy is not None:
+                out["step_slowdown"] = step_busy / step_alone
         return {"bandwidth": lay.dst / r.ns, "time": r.ns / 1e6, **out}
 
     units = {"bandwidth": "GB/s", "time": "ms"}
@@ -476,7 +524,7 @@ def run(params: dict) -> Measurement:
     m = Measurement(kernel="checkpoint" + ("+dirty" if lay.dirty else ""), isa=isa,
                     cpus=cpus, units=units,
                     info={"bytes": lay.dst, "state_bytes": lay.src, "threads": len(cpus),
-                          "chunks": -(-lay.dst // params["chunk"]),
+                          "chunks": chunks(lay, params["chunk"]),
                           **({"preset": params["preset"], "scale": params["scale"],
                               "parameters": lay.params} if lay.params else {}),
                           **({"rows": lay.rows, "row_bytes": lay.row_bytes,
@@ -485,13 +533,46 @@ def run(params: dict) -> Measurement:
                           **({"filesystem": filesystem(params["path"])} if fd >= 0 else {})})
     try:
         measure(m, params, buffers, once)
-        if beside:      # few steps inside the snapshot make its slowdown an estimate
-            m.info["steps_beside_min"] = round(min(beside), 2)
+        m.info["cold"] = all(cold)      # src and dst evicted before every snapshot
+        if beside:
+            slowdown_or_why(m, beside[-len(m.reps):] if m.reps else beside)
         return m
     finally:
         if fd >= 0:
             os.close(fd)
             os.unlink(file_path)
+
+
+def chunks(lay: Layout, chunk: int) -> int:
+    """The chunks cxb_checkpoint copies: of `chunk` bytes, or of whole dirty rows (as
+    many as fit in a chunk, at least one)."""
+    if lay.dirty:
+        per_chunk = max(1, chunk // lay.row_bytes)
+        return -(-lay.dirty // per_chunk)
+    return -(-lay.dst // chunk)
+
+
+def slowdown_or_why(m: Measurement, beside: list[tuple[float, int, float, float]]) -> None:
+    """Whether the case reports step_slowdown: only where every repetition had at least
+    MIN_INSIDE_STEPS steps wholly inside the snapshot. Where a step is about as long as
+    the snapshot or longer, its time beside it is mostly time alone, and any slowdown
+    would understate it: step_slowdown is then left out of every repetition (so the case
+    is not summarised from its longest snapshots only) and info says why."""
+    m.info["steps_beside_min"] = round(min(b[0] for b in beside), 2)
+    m.info["steps_inside_min"] = min(b[1] for b in beside)
+    if m.info["steps_inside_min"] >= MIN_INSIDE_STEPS:
+        return
+    for rep in m.reps:
+        rep.pop("step_slowdown", None)
+    m.units.pop("step_slowdown", None)
+    snap = float(np.median([b[2] for b in beside])) / 1e6
+    step = float(np.median([b[3] for b in beside])) / 1e6
+    m.info["step_slowdown_left_out"] = (
+        f"fewer than {MIN_INSIDE_STEPS} steps ran wholly inside the snapshot in some "
+        f"repetition (at least {m.info['steps_inside_min']}; a step takes {step:.3g} ms "
+        f"alone, the snapshot {snap:.3g} ms beside it): a step partly outside ran partly "
+        "alone and would understate the slowdown. Lengthen the snapshot (size, rows, "
+        "dirty) or shorten step_size (a step that fits in the cache measures little)")
 
 
 def filesystem(path: str) -> str:

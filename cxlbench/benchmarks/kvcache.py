@@ -5,8 +5,15 @@ case: a decode step (append one token to every sequence, then read all its block
 layer, K and V, as attention does), prefill (write the prompts' blocks), a swap of whole
 sequences between the `cache` pool and the `offload` space, or a prefix restore (256-token
 chunks brought back into the cache). GB/s, tokens/s, and the time of each step, swapped
-sequence or chunk, timed in C. Every token written is a hash numpy knows, so every block
-read (decode's sums) or written (the others) is checked against numpy every repetition."""
+sequence or chunk, timed in C. GB/s counts, for decode, the bytes read plus the bytes
+written (the blocks read and the new tokens' K and V); for prefill, the bytes written; for
+swaps and restores, the bytes copied, each once (whole blocks: a partial last block is
+copied whole), as checkpoint counts its snapshots. With cold (the default) every timed
+region starts with its data out of the caches, as a server finds its KV-cache once the
+model's weights have streamed through them: decode evicts each step's blocks before it
+(in C, untimed), the other ops their buffers before the call. Every token written is a hash
+numpy knows, so every block read (decode's sums) or written (the others) is checked
+against numpy every repetition."""
 from __future__ import annotations
 
 import math
@@ -58,7 +65,8 @@ OPTIONS = {
     "seq_len": Option("seq_len", "int", 1024, "tokens each sequence holds (decode: before "
                       "the first step; restore: whole chunks)", "tokens", min=1,
                       max=1 << 30),
-    "steps": Option("steps", "int", 16, "decode steps a repetition, each timed", min=1,
+    "steps": Option("steps", "int", 16, "decode steps a repetition, each timed (step_p99 "
+                    "is in effect the slowest step when fewer than 100)", min=1,
                     max=1 << 16),
     "fragmentation": Option("fragmentation", "float", 1.0, "fraction of the pool's blocks "
                             "shuffled: 0, each sequence's blocks contiguous; 1, all "
@@ -70,6 +78,11 @@ OPTIONS = {
                            "(LMCache's chunk)", "tokens", min=1, max=1 << 20),
     "prefetch": Option("prefetch", "int", 0, "decode: lines of the next block asked for "
                        "before each block is read (0: none)", "lines", min=0, max=1 << 16),
+    "cold": Option("cold", "bool", True, "the data each timed region reads out of the "
+                   "caches first, untimed (decode: each step's blocks before it; the others: "
+                   "their buffers before the call), as a server finds its KV-cache after the "
+                   "weights streamed through; false: left cached from the last step or "
+                   "repetition"),
     "seed": Option("seed", "int", 1, "seed of the block table", min=0),
     **pick("threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
            "timeout"),
@@ -262,18 +275,28 @@ def buffers_of(params: dict) -> tuple[str, ...]:
 
 
 def entry() -> native.Entry:
-    return next(d for d in native.drivers() if d.key == "kvcache")
+    return native.driver("kvcache")
+
+
+# Options only some operations use; anything else would be a separate case that measures
+# the same thing.
+USED_BY = {"steps": ("decode",), "prefetch": ("decode",), "copy": OFFLOADING,
+           "chunk_tokens": ("restore",)}
+
+
+def unused(params: dict) -> dict[str, str]:
+    """The options this case ignores, each with why (the registry refuses them set)."""
+    out = {k: f"op={params['op']} (they serve {', '.join(ops)} only)"
+           for k, ops in USED_BY.items() if params["op"] not in ops}
+    if params["preset"] == "custom":
+        out["scale"] = "scale shrinks a preset's layers; custom takes layers"
+    else:
+        out.update(dict.fromkeys(CUSTOM, f"preset={params['preset']} has layers, kv_heads and "
+                                         "head_dim of its own (scale shrinks its layers)"))
+    return out
 
 
 def check(params: dict, topology) -> None:
-    if params["preset"] == "custom" and params["scale"] != 1.0:
-        raise UserError("kvcache: scale shrinks a preset's layers; custom takes layers")
-    if params["preset"] != "custom":
-        own = [k for k in CUSTOM if params[k] != OPTIONS[k].default]
-        if own:
-            raise UserError(f"kvcache: preset={params['preset']} has layers, kv_heads and "
-                            f"head_dim of its own: {', '.join(own)} would not be used (scale "
-                            "shrinks its layers)")
     lay = layout(params)
     if lay.token_bytes % 8:
         raise UserError(f"kvcache: a token's K of {lay.token_bytes} bytes (kv_heads x head_dim "
@@ -294,9 +317,14 @@ class Workload:
     caller placed."""
 
     def __init__(self, lay: Layout, table: np.ndarray, cache, offload, isa: str, cpus,
-                 copy: str = "block", prefetch: int = 0):
+                 copy: str = "block", prefetch: int = 0, cold: bool = True):
         self.lay, self.table, self.isa, self.cpus = lay, table, isa, list(cpus)
-        self.prefetch = prefetch
+        self.prefetch, self.cold = prefetch, cold
+        sizes = lay.sizes()
+        self.extents = [(cache[0], sizes["cache"])] + \
+            ([(offload[0], sizes["offload"])] if offload is not None else [])
+        # False off x86-64, where nothing can be evicted: cold runs warm (info says so)
+        self.evicted = cold and native.evict(cache[0], 0)
         self.cache_words = cache[1]
         self.cache = lay.cache_pool(cache[0])
         self.offload = self.offload_words = None
@@ -313,9 +341,17 @@ class Workload:
                           "the prompts written before decoding")
         if lay.op in OFFLOADING:
             self.runs, self.groups = copy_plan(lay, table, copy)
+            # bytes copied, each once: whole blocks, every layer, K and V
+            self.copied = int(self.runs[:, 2].sum()) * lay.block_bytes * 2 * lay.layers
             # the swap space's (or chunk storage's) blocks of each sequence, in order
             self.other_table = np.arange(lay.blocks, dtype=np.int64).reshape(lay.batch,
                                                                               lay.width)
+
+    def evict(self) -> None:
+        """Untimed: the pools out of the caches, so the call reads (and writes) memory."""
+        if self.evicted:
+            for addr, size in self.extents:
+                native.evict(addr, size)
 
     def write(self, pool, table, gen) -> native.KvResult:
         r = native.kvcache("write", pool, self.lay.layers, self.lay.block, self.lay.token_bytes,
@@ -338,7 +374,7 @@ class Workload:
             r = native.kvcache("decode", self.cache, lay.layers, lay.block, lay.token_bytes,
                                self.isa, self.cpus, table=self.table, tokens=lay.seq_len,
                                steps=lay.steps, gen=self.gen, sums=self.sums,
-                               step_ns=self.step_ns, prefetch=self.prefetch)
+                               step_ns=self.step_ns, prefetch=self.prefetch, cold=self.cold)
             if r.bad:
                 raise CheckError(f"kvcache: {r.bad} table entries named no block of the pool")
             check_sums(self.sums.reshape(lay.layers, 2, -1), decode_want(lay, self.prompt,
@@ -347,6 +383,7 @@ class Workload:
             return r, self.step_ns[:lay.steps]
         want = token_sums(lay, self.gen, np.arange(lay.seq_len))
         if lay.op == "prefill":
+            self.evict()
             r = self.write(self.cache, self.table, self.gen)
             check_written(self.cache_words, self.cache, lay, self.table, lay.seq_len, want,
                           "prefill")
@@ -357,6 +394,7 @@ class Workload:
         (src, _, src_table), (dst, dst_words, dst_table) = (
             (cache_side, other_side) if lay.op == "swap_out" else (other_side, cache_side))
         self.write(src, src_table, self.gen)
+        self.evict()            # the source's tail, just written, and the destination
         steps = len(self.groups) - 1
         r = native.kvcache("copy", src, lay.layers, lay.block, lay.token_bytes, self.isa,
                            self.cpus, dst=dst, runs=self.runs, groups=self.groups,
@@ -378,14 +416,15 @@ def run(params: dict) -> Measurement:
     table = block_table(lay, params["fragmentation"], params["seed"])
     mems = [(b.addr, b.array(np.uint64)) for b in bufs]
     work = Workload(lay, table, mems[0], mems[1] if len(mems) > 1 else None, isa, cpus,
-                    params["copy"], params["prefetch"])
+                    params["copy"], params["prefetch"], params["cold"])
     tb = lay.layers * 2 * lay.token_bytes               # one token, every layer, K and V
-    if lay.op == "decode":      # every step reads all tokens so far, writes one a sequence
+    if lay.op == "decode":      # bytes read + written: all tokens so far, one new a sequence
         read = tb * lay.batch * sum(lay.seq_len + i + 1 for i in range(lay.steps))
         moved, tokens = read + tb * lay.batch * lay.steps, lay.batch * lay.steps
-    else:                       # a copy reads and writes each byte, as bandwidth's copy
-        moved = tb * lay.batch * lay.seq_len * (1 if lay.op == "prefill" else 2)
-        tokens = lay.batch * lay.seq_len
+    elif lay.op == "prefill":   # bytes written
+        moved, tokens = tb * lay.batch * lay.seq_len, lay.batch * lay.seq_len
+    else:                       # bytes copied, each once (as checkpoint): whole blocks
+        moved, tokens = work.copied, lay.batch * lay.seq_len
     step = STEP_METRIC.get(lay.op)
 
     def once() -> dict[str, float]:
@@ -406,6 +445,7 @@ def run(params: dict) -> Measurement:
             "kv_heads": lay.kv_heads, "head_dim": lay.head_dim, "dtype": lay.dtype,
             "kv_bytes_per_token": tb, "block_bytes": lay.block_bytes, "blocks": lay.blocks,
             "batch": lay.batch, "seq_len": lay.seq_len, "bytes": moved, "threads": len(cpus),
+            "evicted": work.evicted,
             **({"steps": lay.steps} if lay.op == "decode" else {})}
     if lay.op in OFFLOADING:
         info.update(copy=params["copy"], copies=int(len(work.runs)) * 2 * lay.layers,

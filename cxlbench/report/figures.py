@@ -45,14 +45,15 @@ def _params(frame: pd.DataFrame) -> list[dict]:
     ps = [resolved(p, cpus) for p, cpus in zip(frame["params"], frame["cpus_used"])]
     own = {k: split[0] for p in ps for k in p if (split := split_buffer_option(k))}
     ps = [{**{k: p.get(base) for k, base in own.items()}, **p} for p in ps]
+    families = frame["benchmark"] if "benchmark" in frame else [None] * len(ps)
     return [{k: v for k, v in p.items() if k not in _ignored(name, p)}
-            for name, p in zip(frame["benchmark"], ps)]
+            for name, p in zip(families, ps)]
 
 
 def _ignored(family: str, params: dict) -> dict:
     """The options a case ignores (a preset's own tables, another operation's knobs): a
     caption or legend naming them would say something untrue of the case."""
-    bench = benchmarks.family(family)
+    bench = benchmarks.family(family) if family else None
     if bench is None:
         return {}
     try:        # a run made before an option existed lacks it: its default stands in
@@ -506,9 +507,10 @@ def kvcache(frame, runs):
                          "every block of each read, all layers, K and V")
     yield bars(frame[op != "decode"], ("op", "copy"), "bandwidth", key="kvcache-copies",
                family="kvcache", title="KV-cache prefill, swaps and prefix restores",
-               measured="Bandwidth (GB/s, bytes read and written) of prompts written, whole "
-                        "sequences swapped between cache and offload, and 256-token chunks "
-                        "restored, one memcpy per block or runs of blocks batched")
+               measured="Bandwidth (GB/s: bytes copied, each once; for prefill, bytes "
+                        "written) of prompts written, whole sequences swapped between cache "
+                        "and offload, and 256-token chunks restored, one memcpy per block or "
+                        "runs of blocks batched")
 
 
 def generic(frame, runs):
