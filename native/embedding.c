@@ -134,30 +134,34 @@ __attribute__((target("avx2,f16c"))) static inline void add8_f16c(v8f *acc, cons
 }
 #endif
 
-/* *acc += elements [d, d + 8) of a row as fp32 (fp32, fp16, bf16, or int8 with its scale
+static inline __attribute__((always_inline)) size_t elem_bytes(int dtype)
+{
+    return dtype == CXB_EMB_FP32 ? 4 : dtype == CXB_EMB_INT8 ? 1 : 2;
+}
+
+/* *acc += the 8 elements at p as fp32 (fp32, fp16, bf16, or int8 with its row's scale
  * and bias). Vectors go by pointer: by value they would cross an ABI the scalar build
  * does not have. */
-static inline __attribute__((always_inline)) void add8(v8f *acc, const char *row,
-                                                       uint32_t d, int dtype, float scale,
-                                                       float bias)
+static inline __attribute__((always_inline)) void add8(v8f *acc, const char *p, int dtype,
+                                                       float scale, float bias)
 {
     v8f x;
 #if defined(__x86_64__)
     if (dtype == CXB_EMB_FP16) {
-        add8_f16c(acc, row + 2 * (size_t)d);
+        add8_f16c(acc, p);
         return;
     }
 #endif
     if (dtype == CXB_EMB_FP32) {
-        memcpy(&x, row + 4 * (size_t)d, sizeof x);
+        memcpy(&x, p, sizeof x);
     } else if (dtype == CXB_EMB_BF16) {
         v8h h;
-        memcpy(&h, row + 2 * (size_t)d, sizeof h);
+        memcpy(&h, p, sizeof h);
         v8u u = __builtin_convertvector(h, v8u) << 16;
         memcpy(&x, &u, sizeof x);
     } else {
         v8b q;
-        memcpy(&q, row + d, sizeof q);
+        memcpy(&q, p, sizeof q);
         x = __builtin_convertvector(q, v8f) * scale + bias;
     }
     *acc += x;
@@ -190,12 +194,15 @@ pool_regs(const struct cxb_embedding_args *a, float *o, int64_t first, int64_t e
             bad += (uint64_t)lead;
             continue;
         }
-        const char *row = table + r * stride;
+        const char *row = table + r * stride, *p = row + d0 * elem_bytes(dtype);
+        /* p opaque to the compiler: it then addresses the vectors as p plus constants,
+         * not as row plus a register of its own per vector (spilled, past 16 of them) */
+        __asm__("" : "+r"(p));
         if (dtype == CXB_EMB_INT8)
             memcpy(sb, row + a->dim, sizeof sb);
 #pragma GCC unroll 16
         for (int v = 0; v < nvec; v++)
-            add8(&acc[v], row, d0 + LANES * (uint32_t)v, dtype, sb[0], sb[1]);
+            add8(&acc[v], p + LANES * elem_bytes(dtype) * (size_t)v, dtype, sb[0], sb[1]);
     }
 #pragma GCC unroll 16
     for (int v = 0; v < nvec; v++)
@@ -290,7 +297,8 @@ static uint64_t bags_A2(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
 {
     return bags(a, lo, hi, 8);          /* 8 of the 16 ymm registers: 64 fp32 a pass */
 }
-__attribute__((target("avx512f,avx2,fma,f16c"), optimize("tree-vectorize")))
+/* avx512vl: sixteen ymm accumulators need ymm16-31, which only EVEX encodes */
+__attribute__((target("avx512f,avx512vl,avx2,fma,f16c"), optimize("tree-vectorize")))
 static uint64_t bags_A5(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
 {
     return bags(a, lo, hi, 16);         /* 16 of 32: a 128-wide fp32 row in one pass */
@@ -335,11 +343,13 @@ static int emb_thread(void *p, int t)
 int cxb_embedding_isa_supported(int isa)
 {
 #if defined(__x86_64__)
-    /* The wide variants convert fp16 with F16C and may fuse with FMA: both are asked. */
+    /* The wide variants convert fp16 with F16C and may fuse with FMA: both are asked;
+     * the AVX-512 one also keeps ymm accumulators in ymm16-31 (AVX512VL). */
     __builtin_cpu_init();
     if (isa == CXB_ISA_AVX2 || isa == CXB_ISA_AVX512)
         return cxb_isa_supported(isa) && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("f16c") &&
+               (isa != CXB_ISA_AVX512 || __builtin_cpu_supports("avx512vl"));
 #endif
     return cxb_isa_supported(isa);
 }
