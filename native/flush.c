@@ -102,7 +102,10 @@ int cxb_evict(const void *buf, size_t bytes)
         return cxb_fail(EINVAL, "evict: no buffer");
     const char *p = (const char *)((uintptr_t)buf & ~(uintptr_t)(CXB_LINE - 1));
     const char *end = (const char *)buf + bytes;
-    if (cxb_flush_supported(CXB_FLUSH_CLFLUSHOPT)) {
+    static int opt = -1;        /* CPUID once: in a VM each one is an exit */
+    if (opt < 0)
+        __atomic_store_n(&opt, cxb_flush_supported(CXB_FLUSH_CLFLUSHOPT), __ATOMIC_RELAXED);
+    if (__atomic_load_n(&opt, __ATOMIC_RELAXED)) {
         for (; p < end; p += CXB_LINE)
             flushopt((void *)p);
         _mm_sfence();

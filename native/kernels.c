@@ -206,7 +206,7 @@ static const struct cxb_entry drivers[] = {
     {"embedding_bag", "embedding", "each bag sums or averages the table rows its indices "
      "name (fp32, fp16, bf16, int8 with row-wise scale and bias), bags split between the "
      "threads", CXB_CHECK_POOLED, NULL, 1, 0, SCALAR | WIDE,
-     "avx2 and avx512: FMA and F16C too (cxb_embedding_isa_supported)"},
+     "avx2 and avx512: FMA and F16C too, avx512 also AVX512VL (cxb_embedding_isa_supported)"},
     {"embedding_update", "embedding", "training's step on the rows a batch looked up: each "
      "row's gradient summed from its bags, then SGD or row-wise Adagrad, rows split between "
      "the threads", CXB_CHECK_UPDATED, NULL, 1, 0, SCALAR, NULL},

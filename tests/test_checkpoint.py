@@ -134,7 +134,8 @@ def test_layout_of_a_scaled_preset_and_of_a_table():
     assert (lay.rows, lay.row_bytes, lay.dirty, lay.src, lay.dst) == (1000, 128, 50,
                                                                       128000, 6400)
     assert lay.sizes(1 << 20, "triad") == {"src": 128000, "dst": 6400, "step": 3 << 20}
-    assert checkpoint.step_bytes("adam", 1 << 20) == 8 << 20
+    # 2 + 2 + 12 bytes a parameter, and the optimizer's stagger after each state array
+    assert checkpoint.step_bytes("adam", 1 << 20) == (8 << 20) + 3 * 4 * optimizer.STAGGER
     assert checkpoint.PRESETS is optimizer.PRESETS
 
 
@@ -208,7 +209,7 @@ def test_src_and_dst_are_evicted_before_every_copy(monkeypatch, over):
     m = checkpoint.run(params(**over, repeat=2, warmup=1))
     expected = 3 * (2 if "interfere" in over else 1)        # alone and beside the step
     assert copies == [(True, True)] * expected
-    assert m.info["cold"] is native.flush_supported("clflush")
+    assert m.info["evicted"] is native.flush_supported("clflush")
 
 
 def test_a_stale_snapshot_cannot_pass(monkeypatch):
@@ -250,14 +251,16 @@ def test_interference_reports_both_slowdowns(step):
     m = checkpoint.run(params(size=64 << 20, interfere=step, step_size=1 << 20,
                               cpus=",".join(map(str, CPUS)), repeat=2))
     assert m.status == "ok"
+    # Where another process holds the step's CPU through a whole snapshot (a loaded CI
+    # host), too few steps ran inside it: step_slowdown is then left out, saying why.
+    inside = m.info["steps_inside_min"] >= checkpoint.MIN_INSIDE_STEPS
+    assert inside == ("step_slowdown_left_out" not in m.info)
     for rep in m.reps:
         assert set(rep) == {"bandwidth", "time", "bandwidth_shared", "snapshot_slowdown",
-                            "step_slowdown", "step_time"}
+                            "step_time"} | ({"step_slowdown"} if inside else set())
         assert all(v > 0 for v in rep.values())
     assert [v["buffer"] for v in m.placement["verified"]] == ["src", "dst", "step"]
     assert m.info["step_cpus"] == CPUS[1:] and m.info["steps_beside_min"] > 0
-    assert m.info["steps_inside_min"] >= checkpoint.MIN_INSIDE_STEPS
-    assert "step_slowdown_left_out" not in m.info
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="interference needs a CPU beside the snapshot's")

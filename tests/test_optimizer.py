@@ -54,6 +54,17 @@ def step(st, params, isa, cpus, t=1):
     return idx, before, ns
 
 
+@pytest.mark.parametrize("lr", [1e-5, 1e-6, 1.0])
+@pytest.mark.parametrize("precision", optimizer.PRECISIONS)
+def test_correct_steps_pass_at_any_learning_rate(lr, precision):
+    """A fine-tuning rate moves a weight by a few of its last bits: the update's check
+    allows what fp32 can tell apart."""
+    params = params_for(optim="adamw", precision=precision, lr=lr)
+    st = arrays(20000, precision)
+    idx, before, _ = step(st, params, ENTRY.runnable_isas()[-1], CPUS[:1], t=3)
+    optimizer.check_step(st, idx, before, params, 3)
+
+
 @pytest.mark.parametrize("kind", optimizer.KINDS)
 @pytest.mark.parametrize("precision", optimizer.PRECISIONS)
 def test_kernel_steps_as_numpy_does(kind, precision):
@@ -159,7 +170,7 @@ def test_case_places_three_buffers_and_measures_the_triad_beside_the_step(tmp_pa
     assert set(verified) == {"params", "grads", "states"}
     assert verified["states"]["spec"] == "bind:0" and verified["states"]["page"] == "thp"
     assert entry["info"]["params"] == 70001 and entry["info"]["bytes_per_param"] == 28
-    assert entry["info"]["cold"] is (platform.machine() == "x86_64")   # evicted before each
+    assert entry["info"]["evicted"] is (platform.machine() == "x86_64")   # evicted before each
     out = tmp_path / "report"
     r = cxlbench("report", recs["params"]["run_dir"], "-o", str(out))
     assert r.returncode == 0, r.stderr

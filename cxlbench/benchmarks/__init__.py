@@ -77,17 +77,11 @@ class Benchmark:
         measure the same thing, and legends and captions leave them out."""
         return self.unused(params) if self.unused else {}
 
-    def refuse_ignored(self, params: dict) -> None:
-        """UserError naming the options set away from their defaults that this case would
-        not use, grouped by why."""
-        why: dict[str, list[str]] = {}
-        for name, reason in self.ignored(params).items():
-            if name in params and params[name] != self.options[name].default:
-                why.setdefault(reason, []).append(f"{name}={params[name]}")
-        if why:
-            raise UserError(f"{self.name}: " + "; ".join(
-                f"{', '.join(names)} would not be used: {reason}"
-                for reason, names in why.items()))
+    def set_but_ignored(self, params: dict) -> dict[str, tuple]:
+        """{name: (value, why)} for the options set away from their defaults that this
+        case would not use."""
+        return {name: (params[name], reason) for name, reason in self.ignored(params).items()
+                if name in params and params[name] != self.options[name].default}
 
     def case_buffers(self, params: dict) -> tuple[str, ...] | None:
         """The buffers this case places (bandwidth's: its kernel's streams)."""
@@ -159,7 +153,7 @@ def precheck(cases, topology) -> list[str]:
     before anything runs: bad input stops the run with one clear message instead of
     failing case by case. Returns a note for each case a check clipped to what fits, and
     for each this machine cannot run (it runs as 'unsupported', with the reason)."""
-    notes = []
+    notes = _ignored_settings(cases)
     with common.cpus_of(topology):
         for case in cases:
             bench = get(case.bench)
@@ -168,7 +162,6 @@ def precheck(cases, topology) -> list[str]:
                 notes.append(f"{case.id}: skipped: {reason}")
                 continue
             try:
-                bench.refuse_ignored(case.params)
                 note = bench.check(case.params, topology) if bench.check is not None else None
             except UserError as e:
                 raise type(e)(f"{case.id}: {e}") from None
@@ -181,4 +174,32 @@ def precheck(cases, topology) -> list[str]:
             if unused:
                 notes.append(f"{case.id}: {', '.join(unused)} ignored: the case places only "
                              f"{', '.join(mine)}")
+    return notes
+
+
+def _ignored_settings(cases) -> list[str]:
+    """An option a job sets that none of its cases would use is a mistake (a --set the
+    benchmark ignores, a preset's own tables): UserError, one line grouped by why. One
+    that only some cases ignore is a sweep across them (dist=[uniform, zipf] beside
+    alpha): a note, and the progress lines and legends of those cases leave it out."""
+    by_job: dict[str, list] = {}
+    for case in cases:
+        by_job.setdefault(case.job, []).append(case)
+    notes = []
+    for job, members in by_job.items():
+        bench = get(members[0].bench)
+        each = [bench.set_but_ignored(c.params) for c in members]
+        everywhere = [n for n in each[0] if all(n in e for e in each)]
+        if everywhere:
+            why: dict[str, list[str]] = {}
+            for n in everywhere:
+                value, reason = each[0][n]
+                why.setdefault(reason, []).append(f"{n}={value}")
+            raise UserError(f"{members[0].id}: {bench.name}: " + "; ".join(
+                f"{', '.join(names)} would not be used: {reason}"
+                for reason, names in why.items()))
+        for n in dict.fromkeys(n for e in each for n in e):
+            hits = [e[n][1] for e in each if n in e]
+            notes.append(f"{job}: {n} is not used by {len(hits)} of its {len(members)} cases "
+                         f"({hits[0]})")
     return notes

@@ -78,7 +78,8 @@ OPTIONS = {
                         "CPUs the snapshot leaves: triad (STREAM's a = b + s c) or adam "
                         "(the optimizer's mixed-precision step)", choices=BACKGROUNDS),
     "step_size": Option("step_size", "size", 16 << 20, "bytes of each array of the step "
-                        "(triad: 3 arrays; adam: parameters, whose state is 8x)", "bytes",
+                        "(triad: 3 arrays; adam: its bf16 parameters, beside which "
+                        "gradients, moments and master copy take 7x more)", "bytes",
                         min=4096, multiple=64),
     "seed": Option("seed", "int", 1, "seed of the dirty rows", min=0),
     **pick("threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
@@ -533,7 +534,7 @@ def run(params: dict) -> Measurement:
                           **({"filesystem": filesystem(params["path"])} if fd >= 0 else {})})
     try:
         measure(m, params, buffers, once)
-        m.info["cold"] = all(cold)      # src and dst evicted before every snapshot
+        m.info["evicted"] = all(cold)   # src and dst evicted before every snapshot
         if beside:
             slowdown_or_why(m, beside[-len(m.reps):] if m.reps else beside)
         return m

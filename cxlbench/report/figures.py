@@ -19,7 +19,6 @@ import pandas as pd  # noqa: E402
 from .. import benchmarks  # noqa: E402
 from ..options import split_buffer_option  # noqa: E402
 from ..paramtext import NOT_MEASURED, params_text, resolved, value_text  # noqa: E402
-from ..paramtext import varying as _varying  # noqa: E402
 from ..units import format_size, parse_list  # noqa: E402
 
 # Parameters a caption never lists as fixed (they are in the legend, on an axis, or noise).
@@ -62,16 +61,23 @@ def _ignored(family: str, params: dict) -> dict:
         return {}
 
 
+def _moving(ps: list[dict], exclude=()) -> list[str]:
+    """The names whose value differs between the rows that have them: a row without one
+    (a case that ignores the option) neither varies it nor fixes it."""
+    names = sorted({k for p in ps for k in p} - set(exclude))
+    return [k for k in names if len({repr(p[k]) for p in ps if k in p}) > 1]
+
+
 def varying(frame: pd.DataFrame, exclude=()) -> list[str]:
     """Parameters whose value differs between the rows (the legend), in a stable order."""
-    return _varying(_params(frame), QUIET | set(exclude))
+    return _moving(_params(frame), QUIET | set(exclude))
 
 
 def fixed(frame: pd.DataFrame, exclude=()) -> dict:
     ps = _params(frame)
     names = sorted({k for p in ps for k in p} - QUIET - set(exclude))
-    moving = set(_varying(ps))
-    return {k: ps[0].get(k) for k in names if k not in moving}
+    moving = set(_moving(ps))
+    return {k: next(p[k] for p in ps if k in p) for k in names if k not in moving}
 
 
 def series_names(frame: pd.DataFrame, exclude=()) -> list[str]:
@@ -81,7 +87,8 @@ def series_names(frame: pd.DataFrame, exclude=()) -> list[str]:
     multi = frame["label"].nunique() > 1
     out = []
     for label, p in zip(frame["label"], _params(frame)):
-        out.append(" ".join(([label] if multi else []) + ([params_text(p, keys)] if keys else []))
+        own = [k for k in keys if k in p]
+        out.append(" ".join(([label] if multi else []) + ([params_text(p, own)] if own else []))
                    or "all")
     return out
 
@@ -190,8 +197,9 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     if sub.empty:
         return None
     ps = _params(sub)
-    group_of = [" ".join(value_text(g, p.get(g)) if len(groups) == 1
-                         else f"{g}={value_text(g, p.get(g))}" for g in groups) for p in ps]
+    group_of = [" ".join(value_text(g, p[g]) if len(groups) == 1
+                         else f"{g}={value_text(g, p[g])}" for g in groups if g in p) or "-"
+                for p in ps]        # a group option the case ignores is not in its name
     sub = sub.assign(_group=group_of,
                      _series=series_names(sub, exclude=(*groups, *exclude)))
     order = list(dict.fromkeys(group_of))
