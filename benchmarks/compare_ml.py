@@ -141,8 +141,9 @@ def compare_optimizer(args, cpu) -> bool:
         return None, ns
 
     scratch = np.empty(n, dtype=np.float32)
-    b1, b2, lr, eps = f(0.9), f(0.999), f(1e-3), f(1e-8)
-    size, inv_bc2 = f(1e-3 / (1 - 0.9)), f(1 / np.sqrt(1 - 0.999))
+    b1, b2, eps = f(hyper["beta1"]), f(hyper["beta2"]), f(hyper["eps"])
+    size = f(hyper["lr"] / (1 - hyper["beta1"]))            # step 1's bias corrections
+    inv_bc2 = f(1 / np.sqrt(1 - hyper["beta2"]))
 
     def numpy_adam():
         reset()

@@ -16,7 +16,6 @@ numpy knows, so every block read (decode's sums) or written (the others) is chec
 against numpy every repetition."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
