@@ -67,7 +67,9 @@ def run_worker(case: Case) -> dict:
         sig = signal.Signals(-proc.returncode).name
         oom = sig == "SIGKILL" and oom_kills() != ooms
         hint = " (the kernel's OOM killer ran meanwhile: out of memory)" if oom else ""
-        return {"status": "failed", "error": f"worker killed by {sig}{hint}"}
+        tail = proc.stderr.strip().splitlines()[-16:]    # with PYTHONFAULTHANDLER=1: where
+        return {"status": "failed", "error": f"worker killed by {sig}{hint}" +
+                (": " + " | ".join(tail) if tail else "")}
     try:
         return finite_or_failed(json.loads(proc.stdout))
     except json.JSONDecodeError:

@@ -64,7 +64,7 @@ def _share(tag: str, path: str, readonly: bool = False) -> list[str]:
 def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
     env = {"PATH": GUEST_PATH, "HOME": "/tmp", ENV: json.dumps(marker),
            "PYTHONDONTWRITEBYTECODE": "1"}
-    for key in ("PYTHONPATH", "CXLBENCH_TEST_KERNELS"):
+    for key in ("PYTHONPATH", "CXLBENCH_TEST_KERNELS", "PYTHONFAULTHANDLER"):
         if key in os.environ:
             env[key] = os.environ[key]
     lines = ["#!/bin/sh", *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
