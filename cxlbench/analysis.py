@@ -1,7 +1,8 @@
-"""What a run's figures say beyond each case: cache levels found in a latency sweep, and
-node matrices laid out as tables."""
+"""What a run's figures say beyond each case: cache levels found in a latency sweep,
+node matrices laid out as tables, and tiering's knees and gaps to the oracle."""
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
@@ -221,3 +222,78 @@ def pingpong_matrices(records: list[dict]) -> list[dict]:
         out.append({"mem": mem, "mode": mode, "cpus": cpus,
                     "cells": [[a, b, x] for (a, b), x in t["cells"].items()]})
     return out
+
+
+# ---- tiering ---------------------------------------------------------------------------
+KNEE_SLOWDOWN = 0.05    # the knee: the smallest fast share within 5 % of all-fast
+BOUNDS = ("all-fast", "all-slow")
+
+
+def tiering(records: list[dict]) -> list[dict]:
+    """Tiering cases grouped into scenarios (the same workload and settings, policy and
+    share apart), each with every policy's throughput, slowdown against all-fast and gap
+    to the oracle at each share, and its knee: the smallest share from which on, at every
+    larger share measured, the slowdown stays within KNEE_SLOWDOWN (None: not within it
+    even at the largest). Slowdown is all-fast's throughput over the policy's, less 1."""
+    from .benchmarks.tiering import KNOBS, OPTIONS     # (the registry imports much)
+    groups: dict[str, dict] = {}
+    for r in records:
+        if r["benchmark"] != "tiering" or r["status"] != "ok" or r["metric"] is None:
+            continue
+        p = r["parameters"]
+        key = json.dumps({k: v for k, v in sorted(p.items())
+                          if k not in ("policy", "share") and k not in KNOBS}, default=str)
+        # A policy's knobs set away from their defaults name it apart: hemem threshold=4.
+        name = " ".join([p["policy"], *(f"{knob}={p[k]}" for k, (policy, knob, _) in
+                                        KNOBS.items() if policy == p["policy"] and k in p
+                                        and p[k] != OPTIONS[k].default)])
+        g = groups.setdefault(key, {"params": p, "cells": {}, "units": {}, "engines": set()})
+        g["engines"].add(r["kernel"].partition(":")[2])
+        share = 1.0 if p["policy"] == "all-fast" else 0.0 if p["policy"] == "all-slow" \
+            else float(p["share"])
+        g["cells"].setdefault((name, share), {})[r["metric"]] = r["median"]
+        g["units"][r["metric"]] = r["unit"]
+    return [_scenario(g) for g in groups.values()]
+
+
+def _scenario(g: dict) -> dict:
+    cells = g["cells"]
+    top = cells.get(("all-fast", 1.0), {}).get("throughput")
+    bottom = cells.get(("all-slow", 0.0), {}).get("throughput")
+    oracle = {s: c["throughput"] for (pol, s), c in cells.items() if pol == "oracle"}
+    policies: dict[str, dict] = {}
+    for (pol, share), c in sorted(cells.items(), key=lambda kv: -kv[0][1]):
+        if pol in BOUNDS:
+            continue
+        row = policies.setdefault(pol, {"throughput": {}, "slowdown": {}, "gap": {},
+                                        "fast_hits": {}, "migrated": {}, "predicted": {}})
+        t = c.get("throughput")
+        row["throughput"][share] = t
+        for metric in ("fast_hits", "migrated", "predicted"):
+            if metric in c:
+                row[metric][share] = c[metric]
+        if t and top:
+            row["slowdown"][share] = top / t - 1
+        if t and oracle.get(share):
+            row["gap"][share] = oracle[share] / t - 1
+    for row in policies.values():
+        row["knee"] = knee(row["slowdown"])
+    p = g["params"]
+    return {"workload": p.get("workload"), "phase": p.get("phase"),
+            "engine": "+".join(sorted(g["engines"])),
+            "params": {k: v for k, v in p.items() if k not in ("policy", "share")},
+            "all_fast": top, "all_slow": bottom, "unit": g["units"].get("throughput"),
+            "shares": sorted({s for row in policies.values() for s in row["throughput"]},
+                             reverse=True),
+            "policies": policies}
+
+
+def knee(slowdown: dict[float, float]) -> float | None:
+    """The smallest share from which on every larger share's slowdown is within
+    KNEE_SLOWDOWN."""
+    best = None
+    for share in sorted(slowdown, reverse=True):
+        if slowdown[share] > KNEE_SLOWDOWN:
+            break
+        best = share
+    return best

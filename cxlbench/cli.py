@@ -81,17 +81,33 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
             raise UserError("--var applies to suites; use --set with --bench")
         s = suite.adhoc(bench, list(sets)) if bench else \
             suite.load(suite_name or "quick", suite.parse_pairs(variables, "--var"))
-        topo = Topology.read()
-        cases = suite.expand_for(s, topo, max_cases)
-        for note in benchmarks.precheck(cases, topo):
-            echo(f"note: {note}")
-        if dry_run:
-            for c in cases:
-                click.echo(f"{c.id} {c.bench} {c.label()}")
+        run_ = _start(s, results_dir, dry_run, max_cases)
+        if run_ is None:
             return
-        results.check_writable(results_dir)
-        run_ = runner.start(s, cases, topo, results_dir)
-        echo(f"run {run_.path}: {len(cases)} cases")
+    _execute(run_, as_json)
+
+
+def _start(s, results_dir: str, dry_run: bool, max_cases: int):
+    """The suite's cases checked and its run directory made (None for a dry run, whose
+    cases are listed instead)."""
+    echo = functools.partial(click.echo, err=True)
+    topo = Topology.read()
+    cases = suite.expand_for(s, topo, max_cases)
+    for note in benchmarks.precheck(cases, topo):
+        echo(f"note: {note}")
+    if dry_run:
+        for c in cases:
+            click.echo(f"{c.id} {c.bench} {c.label()}")
+        return None
+    results.check_writable(results_dir)
+    run_ = runner.start(s, cases, topo, results_dir)
+    echo(f"run {run_.path}: {len(cases)} cases")
+    return run_
+
+
+def _execute(run_, as_json: bool) -> None:
+    """Run what is left of run_, print the summary and analysis; exit 1 if a case failed."""
+    echo = functools.partial(click.echo, err=True)
     if run_.meta.get("emulated"):
         echo(f"EMULATED ({run_.meta['emulated']['topology']} guest): figures come from QEMU, "
              "not from hardware")
@@ -189,6 +205,7 @@ def _analyse(run_, records: list[dict]) -> dict:
     found["matrices"] = {m: {**v, "cells": [[i, t, x] for (i, t), x in v["cells"].items()]}
                          for m, v in found["matrices"].items()}
     found["pingpong"] = analysis.pingpong_matrices(records)
+    found["tiering"] = analysis.tiering(records)
     try:
         run_.update_meta(analysis=found)
     except StorageError as e:               # every result is in already
@@ -212,6 +229,8 @@ def _print_analysis(found: dict) -> None:
         for a in cpus:
             click.echo(f"{a:>4} " + "".join(
                 f"{cells[(a, b)]:>10.4g}" if (a, b) in cells else f"{'-':>10}" for b in cpus))
+    for scenario in found.get("tiering", []):
+        _print_tiering(scenario)
     for metric, m in found["matrices"].items():
         cells = {(i, t): x for i, t, x in m["cells"]}
         click.echo(f"\n{metric} matrix ({m['unit']}), initiator rows x target columns")
@@ -220,6 +239,96 @@ def _print_analysis(found: dict) -> None:
             click.echo(f"{i:>4} " + "".join(
                 f"{cells[(i, t)]:>10.4g}" if (i, t) in cells else f"{'-':>10}"
                 for t in m["targets"]))
+
+
+@main.command()
+@click.option("--workload", default="embedding", show_default=True,
+              help="the workload whose pages are tiered")
+@click.option("--policies", default="all", show_default=True,
+              help="comma-separated policies, or all (every one but linux)")
+@click.option("--shares", default="1,0.5,0.25,0.125,0.0625", show_default=True,
+              help="comma-separated fast-tier shares of the workload's pages")
+@click.option("--engine", type=click.Choice(["auto", "real", "model"]), default="auto",
+              show_default=True, help="real: pages moved and timed (two memory nodes); model: "
+              "predicted; auto: real where it can run")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="any other option of the tiering benchmark (repeatable), e.g. phase=shift")
+@click.option("--results-dir", default="results", show_default=True,
+              help="where results/<machine>/<run>/ go")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
+@click.option("--dry-run", is_flag=True, help="list the cases and stop")
+@_errors
+def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_run):
+    """How much fast memory a workload needs, and which policy to run: every policy at
+    every share, the bounds once each, then the knee of each policy."""
+    from .benchmarks import tiering as bench
+    names = list(bench.OPTIONS["policy"].expand["all"]) if policies == "all" else \
+        [p.strip() for p in policies.split(",") if p.strip()]
+    try:
+        fractions = [float(x) for x in shares.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--shares {shares!r}: give numbers between 0 and 1, e.g. 1,0.5,0.25")
+    extra = suite.parse_pairs(sets, "--set")
+    flags = {"policy": "--policies", "share": "--shares", "workload": "--workload",
+             "engine": "--engine"}
+    for key in flags.keys() & extra.keys():
+        raise UserError(f"--set {key}=...: use {flags[key]}")
+    # A policy's knobs go to its own job only: the others would refuse them as unused.
+    knobs = {k: v for k, v in extra.items() if k in bench.KNOBS}
+    strays = sorted({bench.KNOBS[k][0] for k in knobs} - set(names))
+    if strays:
+        raise UserError(f"--set {', '.join(knobs)}: a knob of {', '.join(strays)}, which "
+                        "--policies does not run")
+    common = {"bench": "tiering", "workload": workload, "engine": engine,
+              **{k: v for k, v in extra.items() if k not in knobs}}
+    if "oracle" not in names or "all-fast" not in names:
+        click.echo("note: without all-fast (and the oracle) there is no slowdown, knee or gap "
+                   "to show", err=True)
+    bounds = [p for p in names if p in analysis.BOUNDS]
+    data = {"bounds": {**common, "policy": bounds}} if bounds else {}
+    for name in names:
+        if name not in analysis.BOUNDS:
+            data[name.replace("-", "_")] = {
+                **common, "policy": name, "share": fractions,
+                **{k: v for k, v in knobs.items() if bench.KNOBS[k][0] == name}}
+    if not data:
+        raise UserError("--policies: name at least one policy")
+    s = suite.Suite(name="tiering", source="cxlbench tiering", text="", data=data)
+    run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES)
+    if run_ is not None:
+        _execute(run_, as_json)
+
+
+def _print_tiering(sc: dict) -> None:
+    """Slowdown against all-fast at each share, the knee and the gap to the oracle."""
+    p, unit = sc["params"], sc["unit"] or ""
+    bounds = ", ".join(f"{name} {value:.4g} {unit}" for name, value in
+                       (("all-fast", sc["all_fast"]), ("all-slow", sc["all_slow"])) if value)
+    engine = {"model": "model engine: PREDICTED from each tier's latency and bandwidth, "
+                       "not measured", "real": "real engine: pages moved, time measured"}
+    click.echo(f"\ntiering: {sc['workload']}" + (", hot set shifting halfway"
+                                                   if sc["phase"] == "shift" else "")
+               + f" ({engine.get(sc['engine'], sc['engine'] + ' engines')})"
+               + (f"; {bounds}" if bounds else ""))
+    if not sc["policies"]:
+        return
+    if not sc["all_fast"]:
+        click.echo("(no all-fast case: slowdowns and knees need one)")
+    shares = sc["shares"]
+    click.echo("slowdown against all-fast at each fast share; knee: the smallest share "
+               f"within {analysis.KNEE_SLOWDOWN:.0%}; gap: the oracle's throughput over the "
+               f"policy's at {shares[-1]:g}")
+    w = max(12, *(len(name) for name in sc["policies"]))
+    click.echo(f"{'policy':<{w}} " + "".join(f"{s:>8g}" for s in shares)
+               + f"{'knee':>8}{'gap':>8}{'moved MB':>10}")
+    for name, row in sc["policies"].items():
+        cells = "".join(f"{row['slowdown'][s]:>8.1%}" if s in row["slowdown"] else f"{'-':>8}"
+                        for s in shares)
+        knee = f"{row['knee']:g}" if row["knee"] is not None else "none"
+        gap = row["gap"].get(shares[-1])
+        moved = sum(row["migrated"].values())
+        click.echo(f"{name:<{w}} {cells}{knee:>8}"
+                   + (f"{gap:>8.1%}" if gap is not None else f"{'-':>8}") + f"{moved:>10.4g}")
 
 
 @main.command()

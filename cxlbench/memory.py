@@ -351,14 +351,21 @@ class MoveResult:
 
 
 def move(obj, node: int, start: int = 0, end: int | None = None, method: str = "move_pages",
-         batch: int = 0) -> MoveResult:
+         batch: int = 0, which: np.ndarray | None = None) -> MoveResult:
     """Move pages [start, end) of obj (a Buffer or numpy array: pages as in _pages) to
     `node` with move_pages(2) or mbind(2) MPOL_BIND|MPOL_MF_MOVE (the range then stays
     bound to the node), `batch` pages a call (0: one), timed in C. A THP holding a page of
-    the range moves whole, its pages outside the range too."""
+    the range moves whole, its pages outside the range too. `which` (move_pages only):
+    these page indices instead of a range, scattered as they may be (failures are keyed
+    by page index either way)."""
     addr, pages, page = _pages(obj)
     end = pages if end is None else end
-    if not 0 <= start < end <= pages:
+    if which is not None:
+        which = np.asarray(which, dtype=np.int64)
+        if not len(which) or which.min() < 0 or which.max() >= pages or method != "move_pages":
+            raise PlacementError(f"a page list must name some of the {pages} pages and "
+                                 "move them with move_pages")
+    elif not 0 <= start < end <= pages:
         raise PlacementError(f"page range [{start}, {end}) is not within the {pages} pages "
                              f"of {format_size(page)}")
     if method not in native.MOVE_METHODS or batch < 0:
@@ -372,9 +379,14 @@ def move(obj, node: int, start: int = 0, end: int | None = None, method: str = "
     if node not in nodes:
         raise PlacementError(f"node {node} does not exist or has no memory (nodes with "
                              f"memory: {format_list(nodes)})")
-    moved, ns, status = native.move(addr + start * page, end - start, page, node, method, batch)
+    if which is None:
+        moved, ns, status = native.move(addr + start * page, end - start, page, node, method,
+                                        batch)
+        which = np.arange(start, end)
+    else:
+        moved, ns, status = native.move(addr, len(which), page, node, method, batch, which)
     bad = np.flatnonzero(status != node)
     why = {s: f"node {s}" if s >= 0 else errno.errorcode.get(-s, f"errno {-s}")
            for s in np.unique(status[bad]).tolist()}
-    return MoveResult(moved, ns, {start + i: why[s]
+    return MoveResult(moved, ns, {int(which[i]): why[s]
                                   for i, s in zip(bad.tolist(), status[bad].tolist())})

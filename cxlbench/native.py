@@ -615,13 +615,18 @@ def node_map(addr: int, pages: int, page: int = 4096) -> np.ndarray:
 
 
 def move(addr: int, pages: int, page: int, node: int, method: str,
-         batch: int = 0) -> tuple[int, int, np.ndarray]:
+         batch: int = 0, index: np.ndarray | None = None) -> tuple[int, int, np.ndarray]:
     """Move the pages to `node`, `batch` a call (0: one): (pages on the node after, ns the
-    calls took, each page's node after or -errno)."""
+    calls took, each page's node after or -errno). With `index` (move_pages only): the
+    pages of those indices from addr, `pages` of them, instead of [0, pages)."""
     status = np.empty(pages, dtype=np.int32)
     a = ffi.new("struct cxb_move_args *")
     a.addr, a.pages, a.page, a.node = ffi.cast("void *", addr), pages, page, node
     a.method, a.batch = MOVE_METHODS.index(method), batch
+    if index is not None:
+        index = np.ascontiguousarray(index, dtype=np.uint64)
+        assert len(index) == pages
+        a.index = ffi.cast("uint64_t *", index.ctypes.data)
     a.status = ffi.cast("int32_t *", status.ctypes.data)
     _check(f"{method} to node {node}", lib.cxb_move(a))
     return a.moved, a.t1 - a.t0, status

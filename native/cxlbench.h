@@ -78,6 +78,9 @@ struct cxb_move_args {
     int node;
     int method;             /* CXB_MOVE_BY_* */
     uint64_t batch;
+    const uint64_t *index;  /* optional, move_pages only: move pages index[0..pages) of the
+                             * region at addr instead of [0, pages) (a scattered set, one
+                             * call; status then follows the index) */
     int32_t *status;        /* out, optional (pages entries): each page's node after the
                              * move, or -errno saying why it is not on `node` */
     uint64_t moved;         /* out: pages on `node` after the move (moved or there before) */

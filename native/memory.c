@@ -207,7 +207,8 @@ int cxb_prefault(struct cxb_buffer *b, const int *cpus, int ncpus)
 }
 
 /* move_pages(2) without target nodes: where each page is, or -errno. */
-static int query(char *addr, size_t n, size_t page, int32_t *nodes)
+/* Pages index[0..n) of the region at addr, or [0, n) without an index. */
+static int query(char *addr, size_t n, size_t page, const uint64_t *index, int32_t *nodes)
 {
     enum { CHUNK = 65536 };
     void **pages = malloc(CHUNK * sizeof *pages);
@@ -217,7 +218,7 @@ static int query(char *addr, size_t n, size_t page, int32_t *nodes)
     for (size_t first = 0; first < n && rc == 0; first += CHUNK) {
         size_t len = n - first < CHUNK ? n - first : CHUNK;
         for (size_t i = 0; i < len; i++)
-            pages[i] = addr + (first + i) * page;
+            pages[i] = addr + (index ? index[first + i] : first + i) * page;
         if (syscall(SYS_move_pages, 0, (unsigned long)len, pages, NULL, nodes + first, 0) != 0)
             rc = cxb_fail(errno, "move_pages query of %zu pages", len);
     }
@@ -230,7 +231,7 @@ int cxb_node_map(void *addr, size_t pages, size_t page, int32_t *nodes)
     if (!addr || !nodes || !page || page % KB4 || (uintptr_t)addr % KB4)
         return cxb_fail(EINVAL, "bad node-map arguments (a page-aligned address, pages "
                         "of a multiple of 4096 bytes, an output array)");
-    return query(addr, pages, page, nodes);
+    return query(addr, pages, page, NULL, nodes);
 }
 
 /* Where a page's status says nothing yet: move_pages writes none for a batch it gave up. */
@@ -244,13 +245,13 @@ static int settle(struct cxb_move_args *a, int32_t *status, int32_t *now)
     size_t n = a->pages;
     int rc = 0;
     if (!now)
-        rc = query(a->addr, n, a->page, status);
+        rc = query(a->addr, n, a->page, a->index, status);
     else {
         size_t i = 0;
         while (i < n && status[i] == a->node)
             i++;
         if (i < n)
-            rc = query(a->addr, n, a->page, now);
+            rc = query(a->addr, n, a->page, a->index, now);
         for (; i < n && rc == 0; i++)
             if (status[i] != a->node && (now[i] == a->node || status[i] >= 0 || status[i] == UNSET))
                 status[i] = now[i];
@@ -268,9 +269,10 @@ int cxb_move(struct cxb_move_args *a)
     a->t0 = a->t1 = cxb_now_ns();
     int pages_method = a->method == CXB_MOVE_BY_MOVE_PAGES;
     if (!a->addr || !a->pages || !a->page || a->page % KB4 || (uintptr_t)a->addr % a->page ||
-        (!pages_method && a->method != CXB_MOVE_BY_MBIND))
+        (!pages_method && (a->method != CXB_MOVE_BY_MBIND || a->index)))
         return cxb_fail(EINVAL, "bad move arguments (a page-aligned address, at least one "
-                        "page of a multiple of 4096 bytes, method %d)", a->method);
+                        "page of a multiple of 4096 bytes, method %d, a page list only "
+                        "with move_pages)", a->method);
     unsigned long mask[MASK_WORDS];
     int rc = set_mask(mask, &a->node, 1);
     if (rc)
@@ -285,7 +287,7 @@ int cxb_move(struct cxb_move_args *a)
     if (!status || (pages_method && (!addrs || !targets)))
         rc = cxb_fail(ENOMEM, "cannot allocate the move arrays for %zu pages", n);
     for (size_t i = 0; i < n && rc == 0 && pages_method; i++) {
-        addrs[i] = (char *)a->addr + i * a->page;
+        addrs[i] = (char *)a->addr + (a->index ? a->index[i] : i) * a->page;
         targets[i] = a->node;
         status[i] = UNSET;
     }

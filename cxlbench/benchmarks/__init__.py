@@ -13,6 +13,7 @@ from . import (bandwidth, chase, common, embedding, flush, interleave_sweep, loa
                matrix, migrate, migrate_touch, optimizer, random_bw, selftest)
 from . import checkpoint
 from . import kvcache
+from . import tiering
 from .coherence import Atomics, PingPong
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -123,6 +124,7 @@ _ALL = {b.name: b for b in (
     _record(optimizer, "Optimizer steps"),
     _record(checkpoint, "Checkpoint copies"),
     _record(kvcache, "Paged KV-cache"),
+    _record(tiering, "Tiering policies"),
     _record(selftest, "selftest"),
 )}
 

@@ -1,0 +1,248 @@
+"""Tiering: an ML workload runs in epochs while a policy decides which pages of its main
+buffer sit on the fast node, under a capacity of `share` of them. The real engine moves the
+pages with move_pages(2) and verifies every page each epoch; the model engine predicts the
+time from each tier's latency and bandwidth, and answers on a machine of one node. Every
+case reports the workload's throughput, the share of accesses the fast node served, and
+what the policy moved; a real case reports the model's prediction beside its measurement.
+Knees, slowdowns and the gap to the oracle compare cases (cxlbench tiering, the report)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UserError
+from .. import memory
+from ..options import Option, pick
+from ..tiering import engine, model
+from ..tiering.policies import POLICIES
+from ..tiering.policies import linux as linux_policy
+from ..tiering.workloads import WORKLOADS
+from ..topology import Topology
+from ..units import format_list
+from . import embedding
+from .common import Measurement, check_placement, place, resolve_cpus, vmstat
+
+NAME = "tiering"
+DESCRIPTION = "a workload's pages placed each epoch by a tiering policy within a fast-tier " \
+              "share (throughput, fast-node hits, pages moved)"
+BUFFERS = ("table", "indices", "out")       # the embedding workload's; the table is tiered
+
+
+def knob_name(policy: str, knob: str) -> str:
+    return f"{policy.replace('-', '_')}_{knob}"
+
+
+KNOBS = {knob_name(p.NAME, k): (p.NAME, k, o) for p in POLICIES.values()
+         for k, o in p.KNOBS.items()}
+WORKLOAD_OPTIONS = ("preset", "scale", "tables", "rows", "dim", "pooling", "dtype", "pool",
+                    "batch", "dist", "alpha", "profile", "prefetch", "seed")
+
+OPTIONS = {
+    "workload": Option("workload", "choice", "embedding", "the workload whose pages are "
+                       "tiered", choices=tuple(WORKLOADS)),
+    "policy": Option("policy", "choice", "first-touch", "the tiering policy",
+                     choices=tuple(POLICIES),
+                     expand={"all": tuple(p for p in POLICIES if p != "linux")}),
+    "share": Option("share", "float", 0.25, "the fast tier's capacity: this share of the "
+                    "tiered buffer's pages", min=0.0, max=1.0,
+                    expand={"halving": (1.0, 0.5, 0.25, 0.125, 0.0625)}),
+    "engine": Option("engine", "choice", "auto", "real: pages moved and the workload timed "
+                     "(two memory nodes); model: predicted from each tier's latency and "
+                     "bandwidth; auto: real where it can run", choices=("auto", "real", "model")),
+    "fast": Option("fast", "int", "auto", "the fast node (auto: the first CPU's)", min=0,
+                   words=("auto",)),
+    "slow": Option("slow", "int", "auto", "the slow node (auto: a node of memory and no "
+                   "CPUs, else the farthest other)", min=0, words=("auto",)),
+    "epochs": Option("epochs", "int", 8, "epochs the workload runs, the policy deciding "
+                     "after each", min=2, max=100000),
+    "phase": Option("phase", "choice", "none", "shift: the hot set moves halfway through "
+                    "(which policies adapt)", choices=("none", "shift")),
+    "move_ms": Option("move_ms", "float", 0.0, "real engine: at most this many ms of moves "
+                      "an epoch (0: no limit)", min=0.0, unit="ms"),
+    "mlp": Option("mlp", "float", 10.0, "model: misses a core keeps in flight (its latency "
+                  "is shared among them)", min=1.0, max=1024.0),
+    **{f"{tier}_{what}": Option(f"{tier}_{what}", "float", 0.0, f"model: the {tier} tier's "
+                                f"read {what} (0: its HMAT figure, else an assumed one)",
+                                unit=unit, min=0.0)
+       for tier in ("fast", "slow") for what, unit in (("latency", "ns"),
+                                                        ("bandwidth", "GB/s"))},
+    **{name: Option(**{**opt.__dict__, "name": name, "help": f"{policy}: {opt.help}"})
+       for name, (policy, _, opt) in KNOBS.items()},
+    **{name: embedding.OPTIONS[name] for name in WORKLOAD_OPTIONS},
+    "rows": Option(**{**embedding.OPTIONS["rows"].__dict__, "default": 1 << 18}),
+    **pick("threads", "cpus", "isa", "repeat", "warmup", "tolerance", "timeout", repeat=3,
+           warmup=0),
+    "page": Option("page", "choice", "4k", "the pages tiered: 4 KiB, or hugetlb 2 MiB",
+                   choices=("4k", "2m")),
+}
+PAGE_BYTES = {"4k": 4096, "2m": 2 << 20}
+
+
+def nodes(params: dict, topology: Topology) -> tuple[int | None, int | None]:
+    """(fast, slow) nodes: the options, else the first CPU's node and a CPU-less memory
+    node (else the farthest other node with memory); slow is None on a machine of one."""
+    cpu = resolve_cpus({**params, "threads": 1})[0]
+    home = next((n.id for n in topology.nodes if cpu in n.cpus), None)
+    fast = home if params["fast"] == "auto" else params["fast"]
+    if params["slow"] != "auto":
+        return fast, params["slow"]
+    others = [n for n in topology.nodes if n.has_memory and n.id != fast]
+    far = [n for n in others if n.far_memory]
+    if far:
+        return fast, far[0].id
+    by_distance = {n.id: n.distances for n in topology.nodes}.get(fast, {})
+    return fast, max((n.id for n in others), key=lambda i: by_distance.get(i, 0), default=None)
+
+
+def engine_of(params: dict, topology: Topology) -> str:
+    fast, slow = nodes(params, topology)
+    if params["engine"] != "auto":
+        return params["engine"]
+    return "real" if slow is not None and slow != fast else "model"
+
+
+def skip(params: dict, topology: Topology) -> str | None:
+    if params["policy"] == "linux":
+        if engine_of(params, topology) == "model":
+            return "the model cannot predict what Linux's own tiering would do"
+        return linux_policy.unavailable()
+    return None
+
+
+def check(params: dict, topology: Topology) -> None:
+    fast, slow = nodes(params, topology)
+    memory = topology.memory_nodes
+    for name, node in (("fast", fast), ("slow", slow)):
+        if node is not None and node not in memory:
+            raise UserError(f"{name}={node}: no such node with memory (nodes with memory: "
+                            f"{format_list(memory)})")
+    kind = engine_of(params, topology)
+    if POLICIES[params["policy"]].KERNEL and fast != nodes({**params, "fast": "auto"},
+                                                           topology)[0]:
+        raise UserError(f"policy={params['policy']}: the kernel's fast node is the CPUs' own; "
+                        f"fast={fast} is not theirs (set cpus on it instead)")
+    if kind == "real":
+        if slow is None or slow == fast:
+            raise UserError("engine=real moves pages between two nodes with memory; this "
+                            f"machine has {format_list(memory)}: use engine=model")
+        check_placement(buffer_params(params, fast, slow), resolve_cpus(params), topology,
+                        WORKLOADS[params["workload"]](params).sizes())
+    return None
+
+
+def buffer_params(params: dict, fast: int, slow: int) -> dict:
+    """Every buffer on the fast node but the tiered one, which starts on the slow node
+    (the policy's first placement then moves its share up). Under Linux's own tiering it
+    starts local instead, with no policy of its own that would keep the kernel from
+    promoting its pages."""
+    tiered = WORKLOADS[params["workload"]].TIERED
+    start = "local" if POLICIES[params["policy"]].KERNEL else f"bind:{slow}"
+    return {**params, "mem": f"bind:{fast}", f"mem.{tiered}": start}
+
+
+def unused(params: dict) -> dict[str, str]:
+    out = {name: f"a knob of {policy}" for name, (policy, _, _) in KNOBS.items()
+           if policy != params["policy"]}
+    if params["engine"] == "model":
+        out["move_ms"] = "the model engine moves no pages"
+    if params["policy"] in ("all-fast", "all-slow"):
+        out["share"] = f"{params['policy']} is a bound: it places every page itself"
+    out.update(embedding.unused({**{k: embedding.OPTIONS[k].default
+                                    for k in embedding.OPTIONS}, **params}))
+    return {k: v for k, v in out.items() if k in OPTIONS}
+
+
+def capacity(params: dict, pages: int) -> int:
+    if params["policy"] == "all-fast":
+        return pages
+    return 0 if params["policy"] == "all-slow" else math.floor(params["share"] * pages + 1e-9)
+
+
+def run(params: dict) -> Measurement:
+    topology = Topology.read(probe_gpus=False)
+    fast_node, slow_node = nodes(params, topology)
+    kind = engine_of(params, topology)
+    real = kind == "real"
+    work = WORKLOADS[params["workload"]](params)
+    page = PAGE_BYTES[params["page"]]
+    tiered = work.TIERED
+    pages = -(-work.sizes()[tiered] // page)
+    counts = [work.counts(e, pages, page) for e in range(work.epochs)]
+    tiers, source = model.tiers_for(params, topology, fast_node, slow_node)
+    policy_cls = POLICIES[params["policy"]]
+    knobs = {k: params[knob_name(policy_cls.NAME, k)] for k in policy_cls.KNOBS}
+    profile = np.sum(counts, axis=0) if policy_cls.PROFILED else None
+    cap = capacity(params, pages)
+    cpus = resolve_cpus(params)
+    buffers, isa = [], ""
+    if real:
+        buffers = place(buffer_params(params, fast_node, slow_node), cpus, work.sizes(),
+                        topology)
+        isa = embedding.resolve_bag_isa(params["isa"])
+        work.prepare(buffers, isa, cpus)
+    before = vmstat()
+    reps = []
+    last = None
+    for r in range(params["warmup"] + params["repeat"]):
+        policy = policy_cls(pages, cap, knobs, profile)
+        hands = engine.Pages(buffers[0], fast_node, slow_node, page,
+                             params["move_ms"] * 1e6) if real else \
+            engine.Paper(np.zeros(pages, dtype=bool))
+        out = engine.drive(policy, work, hands, counts, tiers, params["mlp"], real)
+        if r >= params["warmup"]:
+            reps.append(figures(out, work, page, real))
+            last = out
+    # The kernel says what produced the figures: the workload's C kernel, or the model.
+    m = Measurement(kernel=f"{params['workload']}:{kind}", isa=isa, cpus=cpus,
+                    units=UNITS_REAL if real else UNITS_MODEL, reps=reps)
+    after = vmstat()
+    m.info = {"engine": kind, "fast_node": fast_node, "slow_node": slow_node, "pages": pages,
+              "page_bytes": page, "capacity_pages": cap, "epochs": work.epochs,
+              "tiers": {"fast": tiers[0].__dict__, "slow": tiers[1].__dict__,
+                        "source": source},
+              "epoch_ns": [round(x) for x in last.ns],
+              "epoch_fast_hits": [round(x, 4) for x in last.fast_hits],
+              "vmstat": {k: after[k] - before.get(k, 0) for k in after
+                         if after[k] != before.get(k, 0)}}
+    if real:
+        m.placement = placement_record(params, buffers, tiered)
+        bad = next((b for b, v in zip(buffers, m.placement["verified"])
+                    if not v.get("ok", True)), None)
+        if bad is not None:
+            m.status, m.error = "failed", bad.failure(bad.verify(), "after the case")
+    return m
+
+
+UNITS_REAL = {"throughput": "M/s", "predicted": "M/s", "fast_hits": "ratio",
+              "migrated": "MB", "move_ms": "ms", "pingpong": "pages"}
+UNITS_MODEL = {k: v for k, v in UNITS_REAL.items() if k not in ("predicted", "move_ms")}
+
+
+def figures(out: engine.Outcome, work, page: int, real: bool) -> dict[str, float]:
+    units = work.units() * len(out.ns)
+    rep = {"throughput": units / sum(out.ns) * 1e3,
+           "fast_hits": float(np.mean(out.fast_hits)),
+           "migrated": (out.promoted + out.demoted) * page / 1e6,
+           "pingpong": float(out.pingpong)}
+    if real:
+        rep["predicted"] = units / sum(out.predicted) * 1e3
+        rep["move_ms"] = out.move_ns / 1e6
+    return rep
+
+
+def placement_record(params: dict, buffers, tiered: str) -> dict:
+    """The untiered buffers verified as any case's; the tiered one was verified page by
+    page after every epoch (the engine fails the case on a page astray)."""
+    rows = []
+    for b in buffers:
+        if b.name == tiered:
+            where = memory.node_map(b)
+            counts = {int(n): int(c) for n, c in zip(*np.unique(where, return_counts=True))}
+            rows.append({"buffer": b.name, "spec": "tiered", "page": b.page, "counts": counts,
+                         "ok": True})
+        else:
+            v = b.verify()
+            rows.append({"buffer": b.name, "spec": str(b.placement), "page": b.page,
+                         "method": b.placement_method, **v.to_dict()})
+    return {"spec": "tiered", "page": params["page"], "method": None, "verified": rows}

@@ -1,0 +1,161 @@
+"""What a tiering policy sees and returns. A policy is pure: from each epoch's exact
+per-page access counts and the placement now, it says which pages should sit on the fast
+node next, within the fast tier's capacity. The engines (real: pages moved with
+move_pages(2) and verified; model: placement only) do the moving, timing and checking, so
+one policy runs on both, and on synthetic streams in the tests."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ...options import Option
+
+
+@dataclass(frozen=True)
+class Tier:
+    """What is known of one tier's memory: its idle read latency and its read bandwidth
+    (where the figures came from is the engine's business, and recorded there)."""
+    latency_ns: float
+    bandwidth: float            # GB/s (bytes per ns)
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One epoch as the policy learns of it, after it ran."""
+    index: int                  # 0, 1, ...
+    counts: np.ndarray          # int64 per page: accesses this epoch, exact
+    fast: np.ndarray            # bool per page: on the fast node during it (verified)
+    ns: float                   # its time (measured by the real engine, predicted by the model)
+    access_bytes: int           # bytes one access reads (a row, a block...)
+    tiers: tuple[Tier, Tier]    # fast, slow
+
+
+class Policy:
+    """Subclasses set NAME, DESCRIPTION and KNOBS (their options, named without a prefix:
+    the benchmark offers them as <name>_<knob>, e.g. hemem_threshold), and override
+    initial() and, if they move pages, after()."""
+    NAME: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+    KNOBS: ClassVar[dict[str, Option]] = {}
+    STATIC: ClassVar[bool] = False      # never moves a page after the first epoch
+    PROFILED: ClassVar[bool] = False    # needs the whole run's counts up front (an oracle)
+    KERNEL: ClassVar[bool] = False      # Linux places the pages; the engine only watches
+
+    def __init__(self, pages: int, capacity: int, knobs: dict | None = None,
+                 profile: np.ndarray | None = None):
+        """pages: the tiered buffer's pages, in the order they were first touched (the
+        workload fills them by address). capacity: how many may sit on the fast node.
+        knobs: this policy's KNOBS by short name (defaults where missing). profile: the
+        whole run's per-page counts, given to PROFILED policies only."""
+        if not 0 <= capacity <= pages:
+            raise ValueError(f"capacity {capacity} is not within 0..{pages} pages")
+        self.pages, self.capacity = pages, capacity
+        self.knobs = {k: o.default for k, o in self.KNOBS.items()} | dict(knobs or {})
+        self.profile = profile
+
+    def initial(self) -> np.ndarray:
+        """bool per page: the placement before the first epoch."""
+        raise NotImplementedError
+
+    def after(self, epoch: Epoch) -> np.ndarray:
+        """bool per page: the placement for the next epoch (at most `capacity` True)."""
+        return epoch.fast.copy()
+
+
+def first_touch(pages: int, capacity: int) -> np.ndarray:
+    """Fast until full, then slow: where an unmanaged kernel leaves pages filled in order."""
+    fast = np.zeros(pages, dtype=bool)
+    fast[:capacity] = True
+    return fast
+
+
+def hottest(scores: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest-scoring pages where `among` is True, hottest first (ties:
+    lower page first, so results are deterministic)."""
+    idx = np.flatnonzero(among)
+    if k <= 0 or not len(idx):
+        return idx[:0]
+    order = np.lexsort((idx, -scores[idx].astype(np.float64)))
+    return idx[order[:k]]
+
+
+def coldest(scores: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k lowest-scoring pages where `among` is True, coldest first."""
+    idx = np.flatnonzero(among)
+    if k <= 0 or not len(idx):
+        return idx[:0]
+    order = np.lexsort((idx, scores[idx].astype(np.float64)))
+    return idx[order[:k]]
+
+
+def knob_table(*options: Option) -> dict[str, Option]:
+    """KNOBS from options, keyed by their names."""
+    return {o.name: o for o in options}
+
+
+MAX_MOVE = Option("max_move", "int", 0, "pages moved per epoch, promotions plus demotions; "
+                  "0: an eighth of the fast capacity, at least 2", "pages", min=0)
+
+
+def cooling_knob(default: int) -> Option:
+    return Option("cooling", "int", default, "epochs between halvings of every page's count",
+                  "epochs", min=1)
+
+
+def move_budget(max_move: int, capacity: int) -> int:
+    """Pages a policy may move in one epoch: max_move, or for 0 an eighth of the capacity,
+    at least the two moves of one swap (else a full fast tier would never change)."""
+    return max_move or max(2, capacity // 8)
+
+
+class Heat:
+    """Per-page counts that accumulate and halve every `cooling` epochs, so that old
+    accesses fade (HeMem's and MEMTIS's cooling)."""
+
+    def __init__(self, pages: int, cooling: int):
+        self.counts = np.zeros(pages, dtype=np.int64)
+        self.cooling, self.epochs = cooling, 0
+
+    def add(self, counts: np.ndarray) -> None:
+        self.counts += counts
+
+    def cool(self) -> None:
+        """Called once an epoch, after the policy decided on its counts."""
+        self.epochs += 1
+        if self.epochs % self.cooling == 0:
+            self.counts //= 2
+
+
+def promote(fast: np.ndarray, capacity: int, want: np.ndarray, scores: np.ndarray,
+            demotable: np.ndarray, budget: int, hotter: bool = False):
+    """Moves the slow pages `want` (in the order to promote them) onto the fast node in the
+    mask `fast`, changed in place: into free room while there is some, then each in
+    exchange for the coldest `demotable` fast page (where `hotter`, only for a page of a
+    higher score), while `budget` moves last (a promotion or a demotion is one each).
+    Yields (page, victim or -1) after each, so that a caller may stop early."""
+    free = capacity - int(np.count_nonzero(fast))
+    victims = iter(coldest(scores, demotable & fast, len(want)).tolist())
+    for page in want.tolist():
+        victim = -1
+        if free > 0:
+            if budget < 1:
+                return
+            free -= 1
+        else:
+            victim = next(victims, -1)
+            if victim < 0 or budget < 2 or (hotter and scores[victim] >= scores[page]):
+                return
+            fast[victim] = False
+            budget -= 1
+        fast[page] = True
+        budget -= 1
+        yield page, victim
+
+
+def loaded_latency(tier: Tier, offered_gbs: float) -> float:
+    """A tier's latency under `offered_gbs` of load: its idle latency stretched by a
+    queueing curve, 1 / (1 - utilisation), with the utilisation capped at 0.95 so that an
+    overloaded tier is slow (20x) but finite."""
+    return tier.latency_ns / (1.0 - min(0.95, offered_gbs / tier.bandwidth))

@@ -1,0 +1,63 @@
+"""Colloid-like (Vuppalapati and Agarwal, SOSP'24): place pages so that the two tiers'
+loaded latencies balance, not so that the fast tier holds the hottest pages. A fast
+tier near its bandwidth is slower than an idle slow one, so Colloid then moves hot
+pages out of it."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...options import Option
+from .base import (MAX_MOVE, Epoch, Policy, Tier, first_touch, hottest, knob_table,
+                   loaded_latency, move_budget, promote)
+
+
+def balance(fast: Tier, slow: Tier, offered_gbs: float) -> float:
+    """The fraction p of the accesses on the fast tier at which both tiers' loaded
+    latencies are equal; 1 where the fast one is still the lower with all of them, 0
+    where it is the higher with none."""
+    def gap(p: float) -> float:
+        return loaded_latency(fast, p * offered_gbs) - loaded_latency(slow, (1 - p) * offered_gbs)
+    if gap(1.0) <= 0:
+        return 1.0
+    if gap(0.0) >= 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(50):     # gap rises with p
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+class Colloid(Policy):
+    NAME = "colloid"
+    DESCRIPTION = ("moves hot pages between tiers until their loaded latencies (from idle "
+                   "latency, bandwidth and the offered load) balance")
+    KNOBS = knob_table(
+        MAX_MOVE,
+        Option("tolerance", "float", 0.05, "fast-tier access share off the balance point "
+               "that is left alone", min=0, max=1))
+
+    def initial(self) -> np.ndarray:
+        return first_touch(self.pages, self.capacity)
+
+    def after(self, epoch: Epoch) -> np.ndarray:
+        counts, fast = epoch.counts, epoch.fast.copy()
+        total = int(counts.sum())
+        if total == 0 or epoch.ns <= 0:
+            return fast
+        target = balance(*epoch.tiers, total * epoch.access_bytes / epoch.ns) * total
+        on_fast = int(counts[fast].sum())
+        slack = self.knobs["tolerance"] * total
+        budget = move_budget(self.knobs["max_move"], self.capacity)
+        if on_fast < target - slack:
+            want = hottest(counts, ~fast & (counts > 0), budget)
+            for page, victim in promote(fast, self.capacity, want, counts, fast, budget,
+                                        hotter=True):
+                on_fast += counts[page] - (counts[victim] if victim >= 0 else 0)
+                if on_fast >= target:
+                    break
+        elif on_fast > target + slack:
+            out = hottest(counts, fast, budget)
+            reached = on_fast - np.cumsum(counts[out]) <= target
+            fast[out[:int(np.argmax(reached)) + 1 if reached.any() else len(out)]] = False
+        return fast
