@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import statistics
 import sys
 import warnings
 
@@ -300,8 +301,9 @@ def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_
 
 
 def _print_tiering(sc: dict) -> None:
-    """Slowdown against all-fast at each share, the knee and the gap to the oracle."""
-    p, unit = sc["params"], sc["unit"] or ""
+    """Slowdown against all-fast at each share, the knee, and at the smallest share the
+    gap to the oracle and the MB moved; for the real engine, the model's error."""
+    unit = sc["unit"] or ""
     bounds = ", ".join(f"{name} {value:.4g} {unit}" for name, value in
                        (("all-fast", sc["all_fast"]), ("all-slow", sc["all_slow"])) if value)
     engine = {"model": "model engine: PREDICTED from each tier's latency and bandwidth, "
@@ -314,21 +316,25 @@ def _print_tiering(sc: dict) -> None:
         return
     if not sc["all_fast"]:
         click.echo("(no all-fast case: slowdowns and knees need one)")
-    shares = sc["shares"]
+    shares, real = sc["shares"], sc["engine"] == "real"
     click.echo("slowdown against all-fast at each fast share; knee: the smallest share "
-               f"within {analysis.KNEE_SLOWDOWN:.0%}; gap: the oracle's throughput over the "
-               f"policy's at {shares[-1]:g}")
+               f"within {analysis.KNEE_SLOWDOWN:.0%}; at {shares[-1]:g}: gap, the oracle's "
+               "throughput over the policy's, and MB moved"
+               + ("; model: the prediction's median error over the shares" if real else ""))
     w = max(12, *(len(name) for name in sc["policies"]))
     click.echo(f"{'policy':<{w}} " + "".join(f"{s:>8g}" for s in shares)
-               + f"{'knee':>8}{'gap':>8}{'moved MB':>10}")
+               + f"{'knee':>8}{'gap':>8}{'moved MB':>10}" + (f"{'model':>8}" if real else ""))
+
+    def cell(value, width=8, spec=".1%"):
+        return f"{value:>{width}{spec}}" if value is not None else f"{'-':>{width}}"
     for name, row in sc["policies"].items():
-        cells = "".join(f"{row['slowdown'][s]:>8.1%}" if s in row["slowdown"] else f"{'-':>8}"
-                        for s in shares)
-        knee = f"{row['knee']:g}" if row["knee"] is not None else "none"
-        gap = row["gap"].get(shares[-1])
-        moved = sum(row["migrated"].values())
-        click.echo(f"{name:<{w}} {cells}{knee:>8}"
-                   + (f"{gap:>8.1%}" if gap is not None else f"{'-':>8}") + f"{moved:>10.4g}")
+        errors = [row["predicted"][s] / t - 1 for s, t in row["throughput"].items()
+                  if t and s in row["predicted"]]
+        click.echo(f"{name:<{w}} " + "".join(cell(row["slowdown"].get(s)) for s in shares)
+                   + f"{'none' if row['knee'] is None else format(row['knee'], 'g'):>8}"
+                   + cell(row["gap"].get(shares[-1]))
+                   + cell(row["migrated"].get(shares[-1]), 10, ".4g")
+                   + (cell(statistics.median(errors) if errors else None) if real else ""))
 
 
 @main.command()

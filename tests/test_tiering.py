@@ -500,9 +500,11 @@ def test_engine_real_is_refused_on_one_node(topo):
                                                 "engine=model"):
                 bench.check(params(**over), vm)
         assert bench.check(params(engine="model"), vm) is None
-        with pytest.raises(UserError, match=r"fast=5: no such node with memory \(nodes with "
+        with pytest.raises(UserError, match=r"slow=5: no such node with memory \(nodes with "
                                             r"memory: 0\)"):
-            bench.check(params(engine="model", fast=5), vm)
+            bench.check(params(engine="real", slow=5), vm)
+        # The model may take another machine's nodes, their figures from options.
+        assert bench.check(params(engine="model", fast=5, slow=6), vm) is None
 
 
 @one_node
@@ -766,3 +768,30 @@ def test_tiering_command_takes_a_policy_knob(tmp_path):
     r = invoke("--policies", "all-fast,first-touch", "--set", "hemem_threshold=4",
                "--results-dir", str(tmp_path), "--dry-run")
     assert r.exit_code == 2 and "a knob of hemem, which --policies does not run" in r.stderr
+
+
+def test_tier_figures_from_a_catalogue_run():
+    """The chase latency at the largest size bound to the node (the median of its
+    repetitions), the best read-kernel case bound to it; the node matrix where neither
+    exists; None where the run has no latency or no bandwidth of the node."""
+    import pandas as pd
+
+    def row(case, bench, metric, value, **params):
+        return {"case": case, "benchmark": bench, "metric": metric, "value": value, **params}
+    rows = [row("lat/0", "chase", "latency", 5.0, mem="bind:0", size=65536),
+            *[row("lat/1", "chase", "latency", v, mem="bind:0", size=1 << 24)
+              for v in (99.0, 100.0, 140.0)],
+            row("lat/2", "chase", "latency", 250.0, mem="bind:1", size=1 << 24),
+            row("bw/0", "bandwidth", "bandwidth", 10.0, mem="bind:0", kernel="read"),
+            row("bw/1", "bandwidth", "bandwidth", 18.0, mem="bind:0", kernel="read"),
+            row("bw/2", "bandwidth", "bandwidth", 4.0, mem="bind:1", kernel="read"),
+            row("bw/3", "bandwidth", "bandwidth", 99.0, mem="bind:1", kernel="copy"),
+            row("bw/4", "bandwidth", "bandwidth", 7.0, mem="bind:2", kernel="read")]
+    df = pd.DataFrame(rows)
+    assert model.measured_tier(df, 0) == Tier(100.0, 18.0)
+    assert model.measured_tier(df, 1) == Tier(250.0, 4.0)
+    assert model.measured_tier(df, 2) is None          # a bandwidth, no latency
+    matrix = pd.DataFrame([row("m/0", "matrix", "latency", 300.0, target=1),
+                           row("m/1", "matrix", "bandwidth", 5.0, target=1)])
+    assert model.measured_tier(matrix, 1) == Tier(300.0, 5.0)
+    assert model.measured_tier(matrix, 0) is None

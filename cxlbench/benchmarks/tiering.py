@@ -62,8 +62,12 @@ OPTIONS = {
                       "an epoch (0: no limit)", min=0.0, unit="ms"),
     "mlp": Option("mlp", "float", 10.0, "model: misses a core keeps in flight (its latency "
                   "is shared among them)", min=1.0, max=1024.0),
+    "tiers_from": Option("tiers_from", "path", "", "model: a catalogue run (its directory) "
+                         "whose chase and read-bandwidth cases bound to each node (or node "
+                         "matrix) give the tiers' figures"),
     **{f"{tier}_{what}": Option(f"{tier}_{what}", "float", 0.0, f"model: the {tier} tier's "
-                                f"read {what} (0: its HMAT figure, else an assumed one)",
+                                f"read {what} (0: from tiers_from, else its HMAT figure, "
+                                "else an assumed one)",
                                 unit=unit, min=0.0)
        for tier in ("fast", "slow") for what, unit in (("latency", "ns"),
                                                         ("bandwidth", "GB/s"))},
@@ -99,7 +103,8 @@ def engine_of(params: dict, topology: Topology) -> str:
     fast, slow = nodes(params, topology)
     if params["engine"] != "auto":
         return params["engine"]
-    return "real" if slow is not None and slow != fast else "model"
+    here = topology.memory_nodes
+    return "real" if fast in here and slow in here and slow != fast else "model"
 
 
 def skip(params: dict, topology: Topology) -> str | None:
@@ -113,11 +118,14 @@ def skip(params: dict, topology: Topology) -> str | None:
 def check(params: dict, topology: Topology) -> None:
     fast, slow = nodes(params, topology)
     memory = topology.memory_nodes
+    if params["tiers_from"]:        # a run that is not one fails here, not in a worker
+        model.tiers_for(params, topology, fast, slow)
+    kind = engine_of(params, topology)
     for name, node in (("fast", fast), ("slow", slow)):
-        if node is not None and node not in memory:
+        # The model may take another machine's nodes (their figures from tiers_from).
+        if kind == "real" and node is not None and node not in memory:
             raise UserError(f"{name}={node}: no such node with memory (nodes with memory: "
                             f"{format_list(memory)})")
-    kind = engine_of(params, topology)
     if POLICIES[params["policy"]].KERNEL and fast != nodes({**params, "fast": "auto"},
                                                            topology)[0]:
         raise UserError(f"policy={params['policy']}: the kernel's fast node is the CPUs' own; "
@@ -201,6 +209,7 @@ def run(params: dict) -> Measurement:
               "page_bytes": page, "capacity_pages": cap, "epochs": work.epochs,
               "tiers": {"fast": tiers[0].__dict__, "slow": tiers[1].__dict__,
                         "source": source},
+              "unmoved": last.unmoved, "start_unmoved": last.start_unmoved,
               "epoch_ns": [round(x) for x in last.ns],
               "epoch_fast_hits": [round(x, 4) for x in last.fast_hits],
               "vmstat": {k: after[k] - before.get(k, 0) for k in after
@@ -211,6 +220,11 @@ def run(params: dict) -> Measurement:
                     if not v.get("ok", True)), None)
         if bad is not None:
             m.status, m.error = "failed", bad.failure(bad.verify(), "after the case")
+        elif last.start_unmoved > params["tolerance"] * pages:
+            m.status, m.error = "failed", (
+                f"tiering: {last.start_unmoved} of {pages} pages of the {tiered} buffer did "
+                f"not reach the policy's first placement (a full node {fast_node}? busy "
+                "pages?): the share measured would not be the one asked for")
     return m
 
 
@@ -238,9 +252,9 @@ def placement_record(params: dict, buffers, tiered: str) -> dict:
     for b in buffers:
         if b.name == tiered:
             where = memory.node_map(b)
-            counts = {int(n): int(c) for n, c in zip(*np.unique(where, return_counts=True))}
+            counts = {str(n): int(c) for n, c in zip(*np.unique(where, return_counts=True))}
             rows.append({"buffer": b.name, "spec": "tiered", "page": b.page, "counts": counts,
-                         "ok": True})
+                         "text": ";".join(f"{n}:{c}" for n, c in counts.items()), "ok": True})
         else:
             v = b.verify()
             rows.append({"buffer": b.name, "spec": str(b.placement), "page": b.page,

@@ -28,6 +28,7 @@ class Outcome:
     demoted: int = 0
     move_ns: int = 0            # the move calls, timed in C (real engine)
     unmoved: int = 0            # pages a move left where they were (busy, time box)
+    start_unmoved: int = 0      # of the first placement, likewise (a full node, busy pages)
     pingpong: int = 0           # pages moved back within PINGPONG_WINDOW epochs
     fast_pages: int = 0         # most pages on the fast node at once
 
@@ -52,7 +53,8 @@ class Paper:
     def __init__(self, fast: np.ndarray):
         self.fast = fast.copy()
 
-    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome) -> tuple:
+    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome,
+              boxed: bool = True) -> tuple:
         up = np.flatnonzero(target & ~self.fast)
         down = np.flatnonzero(~target & self.fast)
         self.fast = target.copy()
@@ -77,15 +79,17 @@ class Pages:
                              f"{self.nodes[1]} ({len(stray)} pages astray)")
         return where == self.nodes[0]
 
-    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome) -> tuple:
+    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome,
+              boxed: bool = True) -> tuple:
         """Demotions first (they make the room), then promotions in `order`; stops between
-        calls once the time box is spent. Returns the pages that really moved each way."""
+        calls once the time box is spent (where `boxed`: not for the first placement).
+        Returns the pages that really moved each way."""
         down = np.flatnonzero(~target & self.fast)
         up = order[target[order] & ~self.fast[order]]
         spent = 0
         for pages, node in ((down, self.nodes[1]), (up, self.nodes[0])):
             for lo in range(0, len(pages), MOVE_CHUNK):
-                if self.budget and spent >= self.budget:
+                if boxed and self.budget and spent >= self.budget:
                     break
                 r = move(self.buf, node, which=pages[lo:lo + MOVE_CHUNK])
                 spent += r.ns
@@ -105,8 +109,8 @@ def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tupl
     pp = Pingpong(pages)
     first = policy.initial()
     check_capacity(policy, first)
-    hands.apply(first, np.arange(pages), out)       # the start: no ping-pong, no count
-    out.promoted = out.demoted = out.unmoved = out.move_ns = 0
+    hands.apply(first, np.arange(pages), out, boxed=False)  # the start, not counted
+    out.start_unmoved, out.unmoved, out.move_ns = out.unmoved, 0, 0
     for e, c in enumerate(counts):
         if policy.KERNEL:       # Linux moved pages meanwhile: where are they now
             hands.fast = hands.read()
