@@ -227,6 +227,7 @@ def pingpong_matrices(records: list[dict]) -> list[dict]:
 # ---- tiering ---------------------------------------------------------------------------
 KNEE_SLOWDOWN = 0.05    # the knee: the smallest fast share within 5 % of all-fast
 BOUNDS = ("all-fast", "all-slow")
+UNHELD = ("linux",)     # policies the engines cannot hold to a share
 
 
 def tiering(records: list[dict]) -> list[dict]:
@@ -276,8 +277,10 @@ def _scenario(g: dict) -> dict:
             row["slowdown"][share] = top / t - 1
         if t and oracle.get(share):
             row["gap"][share] = oracle[share] / t - 1
-    for row in policies.values():
-        row["knee"] = knee(row["slowdown"])
+    for name, row in policies.items():
+        # Linux is not held to the share: its pages only start there (fast_share says
+        # where they went), so it has no knee.
+        row["knee"] = None if name.split()[0] in UNHELD else knee(row["slowdown"])
     p = g["params"]
     return {"workload": p.get("workload"), "phase": p.get("phase"),
             "engine": "+".join(sorted(g["engines"])),

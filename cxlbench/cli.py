@@ -325,13 +325,18 @@ def _print_tiering(sc: dict) -> None:
     click.echo(f"{'policy':<{w}} " + "".join(f"{s:>8g}" for s in shares)
                + f"{'knee':>8}{'gap':>8}{'moved MB':>10}" + (f"{'model':>8}" if real else ""))
 
+    def knee_text(name: str, knee: float | None) -> str:
+        if name.split()[0] in analysis.UNHELD:
+            return "n/a"        # not held to the share
+        return "none" if knee is None else format(knee, "g")
+
     def cell(value, width=8, spec=".1%"):
         return f"{value:>{width}{spec}}" if value is not None else f"{'-':>{width}}"
     for name, row in sc["policies"].items():
         errors = [row["predicted"][s] / t - 1 for s, t in row["throughput"].items()
                   if t and s in row["predicted"]]
         click.echo(f"{name:<{w}} " + "".join(cell(row["slowdown"].get(s)) for s in shares)
-                   + f"{'none' if row['knee'] is None else format(row['knee'], 'g'):>8}"
+                   + f"{knee_text(name, row['knee']):>8}"
                    + cell(row["gap"].get(shares[-1]))
                    + cell(row["migrated"].get(shares[-1]), 10, ".4g")
                    + (cell(statistics.median(errors) if errors else None) if real else ""))

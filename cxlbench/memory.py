@@ -350,6 +350,22 @@ class MoveResult:
         return ", ".join(f"{why} x{n}" for why, n in Counter(self.failures.values()).most_common())
 
 
+def _page_list(which, pages: int, start: int, end: int | None, method: str) -> np.ndarray:
+    """`which` as int64 page indices, each within [0, pages): what C then trusts."""
+    which = np.asarray(which)
+    if start or end is not None:
+        raise PlacementError("move takes a page range or a page list, not both")
+    if method != "move_pages":
+        raise PlacementError(f"a page list moves with move_pages, not {method}")
+    if which.ndim != 1 or not len(which) or not np.issubdtype(which.dtype, np.integer):
+        raise PlacementError(f"a page list is a non-empty list of page indices, not "
+                             f"{which.dtype} x {which.shape}")
+    if which.min() < 0 or which.max() >= pages:
+        raise PlacementError(f"page {int(which.min() if which.min() < 0 else which.max())} "
+                             f"is not one of the {pages} pages")
+    return which.astype(np.int64)
+
+
 def move(obj, node: int, start: int = 0, end: int | None = None, method: str = "move_pages",
          batch: int = 0, which: np.ndarray | None = None) -> MoveResult:
     """Move pages [start, end) of obj (a Buffer or numpy array: pages as in _pages) to
@@ -359,15 +375,13 @@ def move(obj, node: int, start: int = 0, end: int | None = None, method: str = "
     these page indices instead of a range, scattered as they may be (failures are keyed
     by page index either way)."""
     addr, pages, page = _pages(obj)
-    end = pages if end is None else end
     if which is not None:
-        which = np.asarray(which, dtype=np.int64)
-        if not len(which) or which.min() < 0 or which.max() >= pages or method != "move_pages":
-            raise PlacementError(f"a page list must name some of the {pages} pages and "
-                                 "move them with move_pages")
-    elif not 0 <= start < end <= pages:
-        raise PlacementError(f"page range [{start}, {end}) is not within the {pages} pages "
-                             f"of {format_size(page)}")
+        which = _page_list(which, pages, start, end, method)
+    else:
+        end = pages if end is None else end
+        if not 0 <= start < end <= pages:
+            raise PlacementError(f"page range [{start}, {end}) is not within the {pages} "
+                                 f"pages of {format_size(page)}")
     if method not in native.MOVE_METHODS or batch < 0:
         raise PlacementError(f"method {method!r} or batch {batch} is not move_pages or mbind "
                              "with 0 or more pages a call")

@@ -625,7 +625,8 @@ def move(addr: int, pages: int, page: int, node: int, method: str,
     a.method, a.batch = MOVE_METHODS.index(method), batch
     if index is not None:
         index = np.ascontiguousarray(index, dtype=np.uint64)
-        assert len(index) == pages
+        if len(index) != pages:
+            raise ValueError(f"move: {len(index)} page indices for {pages} pages")
         a.index = ffi.cast("uint64_t *", index.ctypes.data)
     a.status = ffi.cast("int32_t *", status.ctypes.data)
     _check(f"{method} to node {node}", lib.cxb_move(a))

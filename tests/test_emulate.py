@@ -137,6 +137,19 @@ def test_embedding_tables_on_the_cxl_node(cxl):
 
 @pytest.mark.qemu
 @needs("cxl")
+def test_optimizer_state_on_the_cxl_node(cxl):
+    """ci's [optimizer]: an AdamW step in mixed precision with its moments and master copy
+    bound to node 1, parameters and gradients local; every step checked against numpy."""
+    rows = cxl["df"][cxl["df"]["job"] == "optimizer"]
+    assert len(rows) and rows["placement_ok"].all()
+    assert set(rows["metric"]) == {"params", "bandwidth", "triad", "of_triad"}
+    for v in set(rows["verified"]):
+        nodes = {buf: set(c) for buf, c in results.verified_counts(v).items()}
+        assert nodes == {"params": {"0"}, "grads": {"0"}, "states": {"1"}}, v
+
+
+@pytest.mark.qemu
+@needs("cxl")
 def test_kv_cache_blocks_on_the_cxl_node(cxl):
     """ci's [kvcache]: decode steps over a block pool bound to node 1 (the offload space
     not placed for decode); every block read summed and checked against numpy's."""

@@ -1,8 +1,10 @@
 """Tiering (cxlbench.tiering, the tiering benchmark, `cxlbench tiering`): the pages an
 access touches, the embedding workload's epochs and their exact per-page counts, the
-model's closed form and where its tiers come from, the engine loop on paper and on this
-machine's one node (moves that are no-ops, a page astray caught), move(which=...), the
-benchmark's checks and model-engine figures, the knees and gaps of the analysis, and the
+model's roofline, where its tiers and migration rate come from, the engine loop on paper
+(moves charged at the migration rate, pages drifting under it) and on this machine's one
+node or two simulated ones (moves that are no-ops, chunks of demotions then promotions into
+room, the time box, a page astray caught), move(which=...), the benchmark's checks and
+figures (moves charged) in both engines, the knees and gaps of the analysis, and the
 command end to end. Every expected figure is worked out here by hand or in closed form."""
 import errno
 import os
@@ -13,14 +15,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cxlbench import analysis, benchmarks, memory
+from cxlbench import analysis, benchmarks, memory, native
 from cxlbench.benchmarks import common, embedding
 from cxlbench.benchmarks import tiering as bench
 from cxlbench.cli import main
 from cxlbench.errors import CheckError, PlacementError, UserError
 from cxlbench.memory import Buffer
 from cxlbench.tiering import engine, model, workloads
-from cxlbench.tiering.policies.base import Epoch, Policy, Tier, first_touch
+from cxlbench.tiering.policies.base import Policy, Tier, first_touch
 from cxlbench.topology import Topology
 
 from .conftest import REPO
@@ -171,27 +173,59 @@ def test_phase_shift_turns_each_table_within_itself():
 
 
 # ---- model -----------------------------------------------------------------------------------
-def test_access_takes_the_longer_of_latency_over_mlp_and_bytes_over_bandwidth():
-    t = Tier(100.0, 10.0)
-    assert model.access_ns(t, 64, 10) == 10.0           # 100/10 = 10 > 64/10 = 6.4
-    assert model.access_ns(t, 4096, 10) == 409.6        # 4096/10 > 10
-    assert model.access_ns(t, 64, 1) == 100.0
-
-
-def test_epoch_time_closed_form():
+def test_epoch_time_is_the_longer_of_waiting_and_streaming():
+    """A roofline: waiting, every access's latency summed over mlp x threads; streaming,
+    each tier's bytes at its bandwidth, the two tiers at once (the longer of them)."""
     counts = np.array([3, 0, 5, 2], dtype=np.int64)
     fast = np.array([True, False, False, True])
     tiers = (Tier(100.0, 100.0), Tier(300.0, 10.0))
-    # mlp 4, 64 B: fast max(25, 0.64) = 25 ns x 5 accesses; slow max(75, 6.4) x 5.
-    assert model.epoch_ns(counts, fast, tiers, 64, 4) == 5 * 25 + 5 * 75
-    # 1024 B: slow is bandwidth-bound, max(75, 102.4).
-    assert model.epoch_ns(counts, fast, tiers, 1024, 4) == 5 * 25 + 5 * 102.4
-    assert model.epoch_ns(counts, np.zeros(4, bool), tiers, 64, 4) == 10 * 75
+    # 5 accesses on each tier: waiting (5 x 100 + 5 x 300) / (mlp x threads) = 2000 / 4;
+    # streaming at 64 B max(5 x 64 / 100, 5 x 64 / 10) = 32.
+    assert model.epoch_ns(counts, fast, tiers, 64, 4) == 500.0
+    assert model.epoch_ns(counts, fast, tiers, 64, 4, 1) == 500.0      # threads: 1
+    assert model.epoch_ns(counts, fast, tiers, 64, 4, 2) == 250.0
+    # 100 threads: waiting 20 < streaming 32, the slow tier's 320 B at 10 GB/s.
+    assert model.epoch_ns(counts, fast, tiers, 64, 1, 100) == 32.0
+    # 1024 B: streaming max(5120 / 100, 5120 / 10) = 512 > waiting 500.
+    assert model.epoch_ns(counts, fast, tiers, 1024, 4) == 512.0
+    # All slow: waiting 10 x 300 / 4 = 750 > streaming 640 / 10.
+    assert model.epoch_ns(counts, np.zeros(4, bool), tiers, 64, 4) == 750.0
+    # All fast, mlp 100: waiting 10 x 100 / 100 = 10 < streaming 10240 / 100.
+    assert model.epoch_ns(counts, np.ones(4, bool), tiers, 1024, 100) == 102.4
+    assert model.epoch_ns(np.zeros(4, np.int64), fast, tiers, 64, 4) == 0.0
+
+
+def test_the_two_tiers_stream_at_once_not_one_after_the_other():
+    counts = np.array([5, 5], dtype=np.int64)
+    fast = np.array([True, False])
+    same = (Tier(100.0, 100.0), Tier(300.0, 100.0))
+    # 5 x 1024 B on each at 100 GB/s: 51.2 ns each, together 51.2 (not 102.4); waiting
+    # (500 + 1500) / 1000 = 2.
+    assert model.epoch_ns(counts, fast, same, 1024, 1000) == 51.2
+    assert not hasattr(model, "access_ns")      # no per-access cost any more
 
 
 def tier_params(**over):
     return {"fast_latency": 0.0, "fast_bandwidth": 0.0, "slow_latency": 0.0,
             "slow_bandwidth": 0.0, **over}
+
+
+def run_row(case, bench, metric, value, **params):
+    """One row of a catalogue run's frame (results.load)."""
+    return {"case": case, "benchmark": bench, "metric": metric, "value": value, **params}
+
+
+def measured(*nodes):
+    """A catalogue run's frame with a chase latency and a read bandwidth bound to each of
+    `nodes` (node n: 100 + 150 n ns, 18 / (n + 1) GB/s)."""
+    import pandas as pd
+    rows = []
+    for n in nodes:
+        rows += [run_row(f"lat/{n}", "chase", "latency", 100.0 + 150 * n, mem=f"bind:{n}",
+                         size=1 << 24),
+                 run_row(f"bw/{n}", "bandwidth", "bandwidth", 18.0 / (n + 1), mem=f"bind:{n}",
+                         kernel="read")]
+    return pd.DataFrame(rows)
 
 
 def test_tiers_from_options_win(topo):
@@ -221,9 +255,74 @@ def test_tiers_assumed_without_hmat_or_options(topo):
         tiers, source = model.tiers_for(tier_params(), topology, 0, slow)
         assert tiers == model.ASSUMED == (Tier(110.0, 100.0), Tier(275.0, 25.0))
         assert source == "fast: assumed, slow: assumed"
-    tiers, source = model.tiers_for(tier_params(fast_bandwidth=50.0), vm, 0, None)
-    assert tiers == (Tier(110.0, 50.0), Tier(275.0, 25.0))
-    assert source == "fast: assumed with options, slow: assumed"
+
+
+ASSUMED_BOTH = ("fast: assumed (the other tier had no figures of the same kind), "
+                "slow: assumed (the other tier had no figures of the same kind)")
+
+
+def test_a_measured_tier_beside_an_assumed_one_is_assumed_too(topo, monkeypatch):
+    """HMAT or a catalogue run for one node, nothing for the other: both ASSUMED, and the
+    source says why (a measured tier beside an assumed one compares two machines)."""
+    two = topo("two_socket_cxl")
+    # Node 0's HMAT, and no slow node or one (5) that two_socket_cxl lacks.
+    for slow in (None, 5):
+        assert model.tiers_for(tier_params(), two, 0, slow) == (model.ASSUMED, ASSUMED_BOTH)
+    # Node 2's HMAT as the slow tier, beside a fast node with none.
+    assert model.tiers_for(tier_params(), two, 5, 2) == (model.ASSUMED, ASSUMED_BOTH)
+    # A catalogue run that measured node 0 only.
+    monkeypatch.setattr(model, "_frame", lambda path: measured(0))
+    p = tier_params(tiers_from="run-1")
+    assert model.tiers_for(p, None, 0, 1) == (model.ASSUMED, ASSUMED_BOTH)
+    # ...and one that measured both: kept, 100 + 150 n ns and 18 / (n + 1) GB/s.
+    monkeypatch.setattr(model, "_frame", lambda path: measured(0, 1))
+    assert model.tiers_for(p, None, 0, 1) == \
+        ((Tier(100.0, 18.0), Tier(250.0, 9.0)), "fast: node 0 in run-1, slow: node 1 in run-1")
+
+
+def test_a_tier_from_options_keeps_the_other_as_it_is(topo):
+    """Options are the user's word: neither they nor the tier beside them change."""
+    two = topo("two_socket_cxl")
+    opts = tier_params(fast_latency=80.0, fast_bandwidth=200.0)
+    assert model.tiers_for(opts, two, 0, None) == \
+        ((Tier(80.0, 200.0), Tier(275.0, 25.0)), "fast: options, slow: assumed")
+    opts = tier_params(slow_latency=400.0, slow_bandwidth=20.0)
+    assert model.tiers_for(opts, two, 0, None) == \
+        ((Tier(90.0, 102.4), Tier(400.0, 20.0)), "fast: HMAT of node 0, slow: options")
+
+
+def test_an_option_on_an_assumed_tier_is_kept_where_nothing_is_measured(topo):
+    vm = topo("vm")
+    assert model.tiers_for(tier_params(fast_bandwidth=50.0), vm, 0, None) == \
+        ((Tier(110.0, 50.0), Tier(275.0, 25.0)), "fast: assumed with options, slow: assumed")
+    assert model.tiers_for(tier_params(slow_latency=500.0), vm, 0, None) == \
+        ((Tier(110.0, 100.0), Tier(500.0, 25.0)), "fast: assumed, slow: assumed with options")
+
+
+def test_an_option_over_hmat_survives_the_assumed_rule(topo):
+    tiers, _ = model.tiers_for(tier_params(fast_latency=80.0), topo("two_socket_cxl"), 0,
+                               None)
+    assert tiers[0].latency_ns == 80.0 and tiers[1] == model.ASSUMED[1]
+
+
+def test_migrate_rate_from_options_else_the_run_else_assumed(monkeypatch):
+    """The run's rate: each migrate case's median bandwidth, then the median of those."""
+    assert model.ASSUMED_MIGRATE == 2.0
+    assert model.migrate_rate({"migrate_gbs": 0.0, "tiers_from": ""}) == (2.0, "assumed")
+    assert model.migrate_rate({"migrate_gbs": 8.0, "tiers_from": "run-1"}) == (8.0, "options")
+    import pandas as pd
+    frame = pd.DataFrame([
+        *[run_row("m/0", "migrate", "bandwidth", v) for v in (1.0, 3.0, 2.0)],    # 2
+        run_row("m/1", "migrate", "bandwidth", 5.0),                               # 5
+        *[run_row("m/2", "migrate", "bandwidth", v) for v in (4.0, 5.0)],         # 4.5
+        run_row("m/3", "migrate", "latency", 99.0),
+        run_row("bw/0", "bandwidth", "bandwidth", 50.0)])
+    monkeypatch.setattr(model, "_frame", lambda path: frame)
+    # The median of 2, 5 and 4.5 (not 3.5, the median of every row, nor their mean).
+    assert model.migrate_rate({"migrate_gbs": 0.0, "tiers_from": "run-1"}) == (4.5, "run-1")
+    assert model.migrate_rate({"migrate_gbs": 8.0, "tiers_from": "run-1"}) == (8.0, "options")
+    monkeypatch.setattr(model, "_frame", lambda path: measured(0))      # no migrate cases
+    assert model.migrate_rate({"migrate_gbs": 0.0, "tiers_from": "run-1"}) == (2.0, "assumed")
 
 
 # ---- engine.drive on paper -----------------------------------------------------------------
@@ -243,14 +342,32 @@ class FakeWork:
         raise AssertionError("the model engine ran the workload")
 
 
-# mlp 1, 64 B accesses: 100 ns on the fast tier, 300 on the slow.
+# mlp 1, one thread, 64 B accesses: 100 ns on the fast tier, 300 on the slow (latency-bound:
+# 64 B at 100 GB/s is 0.64 ns). Moves at 2 GB/s: 2048 ns a 4 KiB page.
 TIERS = (Tier(100.0, 100.0), Tier(300.0, 100.0))
+RATE = 2.0
 HOT_LAST = [np.array([1, 1, 10, 10], dtype=np.int64)] * 3
 
 
-def drive(policy, counts, tiers=TIERS):
-    return engine.drive(policy, FakeWork(int(counts[0].sum())), engine.Paper(
-        np.zeros(len(counts[0]), dtype=bool)), counts, tiers, 1.0, False)
+def drive(policy, counts, tiers=TIERS, hands=None, threads=1):
+    hands = hands or engine.Paper(len(counts[0]), PAGE, RATE)
+    return engine.drive(policy, FakeWork(int(counts[0].sum())), hands, counts, tiers, 1.0,
+                        threads, False)
+
+
+def test_paper_places_as_told_and_charges_each_move_at_the_migration_rate():
+    hands = engine.Paper(4, PAGE, RATE)
+    assert hands.fast.tolist() == [False] * 4 and hands.read() is hands.fast
+    out = engine.Outcome()
+    up, down = hands.apply(np.array([True, True, False, False]), np.arange(4), out, 2)
+    assert (up.tolist(), down.tolist(), out.move_ns) == ([0, 1], [], 2 * 4096 / 2.0)
+    up, down = hands.apply(np.array([False, True, True, False]), np.arange(4), out, 2)
+    assert (up.tolist(), down.tolist(), out.move_ns) == ([2], [0], 4 * 4096 / 2.0)
+    assert hands.read().tolist() == [False, True, True, False]
+    # A 2 MiB page at 0.5 GB/s: 2097152 / 0.5 = 4194304 ns.
+    out, big = engine.Outcome(), engine.Paper(2, 2 << 20, 0.5)
+    big.apply(np.array([True, False]), np.arange(2), out, 1)
+    assert out.move_ns == 4194304.0
 
 
 def test_oracle_beats_first_touch_by_the_hand_computed_margin():
@@ -261,11 +378,13 @@ def test_oracle_beats_first_touch_by_the_hand_computed_margin():
     # first-touch: pages 0, 1 fast: 2 x 100 + 20 x 300; the oracle: 2, 3 fast.
     assert ft.predicted == ft.ns == [6200.0] * 3
     assert oracle.predicted == oracle.ns == [2600.0] * 3
-    assert sum(oracle.predicted) <= sum(ft.predicted)
     assert ft.fast_hits == pytest.approx([2 / 22] * 3)
     assert oracle.fast_hits == pytest.approx([20 / 22] * 3)
-    assert ft.fast_pages == oracle.fast_pages == 2
-    assert (ft.promoted, ft.demoted, ft.pingpong) == (0, 0, 0)    # the start is no move
+    assert ft.fast_share == oracle.fast_share == [0.5] * 3
+    # The start is no move: neither counted nor charged.
+    for out in (ft, oracle):
+        assert (out.promoted, out.demoted, out.pingpong, out.move_ns) == (0, 0, 0, 0)
+        assert (out.unmoved, out.start_unmoved, out.drifted) == (0, 0, 0)
 
 
 def test_oracle_never_slower_than_first_touch_on_skewed_streams():
@@ -280,13 +399,20 @@ def test_oracle_never_slower_than_first_touch_on_skewed_streams():
         assert sum(oracle.predicted) <= sum(ft.predicted) + 1e-6
 
 
+def test_drive_passes_threads_to_the_model():
+    """Two threads halve the waiting: first-touch's 6200 ns an epoch becomes 3100."""
+    policies = policies_or_skip()
+    out = drive(policies.get("first-touch")(4, 2), HOT_LAST, threads=2)
+    assert out.ns == out.predicted == [3100.0] * 3
+
+
 class Scripted(Policy):
     """Places pages as told: the initial mask, then masks[i] after epoch i; keeps what it
     was shown."""
     NAME = "scripted"
     DESCRIPTION = "test"
 
-    def __init__(self, pages, capacity, start, masks):
+    def __init__(self, pages, capacity, start, masks=()):
         super().__init__(pages, capacity)
         self.start, self.masks, self.seen = start, masks, []
 
@@ -314,6 +440,8 @@ def test_moves_counted_as_the_mask_differences_and_pingpong_within_the_window():
     down = sum(int((a & ~b).sum()) for a, b in zip(placements, placements[1:]))
     assert (out.promoted, out.demoted) == (up, down) == (2, 4)
     assert out.pingpong == 1
+    # The 6 moves at 2048 ns each; the start's 2 promotions not charged.
+    assert out.move_ns == 6 * PAGE / RATE == 12288.0
     # The policy saw every epoch but the last, each with the placement it ran on.
     assert [e.index for e in policy.seen] == list(range(7))
     for e, seen in enumerate(policy.seen):
@@ -323,17 +451,31 @@ def test_moves_counted_as_the_mask_differences_and_pingpong_within_the_window():
     # Epoch times: fast pages' accesses at 100 ns, the rest at 300.
     want = [100 * counts[0][m].sum() + 300 * counts[0][~m].sum() for m in placements]
     assert out.ns == [float(x) for x in want]
-    assert out.fast_pages == 2
+    assert out.fast_share == [0.5, 0.25] + [0.25] * 5 + [0.0]
 
 
-def test_pingpong_counts_only_moves_back_within_the_window():
+def test_pingpong_counts_the_pages_moved_back_within_the_window_once_each():
     pp = engine.Pingpong(4)
-    assert pp.note(0, np.array([0, 1, 2]), True) == 0          # the first moves
-    assert pp.note(4, np.array([0]), False) == 1               # 4 epochs on: within
-    assert pp.note(5, np.array([1]), False) == 0               # 5 on: outside
-    assert pp.note(1, np.array([2]), True) == 0                # the same way again
-    assert pp.note(2, np.array([3]), False) == 0               # never moved before
-    assert pp.note(6, np.array([0, 1]), True) == 2             # both back within 4
+    assert pp.note(0, np.array([0, 1, 2]), True) is None       # the first moves
+    assert pp.pages == 0
+    pp.note(4, np.array([0]), False)                           # 4 epochs on: within
+    assert pp.pages == 1
+    pp.note(5, np.array([1]), False)                           # 5 on: outside
+    pp.note(1, np.array([2]), True)                            # the same way again
+    pp.note(2, np.array([3]), False)                           # never moved before
+    assert pp.pages == 1
+    pp.note(6, np.array([0, 1]), True)                         # both back within 4
+    assert pp.pages == 2
+    pp.note(7, np.array([0]), False)                           # page 0 a third time
+    assert pp.pages == 2
+
+
+def test_a_page_that_pingpongs_twice_counts_once():
+    F, T = False, True
+    masks = [[F, T], [T, F], [F, T], [T, F]]        # page 0 down, up, down, up
+    out = drive(Scripted(2, 1, [T, F], masks), [np.array([2, 1], dtype=np.int64)] * 5)
+    assert (out.promoted, out.demoted) == (4, 4)
+    assert out.pingpong == 2                        # pages 0 and 1, however many times
 
 
 class Overfull(Policy):
@@ -363,10 +505,64 @@ def test_a_policy_over_its_capacity_is_caught():
         drive(Overfull(4, 4, dtype=np.int64), HOT_LAST)
 
 
-def test_all_fast_may_exceed_the_capacity():
+def test_all_fast_is_held_to_its_capacity_like_any_policy():
+    """No exception for all-fast: the benchmark's capacity() gives it every page."""
     policies = policies_or_skip()
-    out = drive(policies.get("all-fast")(4, 1), HOT_LAST)
-    assert out.ns == [2200.0] * 3 and out.fast_pages == 4
+    with pytest.raises(AssertionError, match="policy all-fast put 4 pages on the fast node, "
+                                             "over its capacity of 1"):
+        drive(policies.get("all-fast")(4, 1), HOT_LAST)
+    cap = bench.capacity({"policy": "all-fast", "share": 0.25}, 4)
+    assert cap == 4
+    out = drive(policies.get("all-fast")(4, cap), HOT_LAST)
+    assert out.ns == [2200.0] * 3 and out.fast_share == [1.0] * 3
+
+
+class Drifting(engine.Paper):
+    """Paper hands on which someone else (Linux) moves pages: before epoch e, the pages
+    of drift[e][0] go fast and those of drift[e][1] slow."""
+
+    def __init__(self, pages, drift):
+        super().__init__(pages, PAGE, RATE)
+        self.drift, self.reads = drift, 0
+
+    def read(self):
+        now = self.fast.copy()
+        up, down = self.drift.get(self.reads, ((), ()))
+        now[list(up)], now[list(down)] = True, False
+        self.reads += 1
+        return now
+
+
+class Kernel(Scripted):
+    NAME = "kernel"
+    KERNEL = True
+
+
+def test_pages_moved_by_the_kernel_are_read_back_and_its_policys_moves():
+    """Before epoch 1 the kernel swaps pages 0 (down) and 2 (up); before epoch 2 it
+    promotes page 3: 3 pages drifted, each epoch timed on where the pages were."""
+    F, T = False, True
+    hands = Drifting(4, {1: ((2,), (0,)), 2: ((3,), ())})
+    out = drive(Kernel(4, 2, [T, T, F, F]), HOT_LAST, hands=hands)
+    assert hands.reads == 3                                 # one read before every epoch
+    # [T, T, F, F]: 2 x 100 + 20 x 300; [F, T, T, F]: 11 x 100 + 11 x 300;
+    # [F, T, T, T]: 21 x 100 + 1 x 300.
+    assert out.ns == out.predicted == [6200.0, 4400.0, 2400.0]
+    assert out.fast_hits == pytest.approx([2 / 22, 11 / 22, 21 / 22])
+    assert out.fast_share == [0.5, 0.5, 0.75]      # not held to its capacity of 2
+    assert out.drifted == 3
+    assert (out.promoted, out.demoted, out.move_ns) == (2, 1, 0)    # the kernel's, free
+    assert hands.fast.tolist() == [F, T, T, T]
+
+
+def test_pages_drifting_under_a_policy_of_its_own_fail_the_case():
+    """The same drift under a policy that places pages itself: the placement measured
+    would not be the policy's, so the engine stops, saying who may have moved them."""
+    F, T = False, True
+    policy = Scripted(4, 2, [T, T, F, F], [[T, T, F, F], [T, T, F, F]])
+    with pytest.raises(CheckError, match=r"2 pages were moved by someone else before epoch "
+                                         r"1 \(NUMA balancing\?\)"):
+        drive(policy, HOT_LAST, hands=Drifting(4, {1: ((2,), (0,))}))
 
 
 # ---- engine.Pages on this machine's one node ---------------------------------------------
@@ -388,18 +584,38 @@ def recorded_moves(monkeypatch, ns=None):
     return calls
 
 
+def two_nodes(monkeypatch, where, busy=(), ns=1000):
+    """Nodes 0 and 1 simulated for a Pages: `where` each page's node, changed by
+    engine.move (but not for a `busy` page, which fails EBUSY) and read by
+    engine.node_map. Returns the calls and, after each, the pages on node 0."""
+    calls, on_fast = [], []
+
+    def move(buf, node, which=None, **kw):
+        which = np.asarray(which)
+        failures = {int(p): "EBUSY" for p in which if int(p) in busy}
+        where[[p for p in which.tolist() if p not in failures]] = node
+        calls.append((node, which.tolist()))
+        on_fast.append(int((where == 0).sum()))
+        return memory.MoveResult(len(which) - len(failures), ns, failures)
+    monkeypatch.setattr(engine, "move", move)
+    monkeypatch.setattr(engine, "node_map", lambda buf: where.copy())
+    return calls, on_fast
+
+
 def test_pages_on_one_node_read_all_fast_and_moves_are_no_ops(monkeypatch):
     calls = recorded_moves(monkeypatch)
     buf = table()
-    hands = engine.Pages(buf, 0, 0, PAGE, 0)
+    hands = engine.Pages(buf, 0, 0, 0)
     assert hands.fast.dtype == bool and hands.fast.tolist() == [True] * 8
-    # Pretend pages 4-7 were slow, to see the order of the calls.
+    assert hands.read().tolist() == [True] * 8
+    # Pretend pages 0-3 were slow, to see the order of the calls.
     hands.fast = np.array([False] * 4 + [True] * 4)
     target = np.array([True, True, False, False, False, False, True, True])
     out = engine.Outcome()
-    up, down = hands.apply(target, np.array([1, 0, 2, 3, 4, 5, 6, 7]), out)
-    # Demotions first (pages 4, 5), then promotions in the order given (1, then 0).
-    assert calls == [(0, [4, 5]), (0, [1, 0])]
+    up, down = hands.apply(target, np.array([1, 0, 2, 3, 4, 5, 6, 7]), out, 4)
+    # One chunk: its demotions coldest first (5, then 4), then its promotions hottest
+    # first (1, then 0), into the room the demotions made (4 - 2).
+    assert calls == [(0, [5, 4]), (0, [1, 0])]
     # Read back: every page on node 0, the fast node: up are the four "slow" ones.
     assert up.tolist() == [0, 1, 2, 3] and down.tolist() == []
     assert hands.fast.tolist() == [True] * 8
@@ -407,24 +623,98 @@ def test_pages_on_one_node_read_all_fast_and_moves_are_no_ops(monkeypatch):
     assert out.move_ns > 0
 
 
-def test_moves_go_in_chunks_and_stop_when_the_time_box_is_spent(monkeypatch):
-    calls = recorded_moves(monkeypatch, ns=1000)
+def test_promotions_go_only_into_room(monkeypatch):
+    """At capacity 2 the two demotions make room for nothing (4 pages on fast, 2 after);
+    at capacity 3, for one: the hottest."""
+    target = np.array([True, True, False, False, False, False, True, True])
+    for capacity, want in ((2, [(0, [5, 4])]), (3, [(0, [5, 4]), (0, [1])])):
+        calls = recorded_moves(monkeypatch, ns=1000)
+        hands = engine.Pages(table(), 0, 0, 0)
+        hands.fast = np.array([False] * 4 + [True] * 4)
+        hands.apply(target, np.array([1, 0, 2, 3, 4, 5, 6, 7]), engine.Outcome(), capacity)
+        assert calls == want
+
+
+def test_a_failed_demotion_leaves_no_room_for_a_promotion(monkeypatch):
+    """Pages 0-3 on a full fast node (capacity 4) to swap with 4-7, two a chunk; page 0
+    is busy and stays. Each chunk promotes only into the room its demotions really made,
+    so the fast node never holds more than 4 pages (demotions first, then every
+    promotion, would put 5 there)."""
     monkeypatch.setattr(engine, "MOVE_CHUNK", 2)
-    hands = engine.Pages(table(), 0, 0, PAGE, 0)
-    hands.fast = np.array([True] * 5 + [False] * 3)
-    target = np.array([False] * 5 + [True] * 3)
+    where = np.array([0] * 4 + [1] * 4, dtype=np.int32)
+    calls, on_fast = two_nodes(monkeypatch, where, busy={0})
+    hands = engine.Pages(table(), 0, 1, 0)
+    assert hands.fast.tolist() == [True] * 4 + [False] * 4
     out = engine.Outcome()
-    hands.apply(target, np.arange(8)[::-1], out)
-    assert calls == [(0, [0, 1]), (0, [2, 3]), (0, [4]), (0, [7, 6]), (0, [5])]
-    assert out.move_ns == 5000
-    # 2.5 us a epoch: the third call starts at 2000 ns spent, the fourth does not.
-    calls.clear()
-    hands = engine.Pages(table(), 0, 0, PAGE, 2500)
-    hands.fast = np.array([True] * 5 + [False] * 3)
+    target = np.array([False] * 4 + [True] * 4)
+    up, down = hands.apply(target, np.arange(8)[::-1], out, 4)     # page 7 the hottest
+    # Chunk 1: 0 (busy) and 1 down, room for one: 7 up. Chunk 2: 2 and 3 down, room for two.
+    assert calls[:3] == [(1, [0, 1]), (0, [7]), (1, [2, 3])]
+    assert max(on_fast) == 4 and on_fast[-1] == 4
+    assert out.move_ns == 1000 * len(calls)
+    # What really moved, as read back; the busy page and the one promotion that had no
+    # room are unmoved.
+    assert down.tolist() == [1, 2, 3] and 7 in up.tolist() and len(up) == 3
+    assert hands.fast.sum() == 4 and hands.fast[0]
+    assert out.unmoved == 2
+
+
+def test_a_promotion_without_room_waits_for_the_next_chunk(monkeypatch):
+    monkeypatch.setattr(engine, "MOVE_CHUNK", 2)
+    where = np.array([0] * 4 + [1] * 4, dtype=np.int32)
+    two_nodes(monkeypatch, where, busy={0})
+    hands = engine.Pages(table(), 0, 1, 0)
+    hands.apply(np.array([False] * 4 + [True] * 4), np.arange(8)[::-1], engine.Outcome(), 4)
+    # Room for three promotions in all: the three hottest, 7, 6 and 5, beside busy page 0.
+    assert np.flatnonzero(hands.fast).tolist() == [0, 5, 6, 7]
+
+
+def test_moves_interleave_by_chunk_and_the_time_box_stops_between_chunks(monkeypatch):
+    """Pages 0-3 fast (capacity 4) to swap with 4-7, two a chunk at 1000 ns a call: each
+    chunk demotes two and promotes two, so a time box spent after one chunk leaves the fast
+    tier full, half swapped, not emptied."""
+    monkeypatch.setattr(engine, "MOVE_CHUNK", 2)
+    target = np.array([False] * 4 + [True] * 4)
+    order = np.arange(8)[::-1]                      # page 7 the hottest, 0 the coldest
+    whole = [(0, [0, 1]), (0, [7, 6]), (0, [2, 3]), (0, [5, 4])]
+    for budget, boxed, want in ((0, True, whole), (1500, True, whole[:2]),
+                                (2000, True, whole[:2]), (2001, True, whole),
+                                (1500, False, whole)):
+        calls = recorded_moves(monkeypatch, ns=1000)
+        hands = engine.Pages(table(), 0, 0, budget)
+        hands.fast = np.array([True] * 4 + [False] * 4)
+        out = engine.Outcome()
+        hands.apply(target, order, out, 4, boxed=boxed)
+        assert calls == want, (budget, boxed)
+        assert out.move_ns == 1000 * len(want)
+    # On two (simulated) nodes: after the first chunk, 2 and 3 still fast, 7 and 6 too.
+    where = np.array([0] * 4 + [1] * 4, dtype=np.int32)
+    calls, on_fast = two_nodes(monkeypatch, where)
+    hands = engine.Pages(table(), 0, 1, 1500)
     out = engine.Outcome()
-    hands.apply(target, np.arange(8)[::-1], out)
-    assert calls == [(0, [0, 1]), (0, [2, 3]), (0, [4])]
-    assert out.move_ns == 3000
+    up, down = hands.apply(target, order, out, 4)
+    assert calls == [(1, [0, 1]), (0, [7, 6])] and on_fast == [2, 4]
+    assert np.flatnonzero(hands.fast).tolist() == [2, 3, 6, 7]
+    assert (sorted(up.tolist()), down.tolist(), out.unmoved) == ([6, 7], [0, 1], 4)
+
+
+def test_the_first_placement_is_not_boxed_nor_counted(monkeypatch):
+    """From all slow to four pages fast, two a chunk, under a 1 ns time box that the first
+    call spends: all of it made (boxed, it would stop after one call), none of it counted
+    or charged; page 3, busy, is the start's unmoved. The policy asks for it again after
+    each epoch: those tries are counted, and charged."""
+    monkeypatch.setattr(engine, "MOVE_CHUNK", 2)
+    where = np.ones(8, dtype=np.int32)
+    calls, _ = two_nodes(monkeypatch, where, busy={3})
+    hands = engine.Pages(table(), 0, 1, 1)
+    assert hands.fast.tolist() == [False] * 8
+    start = [True] * 4 + [False] * 4
+    out = drive(Scripted(8, 4, start, [start] * 2), [np.arange(8, dtype=np.int64)] * 3,
+                hands=hands)
+    assert calls == [(0, [0, 1]), (0, [2, 3]), (0, [3]), (0, [3])]
+    assert (out.start_unmoved, out.unmoved, out.move_ns) == (1, 2, 2000)
+    assert (out.promoted, out.demoted, out.drifted) == (0, 0, 0)
+    assert out.fast_share == [3 / 8] * 3
 
 
 def test_a_page_astray_is_caught_by_its_index(monkeypatch):
@@ -435,13 +725,15 @@ def test_a_page_astray_is_caught_by_its_index(monkeypatch):
         where = real(b).copy()
         where[5] = 3
         return where
-    hands = engine.Pages(buf, 0, 0, PAGE, 0)
+    hands = engine.Pages(buf, 0, 0, 0)
     monkeypatch.setattr(engine, "node_map", astray)
     with pytest.raises(CheckError, match=r"tiering: page 5 of the table buffer is on node 3, "
                                          r"not on node 0 or 0 \(1 pages astray\)"):
-        hands.apply(np.ones(8, dtype=bool), np.arange(8), engine.Outcome())
+        hands.apply(np.ones(8, dtype=bool), np.arange(8), engine.Outcome(), 8)
     with pytest.raises(CheckError, match="page 5 of the table buffer is on node 3"):
-        engine.Pages(buf, 0, 0, PAGE, 0)
+        hands.read()
+    with pytest.raises(CheckError, match="page 5 of the table buffer is on node 3"):
+        engine.Pages(buf, 0, 0, 0)
 
 
 def test_real_engine_drive_on_one_node_with_a_fake_kernel():
@@ -453,21 +745,24 @@ def test_real_engine_drive_on_one_node_with_a_fake_kernel():
         def run(self, epoch):
             return 1000
 
-    hands = engine.Pages(table(4), 0, 0, PAGE, 0)
+    hands = engine.Pages(table(4), 0, 0, 0)
     out = engine.drive(policies.get("first-touch")(4, 2), Timed(22), hands, HOT_LAST, TIERS,
-                       1.0, True)
+                       1.0, 1, True)
     assert out.ns == [1000.0] * 3
-    # Every page is on node 0, the fast node, whatever first-touch asked for.
-    assert out.predicted == [2200.0] * 3 and out.fast_pages == 4
+    # Every page is on node 0, the fast node, whatever first-touch asked for: its two
+    # demotions at the start are unmoved there, and nothing drifts.
+    assert out.predicted == [2200.0] * 3 and out.fast_share == [1.0] * 3
+    assert (out.start_unmoved, out.unmoved, out.drifted, out.move_ns) == (2, 0, 0, 0)
 
 
-# ---- memory.move(which=...) -----------------------------------------------------------------
+# ---- memory.move(which=...) and native.move ---------------------------------------------------
 def test_move_of_a_scattered_page_list():
     b = Buffer(16 * PAGE, "bind:0")
     r = memory.move(b, 0, which=np.array([13, 2, 7, 0]))
     assert (r.moved, r.failures) == (4, {}) and r.ns > 0
     assert memory.move(b, 0, which=[15], batch=1).moved == 1
     assert memory.move(b, 0, which=np.arange(16)[::3], batch=2).moved == 6
+    assert memory.move(b, 0, which=np.array([3, 1], dtype=np.uint32)).moved == 2
 
 
 def test_failures_of_a_page_list_are_keyed_by_page_index():
@@ -481,13 +776,40 @@ def test_failures_of_a_page_list_are_keyed_by_page_index():
     assert memory.node_map(b)[[9, 12]].tolist() == [-errno.ENOENT] * 2
 
 
-@pytest.mark.parametrize("which,method", [([], "move_pages"), ([-1, 2], "move_pages"),
-                                          ([3, 16], "move_pages"), ([1, 2], "mbind")])
-def test_bad_page_lists_are_refused(which, method):
-    with pytest.raises(PlacementError, match="a page list must name some of the 16 pages "
-                                             "and move them with move_pages"):
-        memory.move(Buffer(16 * PAGE, "local"), 0, which=np.array(which, dtype=np.int64),
-                    method=method)
+NOT_A_LIST = "a page list is a non-empty list of page indices, not "
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"which": [1, 2], "start": 2}, "move takes a page range or a page list, not both"),
+    ({"which": [1, 2], "end": 4}, "move takes a page range or a page list, not both"),
+    ({"which": [1, 2], "method": "mbind"}, "a page list moves with move_pages, not mbind"),
+    ({"which": np.array([], dtype=np.int64)}, NOT_A_LIST + "int64 x (0,)"),
+    ({"which": []}, NOT_A_LIST + "float64 x (0,)"),
+    ({"which": [1.0, 2.0]}, NOT_A_LIST + "float64 x (2,)"),
+    ({"which": np.ones(16, dtype=bool)}, NOT_A_LIST + "bool x (16,)"),    # a mask is not
+    ({"which": [[1, 2]]}, NOT_A_LIST + "int64 x (1, 2)"),
+    ({"which": 3}, NOT_A_LIST + "int64 x ()"),
+    ({"which": [-1, 2]}, "page -1 is not one of the 16 pages"),
+    ({"which": [3, 16]}, "page 16 is not one of the 16 pages"),
+    ({"which": [16, -2]}, "page -2 is not one of the 16 pages"),
+])
+def test_bad_page_lists_are_refused_each_with_its_reason(kw, message):
+    b = Buffer(16 * PAGE, "local")
+    before = memory.node_map(b).tolist()
+    with pytest.raises(PlacementError) as e:
+        memory.move(b, 0, **kw)
+    assert str(e.value) == message
+    assert memory.node_map(b).tolist() == before
+
+
+def test_native_move_refuses_an_index_of_another_length():
+    b = Buffer(4 * PAGE, "bind:0")
+    addr, pages, page = memory._pages(b)
+    assert (pages, page) == (4, PAGE)
+    with pytest.raises(ValueError, match=r"^move: 2 page indices for 3 pages$"):
+        native.move(addr, 3, page, 0, "move_pages", 0, np.array([0, 1]))
+    moved, _, status = native.move(addr, 2, page, 0, "move_pages", 0, np.array([3, 1]))
+    assert moved == 2 and status.tolist() == [0, 0]
 
 
 # ---- the benchmark ---------------------------------------------------------------------------
@@ -560,64 +882,196 @@ def test_unused_lists_other_policies_knobs_and_the_share_of_bounds():
     assert reg.set_but_ignored(params(policy="hemem", hemem_threshold=4)) == {}
 
 
+def test_new_options_and_their_bounds():
+    o = bench.OPTIONS
+    assert o["share"].min == 1e-6 and o["share"].max == 1.0
+    with pytest.raises(ValueError, match="0.0 is below the minimum 1e-06"):
+        o["share"].convert(0.0)
+    assert o["share"].convert(1e-6) == 1e-6
+    assert o["epochs"].max == 1000 and o["epochs"].convert(1000) == 1000
+    with pytest.raises(ValueError, match="1001 is above the maximum 1000"):
+        o["epochs"].convert(1001)
+    assert o["batch"].default == 65536 and o["rows"].default == 1 << 18
+    assert (o["migrate_gbs"].default, o["migrate_gbs"].min) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="below the minimum"):
+        o["migrate_gbs"].convert(-1.0)
+
+
+def test_each_engine_ignores_the_other_engines_move_option():
+    assert bench.unused(params(engine="model"))["move_ms"] == "the model engine has no time box"
+    assert "migrate_gbs" not in bench.unused(params(engine="model"))
+    assert bench.unused(params(engine="real"))["migrate_gbs"] == \
+        "the real engine times its moves"
+    assert "move_ms" not in bench.unused(params(engine="real"))
+    assert not {"move_ms", "migrate_gbs"} & set(bench.unused(params(engine="auto")))
+
+
 @pytest.mark.parametrize("policy,share,pages,want", [
-    ("all-fast", 0.25, 100, 100), ("all-fast", 0.0, 7, 7), ("all-slow", 1.0, 100, 0),
+    ("all-fast", 0.25, 100, 100), ("all-fast", 1e-6, 7, 7), ("all-slow", 1.0, 100, 0),
     ("first-touch", 0.29, 100, 29),     # 0.29 * 100 = 28.999999999999996
-    ("oracle", 0.5, 7, 3), ("hemem", 0.0, 100, 0), ("tpp", 1.0, 100, 100),
+    ("oracle", 0.5, 7, 3), ("hemem", 1e-6, 100, 0), ("tpp", 1.0, 100, 100),
     ("first-touch", 0.7, 10, 7),        # 7.000000000000001
 ])
 def test_capacity(policy, share, pages, want):
     assert bench.capacity({"policy": policy, "share": share}, pages) == want
 
 
+def test_figures_charge_the_moves_to_throughput_and_the_prediction():
+    """2 epochs of 2048 units in 1000 + 3000 ns, 4000 ns of moves (2 up, 1 down, 4 KiB
+    pages); the model predicted 1500 + 2500 ns and moves at 2 GB/s (3 x 2048 ns)."""
+    out = engine.Outcome(ns=[1000.0, 3000.0], predicted=[1500.0, 2500.0],
+                         fast_hits=[0.25, 0.75], fast_share=[0.5, 0.25], promoted=2,
+                         demoted=1, move_ns=4000.0, pingpong=1)
+    work = FakeWork(2048)
+    real = bench.figures(out, work, PAGE, 2.0, True)
+    assert set(real) == set(bench.UNITS_REAL) == {
+        "throughput", "kernel_throughput", "predicted", "fast_hits", "fast_share",
+        "migrated", "move_ms", "pingpong"}
+    assert real["throughput"] == pytest.approx(512.0, rel=1e-15)       # 4096 / 8000 ns
+    assert real["kernel_throughput"] == pytest.approx(1024.0, rel=1e-15)   # 4096 / 4000
+    assert real["predicted"] == pytest.approx(4096 / (4000 + 6144) * 1e3, rel=1e-15)
+    assert (real["fast_hits"], real["fast_share"]) == (0.5, 0.375)
+    assert real["migrated"] == 3 * 4096 / 1e6 and real["move_ms"] == 0.004
+    assert real["pingpong"] == 1.0
+    model_ = bench.figures(out, work, PAGE, 2.0, False)
+    assert set(model_) == set(bench.UNITS_MODEL) == set(real) - {"predicted"}
+    assert {k: model_[k] for k in model_} == {k: real[k] for k in model_}
+
+
 @one_node
-@pytest.mark.parametrize("policy,dim,mlp,fast_ns,slow_ns", [
-    ("all-fast", 128, 10.0, 11.0, 27.5),        # latency-bound: 110/10 > 512/100
-    ("all-slow", 128, 10.0, 11.0, 27.5),        # 275/10 > 512/25 = 20.48
-    ("all-fast", 1024, 100.0, 40.96, 163.84),   # bandwidth-bound: 4096/100 > 110/100
-    ("all-fast", 128, 2.0, 55.0, 137.5),
+@pytest.mark.parametrize("policy,dim,mlp,threads,fast_ns,slow_ns", [
+    ("all-fast", 128, 10.0, 1, 11.0, 27.5),     # latency-bound: 110/10 > 512/100
+    ("all-slow", 128, 10.0, 1, 11.0, 27.5),     # 275/10 > 512/25 = 20.48
+    ("all-fast", 1024, 100.0, 1, 40.96, 163.84),   # bandwidth-bound: 4096/100 > 110/100
+    ("all-fast", 128, 2.0, 1, 55.0, 137.5),
+    ("all-fast", 128, 10.0, 2, 5.5, 20.48),     # two threads: 110/20 > 5.12
+    ("all-slow", 128, 10.0, 2, 5.5, 20.48),     # 275/20 = 13.75 < 512/25: bandwidth-bound
 ])
-def test_model_run_of_a_bound_in_closed_form(policy, dim, mlp, fast_ns, slow_ns):
+def test_model_run_of_a_bound_in_closed_form(policy, dim, mlp, threads, fast_ns, slow_ns):
     rows = 4096 if dim == 128 else 512
-    p = params(policy=policy, dim=dim, mlp=mlp, rows=rows, engine="model", repeat=2)
+    p = params(policy=policy, dim=dim, mlp=mlp, rows=rows, engine="model", repeat=2,
+               threads=threads)
     fast, slow = model.ASSUMED
     row = dim * 4
-    assert fast_ns == max(fast.latency_ns / mlp, row / fast.bandwidth)
-    assert slow_ns == max(slow.latency_ns / mlp, row / slow.bandwidth)
+    assert fast_ns == max(fast.latency_ns / (mlp * threads), row / fast.bandwidth)
+    assert slow_ns == max(slow.latency_ns / (mlp * threads), row / slow.bandwidth)
     each = fast_ns if policy == "all-fast" else slow_ns
     m = bench.run(p)
     assert m.status == "ok" and m.kernel == "embedding:model" and m.isa == ""
-    assert set(m.units) == {"throughput", "fast_hits", "migrated", "pingpong"}
-    assert len(m.reps) == 2
+    assert m.units == bench.UNITS_MODEL
+    assert set(m.units) == {"throughput", "kernel_throughput", "fast_hits", "fast_share",
+                            "migrated", "move_ms", "pingpong"}
+    assert len(m.reps) == 2 and len(m.cpus) == threads
     for rep in m.reps:
-        # 2048 lookups an epoch at `each` ns: 1000 / each M lookups/s.
-        assert rep["throughput"] == pytest.approx(1e3 / each, rel=1e-12)
-        assert rep["fast_hits"] == (1.0 if policy == "all-fast" else 0.0)
-        assert rep["migrated"] == rep["pingpong"] == 0
+        # 2048 lookups an epoch at `each` ns: 1000 / each M lookups/s; no moves to charge.
+        assert rep["throughput"] == rep["kernel_throughput"] == \
+            pytest.approx(1e3 / each, rel=1e-12)
+        share = 1.0 if policy == "all-fast" else 0.0
+        assert rep["fast_hits"] == rep["fast_share"] == share
+        assert rep["migrated"] == rep["pingpong"] == rep["move_ms"] == 0
     pages = rows * row // PAGE
     assert m.info["engine"] == "model" and m.info["slow_node"] is None
     assert m.info["fast_node"] == 0
     assert m.info["tiers"]["source"] == "fast: assumed, slow: assumed"
     assert m.info["tiers"]["fast"] == {"latency_ns": 110.0, "bandwidth": 100.0}
+    assert (m.info["migrate_gbs"], m.info["migrate_source"]) == (2.0, "assumed")
     assert (m.info["pages"], m.info["page_bytes"], m.info["epochs"]) == (pages, PAGE, 3)
     assert m.info["capacity_pages"] == (pages if policy == "all-fast" else 0)
+    assert (m.info["unmoved"], m.info["start_unmoved"], m.info["drifted"]) == (0, 0, 0)
     assert m.info["epoch_ns"] == [round(2048 * each)] * 3
 
 
 @one_node
-def test_model_run_of_first_touch_in_closed_form():
+@pytest.mark.parametrize("threads", [1, 2])
+def test_model_run_of_first_touch_in_closed_form(threads):
+    """h lookups of 2048 on the fast tier's 128 pages: waiting (110 h + 275 (2048 - h)) /
+    (10 x threads), streaming 512 B lookups, max(h / 100, (2048 - h) / 25) x 512. One
+    thread waits (11 h + 27.5 (2048 - h)); two stream from the slow tier (20.48 a lookup)."""
     policies_or_skip()
-    p = params(policy="first-touch", share=0.25, engine="model")
+    p = params(policy="first-touch", share=0.25, engine="model", threads=threads)
     m = bench.run(p)
     w = workloads.Embedding(p)
     counts = [w.counts(e, 512, PAGE) for e in range(3)]
     hits = [int(c[:128].sum()) for c in counts]          # 0.25 of 512 pages: the first 128
-    ns = [h * 11.0 + (2048 - h) * 27.5 for h in hits]
+    ns = [max((110 * h + 275 * (2048 - h)) / (10 * threads), 5.12 * h, 20.48 * (2048 - h))
+          for h in hits]
+    if threads == 1:
+        assert ns == [h * 11.0 + (2048 - h) * 27.5 for h in hits]
+    else:
+        assert ns == pytest.approx([(2048 - h) * 20.48 for h in hits], rel=1e-15)
     rep = m.reps[0]
     assert rep["throughput"] == pytest.approx(3 * 2048 / sum(ns) * 1e3, rel=1e-12)
     assert rep["fast_hits"] == pytest.approx(np.mean([h / 2048 for h in hits]), rel=1e-12)
+    assert rep["fast_share"] == 0.25 and rep["move_ms"] == rep["migrated"] == 0
     assert m.info["capacity_pages"] == 128
     assert m.info["epoch_ns"] == [round(x) for x in ns]
+
+
+class Swap(Policy):
+    """First-touch's first 128 pages, swapped for the next 128 after epoch 0."""
+    NAME = "swap"
+    DESCRIPTION = "test"
+
+    def initial(self):
+        return first_touch(self.pages, self.capacity)
+
+    def after(self, epoch):
+        fast = np.zeros(self.pages, dtype=bool)
+        fast[128:256] = True
+        return fast
+
+
+@one_node
+@pytest.mark.parametrize("gbs,rate,source", [(0.0, 2.0, "assumed"), (4.0, 4.0, "options")])
+def test_model_run_charges_its_moves_at_the_migration_rate(monkeypatch, gbs, rate, source):
+    """256 moves after epoch 0 (128 up, 128 down) of 4 KiB at `rate` GB/s; the start's
+    128 promotions are not charged."""
+    monkeypatch.setitem(bench.POLICIES, "first-touch", Swap)
+    p = params(policy="first-touch", share=0.25, engine="model", migrate_gbs=gbs)
+    m = bench.run(p)
+    w = workloads.Embedding(p)
+    counts = [w.counts(e, 512, PAGE) for e in range(3)]
+    hits = [int(counts[0][:128].sum()), *(int(c[128:256].sum()) for c in counts[1:])]
+    ns = [h * 11.0 + (2048 - h) * 27.5 for h in hits]
+    move_ns = 256 * 4096 / rate
+    rep = m.reps[0]
+    assert rep["throughput"] == pytest.approx(3 * 2048 / (sum(ns) + move_ns) * 1e3,
+                                              rel=1e-12)
+    assert rep["kernel_throughput"] == pytest.approx(3 * 2048 / sum(ns) * 1e3, rel=1e-12)
+    assert rep["move_ms"] == move_ns / 1e6 and rep["migrated"] == 256 * 4096 / 1e6
+    assert rep["pingpong"] == 0 and rep["fast_share"] == 0.25
+    assert (m.info["migrate_gbs"], m.info["migrate_source"]) == (rate, source)
+    assert m.info["epoch_ns"] == [round(x) for x in ns]
+
+
+@one_node
+@pytest.mark.parametrize("policy,tolerance,status", [
+    ("all-fast", 0.01, "ok"), ("first-touch", 0.01, "failed"),
+    ("first-touch", 0.75, "ok"), ("first-touch", 0.74, "failed")])
+def test_real_run_on_one_node_fails_where_the_start_is_unmoved(monkeypatch, policy,
+                                                               tolerance, status):
+    """The real engine forced onto node 0 as both tiers: every page stays on the fast
+    node, so first-touch's start leaves 384 of 512 pages unmoved (0.75 of them): within
+    a tolerance of 0.75, not of 0.74. The model's prediction is all-fast's, 11 ns a
+    lookup, with nothing to charge."""
+    policies_or_skip()
+    monkeypatch.setattr(bench, "engine_of", lambda params, topology: "real")
+    p = params(policy=policy, share=0.25, fast=0, slow=0, tolerance=tolerance)
+    m = bench.run(p)
+    assert m.kernel == "embedding:real" and m.units == bench.UNITS_REAL
+    assert (m.info["fast_node"], m.info["slow_node"]) == (0, 0)
+    unmoved = 0 if policy == "all-fast" else 384
+    assert (m.info["start_unmoved"], m.info["unmoved"], m.info["drifted"]) == (unmoved, 0, 0)
+    assert m.status == status
+    if status == "failed":
+        assert m.error == ("tiering: 384 of 512 pages of the table buffer did not reach the "
+                           "policy's first placement (a full node 0? busy pages?): the share "
+                           "measured would not be the one asked for")
+    for rep in m.reps:
+        assert rep["predicted"] == pytest.approx(1e3 / 11, rel=1e-12)
+        assert rep["throughput"] == rep["kernel_throughput"] > 0
+        assert rep["fast_hits"] == rep["fast_share"] == 1.0
+        assert rep["move_ms"] == rep["migrated"] == rep["pingpong"] == 0
 
 
 # ---- analysis --------------------------------------------------------------------------------
@@ -679,6 +1133,30 @@ def test_knee():
     assert analysis.knee({1.0: 0.2, 0.5: 0.0}) is None
     assert analysis.knee({1.0: 0.0, 0.5: 0.0, 0.25: 0.0}) == 0.25
     assert analysis.knee({}) is None
+
+
+def test_linux_has_no_knee_and_the_command_prints_n_a(capsys):
+    """Linux is not held to the share: within 5 % of all-fast at 0.5 and 0.25 (1.0 % and
+    0.5 %), yet no knee; a held policy never within 5 % prints none."""
+    from cxlbench import cli
+    assert analysis.UNHELD == ("linux",)
+    records = scenario_records() + [record("linux", 0.5, 99.0), record("linux", 0.25, 99.5),
+                                     record("hemem", 1.0, 90.0), record("hemem", 0.25, 50.0)]
+    [sc] = analysis.tiering(records)
+    linux = sc["policies"]["linux"]
+    assert linux["slowdown"] == pytest.approx({0.5: 100 / 99 - 1, 0.25: 100 / 99.5 - 1})
+    assert analysis.knee(linux["slowdown"]) == 0.25 and linux["knee"] is None
+    assert sc["policies"]["hemem"]["knee"] is None
+    assert sc["policies"]["first-touch"]["knee"] == 1.0
+    capsys.readouterr()
+    cli._print_tiering(sc)
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("policy "))
+    assert lines[head].split() == ["policy", "1", "0.5", "0.25", "knee", "gap", "moved", "MB"]
+    rows = {line.split()[0]: line.split() for line in lines[head + 1:]}
+    assert rows["linux"] == ["linux", "-", "1.0%", "0.5%", "n/a", f"{80 / 99.5 - 1:.1%}", "-"]
+    assert rows["hemem"][4] == "none" and rows["first-touch"][4] == "1"
+    assert rows["oracle"][4] == "0.5"
 
 
 # ---- cxlbench tiering ---------------------------------------------------------------------

@@ -80,10 +80,12 @@ def test_get_unknown_lists_the_names():
 @pytest.mark.parametrize("pages,capacity", [(200, 30), (64, 64), (50, 0), (1, 1)])
 def test_masks_respect_capacity_on_random_streams(name, pages, capacity):
     rng = np.random.default_rng([list(POLICIES).index(name), pages, capacity])
+    if name == "all-fast":
+        capacity = pages            # what the engines give it
     stream = random_stream(rng, pages, 40)
     policy = make(name, pages, capacity, profile=np.sum(stream, axis=0))
     fast = policy.initial()
-    limit = pages if name == "all-fast" else capacity
+    limit = capacity
     for i, counts in enumerate(stream):
         assert fast.dtype == bool and fast.shape == (pages,)
         assert np.count_nonzero(fast) <= limit
@@ -98,7 +100,11 @@ def test_masks_respect_capacity_on_random_streams(name, pages, capacity):
 
 
 def test_bounds():
-    assert make("all-fast", 10, 3).initial().all()
+    for pages in (1, 10, 257):
+        policy = make("all-fast", pages, pages)     # the engines give it every page
+        fast = policy.initial()
+        assert fast.dtype == bool and np.count_nonzero(fast) == pages == policy.capacity
+        assert np.array_equal(policy.after(epoch(0, np.ones(pages), fast)), fast)
     assert not make("all-slow", 10, 3).initial().any()
     assert all(POLICIES[n].STATIC for n in ("all-fast", "all-slow", "first-touch",
                                             "interleave", "oracle"))
@@ -152,9 +158,39 @@ def test_oracle_costs_least_on_a_stationary_stream():
     stream = stationary(rng, pages, hot, 30)
     profile = np.sum(stream, axis=0)
     costs = {name: cost(run(make(name, pages, capacity, profile=profile), stream), stream)
-             for name in POLICIES if name != "all-fast"}   # all-fast ignores the capacity
+             for name in POLICIES if name != "all-fast"}   # all-fast has every page
     assert costs["oracle"] == min(costs.values())
     assert costs["oracle"] < costs["first-touch"] < costs["all-slow"]
+
+
+def test_hottest_and_coldest_order_ties_to_the_lower_page():
+    scores = np.array([3, 1, 3, 0, 1])
+    every = np.ones(5, dtype=bool)
+    assert base.hottest(scores, every, 5).tolist() == [0, 2, 1, 4, 3]
+    assert base.coldest(scores, every, 5).tolist() == [3, 1, 4, 0, 2]
+    assert base.coldest(scores, scores > 0, 2).tolist() == [1, 4]
+    assert base.hottest(scores, every, 0).tolist() == []
+    assert base.coldest(scores, ~every, 3).tolist() == []
+
+
+def test_promote_returns_its_moves():
+    scores = np.array([0, 2, 9, 6, 4, 1])
+
+    def promote(budget, **kw):
+        fast = np.array([True, True, False, False, False, False])
+        want = base.hottest(scores, ~fast, 4)                       # 2, 3, 4, 5
+        made = base.promote(fast, 3, want, scores, fast.copy(), budget, **kw)
+        return made, np.flatnonzero(fast).tolist()
+    # Into the free place, then for the coldest fast pages; page 5 finds none left colder.
+    assert promote(10) == ([(2, -1), (3, 0), (4, 1)], [2, 3, 4])
+    assert promote(4) == ([(2, -1), (3, 0)], [1, 2, 3])          # a swap is two moves
+    assert promote(0) == ([], [0, 1])
+    # Within a gap of 7: 9 overshoots and is skipped, 6 fits (1 left), then 4-0 does not,
+    # 1-0 does, and what is left is 0.
+    assert promote(10, gap=7) == ([(3, -1), (5, 0)], [1, 3, 5])
+    # Within 1: 9 lands 2 past 7, too far; 6 leaves 1, within it: done.
+    assert promote(10, gap=7, slack=1) == ([(3, -1)], [0, 1, 3])
+    assert promote(10, gap=7, slack=2) == ([(2, -1)], [0, 1, 2])  # 9 lands within 2 of 7
 
 
 def test_hemem_moves_at_most_max_move_pages_an_epoch():
@@ -223,12 +259,8 @@ def test_memtis_moves_at_most_max_move():
 
 
 def tpp_free_kept(policy, masks, reserve):
-    """After each epoch the fast node has `reserve` pages free, unless every page on it was
-    promoted in that epoch (those are never demoted at once)."""
-    for before, after in zip(masks, masks[1:]):
-        free = policy.capacity - np.count_nonzero(after)
-        promoted = after & ~before
-        assert free >= reserve or not (after & ~promoted).any()
+    """The fast node has `reserve` pages free in every placement."""
+    assert all(policy.capacity - np.count_nonzero(m) >= reserve for m in masks)
 
 
 def test_tpp_keeps_the_watermark_free():
@@ -241,8 +273,60 @@ def test_tpp_keeps_the_watermark_free():
         assert np.flatnonzero(masks[0]).tolist() == list(range(100 - reserve))
         tpp_free_kept(policy, masks, reserve)
         assert sum(moves(masks)) > 0
-    policy = make("tpp", 10, 1, watermark=0.5)     # the one page promoted stays, this once
-    tpp_free_kept(policy, run(policy, random_stream(rng, 10, 30)), 1)
+    policy = make("tpp", 10, 1, watermark=0.5)     # the one page is the watermark
+    masks = run(policy, random_stream(rng, 10, 30))
+    tpp_free_kept(policy, masks, 1)
+    assert not any(m.any() for m in masks)
+
+
+def test_tpp_promotes_into_a_full_tier_within_max_move():
+    pages, capacity = 100, 50
+    counts = np.zeros(pages, dtype=np.int64)
+    counts[50:] = 5                         # hot every epoch, and slow at first
+    stream = [counts] * 16
+    # The tier is full of never-used pages: each promotion demotes one, a swap two moves,
+    # from the second epoch (hint_delay 1); max_move 5 leaves one move unused.
+    for max_move, want, hot_fast in [(8, [0] + [8] * 12 + [4] + [0] * 2, 50),
+                                     (5, [0] + [4] * 15, 30), (2, [0] + [2] * 15, 15)]:
+        policy = make("tpp", pages, capacity, watermark=0, max_move=max_move)
+        masks = run(policy, stream)
+        assert np.flatnonzero(masks[0]).tolist() == list(range(50))
+        assert moves(masks) == want
+        assert masks[-1][50:].sum() == hot_fast and masks[-1].sum() == capacity
+    # A watermark of 5 pages: 45 hot pages fast, then no hot page gives way to another.
+    policy = make("tpp", pages, capacity, watermark=0.1, max_move=8)
+    masks = run(policy, stream)
+    assert moves(masks) == [0] + [8] * 11 + [2] + [0] * 3
+    assert masks[-1][50:].sum() == 45 and not masks[-1][:50].any()
+    tpp_free_kept(policy, masks, 5)
+
+
+def test_tpp_moves_at_most_max_move_and_keeps_the_watermark():
+    rng = np.random.default_rng(10)
+    stream = random_stream(rng, 300, 100)
+    for max_move, limit in [(0, 100 // 8), (3, 3), (40, 40), (1, 0)]:   # a swap is two
+        policy = make("tpp", 300, 100, hint_delay=0, max_move=max_move)
+        masks = run(policy, stream)
+        assert max(moves(masks)) <= limit and (sum(moves(masks)) > 0) == (limit > 0)
+        tpp_free_kept(policy, masks, 2)
+
+
+def test_tpp_restores_a_short_watermark_first_lru_within_the_budget():
+    pages, capacity = 20, 10
+    fast = np.zeros(pages, dtype=bool)
+    fast[:10] = True                        # 2 over the 8 below the watermark
+    counts = np.zeros(pages, dtype=np.int64)
+    counts[:8] = 3
+    counts[8] = 1                           # used, 9 not: 9 goes first
+    counts[15] = 9                          # a candidate with hint_delay 0
+    # Then 15 takes the place of the least recently used page left (0: the lowest of 8
+    # used as much), where two moves are left for it.
+    for max_move, down, up in [(1, [9], []), (3, [8, 9], []), (4, [0, 8, 9], [15])]:
+        policy = make("tpp", pages, capacity, hint_delay=0, watermark=0.2,
+                      max_move=max_move)
+        after = policy.after(epoch(0, counts, fast))
+        assert np.flatnonzero(fast & ~after).tolist() == down, max_move
+        assert np.flatnonzero(after & ~fast).tolist() == up, max_move
 
 
 def test_tpp_promotes_after_hint_delay_plus_one_accessed_epochs():
@@ -332,6 +416,64 @@ def test_colloid_demotes_hot_pages_from_a_saturated_fast_tier():
     assert not after(fast).any()
 
 
+def back_and_forth(masks):
+    """Pages that moved both up and down over the placements."""
+    up = np.any([b & ~a for a, b in zip(masks, masks[1:])], axis=0)
+    down = np.any([a & ~b for a, b in zip(masks, masks[1:])], axis=0)
+    return np.flatnonzero(up & down).tolist()
+
+
+def test_colloid_never_jumps_a_page_past_the_balance_point(monkeypatch):
+    monkeypatch.setattr(colloid, "balance", lambda *tiers_and_load: 0.7)
+    counts = np.full(41, 10, dtype=np.int64)
+    counts[40] = 600                        # 600 of the 1000 accesses on one page
+    policy = make("colloid", 41, 41, max_move=8)
+    # At 0.4 the page would bring 0.6 (past 0.7 by more than the tolerance): it stays
+    # slow, and nothing else is there to move. (Hottest first went 0.4, 1.0, 0.4...)
+    fast = counts < 600
+    masks = [fast]
+    for i in range(6):
+        masks.append(policy.after(epoch(i, counts, masks[-1])))
+    assert not any(moves(masks)) and shares(masks, counts) == [0.4] * 7
+    # At 1.0 the cold pages leave instead, 25 of them, to 0.75: within 0.05 of 0.7.
+    masks = [np.ones(41, dtype=bool)]
+    for i in range(6):
+        masks.append(policy.after(epoch(i, counts, masks[-1])))
+    assert moves(masks) == [8, 8, 8, 1, 0, 0]
+    assert masks[-1][40] and masks[-1].sum() == 41 - 25
+    assert shares(masks, counts)[-1] == pytest.approx(0.75)
+
+
+def test_colloid_converges_without_moving_a_page_back(monkeypatch):
+    monkeypatch.setattr(colloid, "balance", lambda *tiers_and_load: 0.7)
+    counts = np.zeros(111, dtype=np.int64)
+    counts[:20] = 10                        # fast, with 40 unused fast pages after them
+    counts[60] = 600                        # slow: fits in the 710 wanted
+    counts[61:] = 10                        # slow, 50 warm pages
+    policy = make("colloid", 111, 60, max_move=8)
+    masks = run(policy, [counts] * 5)
+    # 910 of 1300 wanted fast: 600, then 10s until within 65 (the tolerance) of it.
+    assert moves(masks) == [8, 4, 0, 0, 0]
+    assert np.flatnonzero(masks[-1] & ~masks[0]).tolist() == [60, 61, 62, 63, 64, 65]
+    s = shares(masks, counts)
+    assert s == sorted(s) and abs(s[-1] - 0.7) <= 0.05
+    assert back_and_forth(masks) == []
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_colloid_settles_on_skewed_counts_under_load(seed):
+    # (Hottest first, one page went back and forth every epoch at 10 and 30 GB/s.)
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(rng.pareto(1.0, 300) * 5)
+    total = int(counts.sum())
+    tiers = (Tier(80, 5), Tier(250, 20))
+    for gbs in (1, 5, 10, 30):
+        masks = run(make("colloid", 300, 100), [counts] * 30,
+                    ns=total * 64 / gbs, tiers=tiers)
+        assert back_and_forth(masks) == [], gbs
+        assert moves(masks)[-5:] == [0] * 5, gbs
+
+
 def test_phase_change_followed_by_online_policies_only():
     rng = np.random.default_rng(9)
     pages, capacity, n = 400, 60, 30     # room for one hot set and some
@@ -340,7 +482,8 @@ def test_phase_change_followed_by_online_policies_only():
     profile = np.sum(stream, axis=0)
     for name in ("hemem", "memtis", "tpp"):
         masks = run(make(name, pages, capacity), stream)
-        assert masks[n][a].all() and not masks[n][b].any(), name
+        # TPP also promotes a cold page accessed twice running, for a less recent one.
+        assert masks[n][a].all() and masks[n][b].sum() <= (2 if name == "tpp" else 0), name
         assert masks[-1][b].all(), name
         assert masks[-1][a].sum() <= capacity - len(b), name
     for name in ("oracle", "first-touch"):

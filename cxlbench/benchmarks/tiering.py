@@ -45,7 +45,7 @@ OPTIONS = {
                      choices=tuple(POLICIES),
                      expand={"all": tuple(p for p in POLICIES if p != "linux")}),
     "share": Option("share", "float", 0.25, "the fast tier's capacity: this share of the "
-                    "tiered buffer's pages", min=0.0, max=1.0,
+                    "tiered buffer's pages (all-slow is share 0)", min=1e-6, max=1.0,
                     expand={"halving": (1.0, 0.5, 0.25, 0.125, 0.0625)}),
     "engine": Option("engine", "choice", "auto", "real: pages moved and the workload timed "
                      "(two memory nodes); model: predicted from each tier's latency and "
@@ -55,13 +55,16 @@ OPTIONS = {
     "slow": Option("slow", "int", "auto", "the slow node (auto: a node of memory and no "
                    "CPUs, else the farthest other)", min=0, words=("auto",)),
     "epochs": Option("epochs", "int", 8, "epochs the workload runs, the policy deciding "
-                     "after each", min=2, max=100000),
+                     "after each", min=2, max=1000),
     "phase": Option("phase", "choice", "none", "shift: the hot set moves halfway through "
                     "(which policies adapt)", choices=("none", "shift")),
     "move_ms": Option("move_ms", "float", 0.0, "real engine: at most this many ms of moves "
                       "an epoch (0: no limit)", min=0.0, unit="ms"),
-    "mlp": Option("mlp", "float", 10.0, "model: misses a core keeps in flight (its latency "
-                  "is shared among them)", min=1.0, max=1024.0),
+    "mlp": Option("mlp", "float", 10.0, "model: misses a thread keeps in flight (its "
+                  "latency is shared among them)", min=1.0, max=1024.0),
+    "migrate_gbs": Option("migrate_gbs", "float", 0.0, "model: GB/s pages move at (0: the "
+                          "migrate cases of tiers_from, else an assumed 2)", unit="GB/s",
+                          min=0.0),
     "tiers_from": Option("tiers_from", "path", "", "model: a catalogue run (its directory) "
                          "whose chase and read-bandwidth cases bound to each node (or node "
                          "matrix) give the tiers' figures"),
@@ -74,7 +77,11 @@ OPTIONS = {
     **{name: Option(**{**opt.__dict__, "name": name, "help": f"{policy}: {opt.help}"})
        for name, (policy, _, opt) in KNOBS.items()},
     **{name: embedding.OPTIONS[name] for name in WORKLOAD_OPTIONS},
+    # 128 MiB of rows, and epochs of 2 M lookups: long enough that the moves between
+    # them (an eighth of the fast tier at most, by default) cost a fraction of an epoch.
     "rows": Option(**{**embedding.OPTIONS["rows"].__dict__, "default": 1 << 18}),
+    "batch": Option(**{**embedding.OPTIONS["batch"].__dict__, "default": 1 << 16,
+                       "help": "bags per table in an epoch"}),
     **pick("threads", "cpus", "isa", "repeat", "warmup", "tolerance", "timeout", repeat=3,
            warmup=0),
     "page": Option("page", "choice", "4k", "the pages tiered: 4 KiB, or hugetlb 2 MiB",
@@ -153,7 +160,9 @@ def unused(params: dict) -> dict[str, str]:
     out = {name: f"a knob of {policy}" for name, (policy, _, _) in KNOBS.items()
            if policy != params["policy"]}
     if params["engine"] == "model":
-        out["move_ms"] = "the model engine moves no pages"
+        out["move_ms"] = "the model engine has no time box"
+    elif params["engine"] == "real":
+        out["migrate_gbs"] = "the real engine times its moves"
     if params["policy"] in ("all-fast", "all-slow"):
         out["share"] = f"{params['policy']} is a bound: it places every page itself"
     out.update(embedding.unused({**{k: embedding.OPTIONS[k].default
@@ -178,6 +187,7 @@ def run(params: dict) -> Measurement:
     pages = -(-work.sizes()[tiered] // page)
     counts = [work.counts(e, pages, page) for e in range(work.epochs)]
     tiers, source = model.tiers_for(params, topology, fast_node, slow_node)
+    rate, rate_source = model.migrate_rate(params)
     policy_cls = POLICIES[params["policy"]]
     knobs = {k: params[knob_name(policy_cls.NAME, k)] for k in policy_cls.KNOBS}
     profile = np.sum(counts, axis=0) if policy_cls.PROFILED else None
@@ -194,12 +204,11 @@ def run(params: dict) -> Measurement:
     last = None
     for r in range(params["warmup"] + params["repeat"]):
         policy = policy_cls(pages, cap, knobs, profile)
-        hands = engine.Pages(buffers[0], fast_node, slow_node, page,
-                             params["move_ms"] * 1e6) if real else \
-            engine.Paper(np.zeros(pages, dtype=bool))
-        out = engine.drive(policy, work, hands, counts, tiers, params["mlp"], real)
+        hands = engine.Pages(buffers[0], fast_node, slow_node, params["move_ms"] * 1e6) \
+            if real else engine.Paper(pages, page, rate)
+        out = engine.drive(policy, work, hands, counts, tiers, params["mlp"], len(cpus), real)
         if r >= params["warmup"]:
-            reps.append(figures(out, work, page, real))
+            reps.append(figures(out, work, page, rate, real))
             last = out
     # The kernel says what produced the figures: the workload's C kernel, or the model.
     m = Measurement(kernel=f"{params['workload']}:{kind}", isa=isa, cpus=cpus,
@@ -209,7 +218,9 @@ def run(params: dict) -> Measurement:
               "page_bytes": page, "capacity_pages": cap, "epochs": work.epochs,
               "tiers": {"fast": tiers[0].__dict__, "slow": tiers[1].__dict__,
                         "source": source},
+              "migrate_gbs": rate, "migrate_source": rate_source,
               "unmoved": last.unmoved, "start_unmoved": last.start_unmoved,
+              "drifted": last.drifted,
               "epoch_ns": [round(x) for x in last.ns],
               "epoch_fast_hits": [round(x, 4) for x in last.fast_hits],
               "vmstat": {k: after[k] - before.get(k, 0) for k in after
@@ -228,20 +239,26 @@ def run(params: dict) -> Measurement:
     return m
 
 
-UNITS_REAL = {"throughput": "M/s", "predicted": "M/s", "fast_hits": "ratio",
-              "migrated": "MB", "move_ms": "ms", "pingpong": "pages"}
-UNITS_MODEL = {k: v for k, v in UNITS_REAL.items() if k not in ("predicted", "move_ms")}
+UNITS_REAL = {"throughput": "M/s", "kernel_throughput": "M/s", "predicted": "M/s",
+              "fast_hits": "ratio", "fast_share": "ratio", "migrated": "MB", "move_ms": "ms",
+              "pingpong": "pages"}
+UNITS_MODEL = {k: v for k, v in UNITS_REAL.items() if k != "predicted"}
 
 
-def figures(out: engine.Outcome, work, page: int, real: bool) -> dict[str, float]:
+def figures(out: engine.Outcome, work, page: int, rate: float, real: bool) -> dict[str, float]:
+    """throughput charges the moves (made synchronously, between epochs);
+    kernel_throughput is the workload's time alone. The model's prediction charges the
+    same moves at the migration rate."""
     units = work.units() * len(out.ns)
-    rep = {"throughput": units / sum(out.ns) * 1e3,
+    moves = out.promoted + out.demoted
+    rep = {"throughput": units / (sum(out.ns) + out.move_ns) * 1e3,
+           "kernel_throughput": units / sum(out.ns) * 1e3,
            "fast_hits": float(np.mean(out.fast_hits)),
-           "migrated": (out.promoted + out.demoted) * page / 1e6,
+           "fast_share": float(np.mean(out.fast_share)),
+           "migrated": moves * page / 1e6, "move_ms": out.move_ns / 1e6,
            "pingpong": float(out.pingpong)}
     if real:
-        rep["predicted"] = units / sum(out.predicted) * 1e3
-        rep["move_ms"] = out.move_ns / 1e6
+        rep["predicted"] = units / (sum(out.predicted) + moves * page / rate) * 1e3
     return rep
 
 

@@ -1,8 +1,9 @@
 """The two engines, one loop. Each epoch the workload runs on the placement (timed by its
 C kernel in the real engine, predicted by the model in both), the policy sees the epoch's
 exact per-page counts and says where pages go next, and the engine carries that out:
-really (move_pages(2), demotions first to make room, promotions hottest first, every page
-verified with a node map afterwards) or on paper."""
+really (move_pages(2) in chunks, each chunk's coldest demotions before its hottest
+promotions, promotions only into room the demotions made, every page's node read back
+before every epoch) or on paper."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,50 +25,60 @@ class Outcome:
     ns: list[float] = field(default_factory=list)          # each epoch: measured or modelled
     predicted: list[float] = field(default_factory=list)   # each epoch: the model's
     fast_hits: list[float] = field(default_factory=list)   # share of accesses on fast pages
-    promoted: int = 0           # pages moved to the fast node
+    fast_share: list[float] = field(default_factory=list)  # share of pages on the fast node
+    promoted: int = 0           # pages moved to the fast node (by Linux too, for its policy)
     demoted: int = 0
-    move_ns: int = 0            # the move calls, timed in C (real engine)
-    unmoved: int = 0            # pages a move left where they were (busy, time box)
+    move_ns: float = 0          # the move calls, timed in C (real) or at the migration rate
+    unmoved: int = 0            # pages a move left where they were (busy, time box, room)
     start_unmoved: int = 0      # of the first placement, likewise (a full node, busy pages)
+    drifted: int = 0            # pages found moved before an epoch by someone else (Linux)
     pingpong: int = 0           # pages moved back within PINGPONG_WINDOW epochs
-    fast_pages: int = 0         # most pages on the fast node at once
 
 
 class Pingpong:
-    """Counts pages whose last move went the other way within the window."""
+    """The pages whose move went the other way from their last within the window."""
 
     def __init__(self, pages: int):
         self.when = np.full(pages, -1 << 30, dtype=np.int64)
         self.up = np.zeros(pages, dtype=bool)
+        self.seen = np.zeros(pages, dtype=bool)
 
-    def note(self, epoch: int, pages: np.ndarray, up: bool) -> int:
-        back = int(((epoch - self.when[pages] <= PINGPONG_WINDOW)
-                    & (self.up[pages] != up)).sum())
+    def note(self, epoch: int, pages: np.ndarray, up: bool) -> None:
+        back = pages[(epoch - self.when[pages] <= PINGPONG_WINDOW) & (self.up[pages] != up)]
+        self.seen[back] = True
         self.when[pages], self.up[pages] = epoch, up
-        return back
+
+    @property
+    def pages(self) -> int:
+        return int(self.seen.sum())
 
 
 class Paper:
-    """The model engine's hands: placements are whatever the policy says."""
+    """The model engine's hands: placements are whatever the policy says; a move costs
+    its bytes at the migration rate."""
 
-    def __init__(self, fast: np.ndarray):
-        self.fast = fast.copy()
+    def __init__(self, pages: int, page: int, migrate_gbs: float):
+        self.fast = np.zeros(pages, dtype=bool)
+        self.page, self.rate = page, migrate_gbs
 
-    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome,
-              boxed: bool = True) -> tuple:
+    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome, capacity: int,
+              boxed: bool = True) -> tuple[np.ndarray, np.ndarray]:
         up = np.flatnonzero(target & ~self.fast)
         down = np.flatnonzero(~target & self.fast)
         self.fast = target.copy()
+        out.move_ns += (len(up) + len(down)) * self.page / self.rate
         return up, down
+
+    def read(self) -> np.ndarray:
+        return self.fast
 
 
 class Pages:
     """The real engine's hands: the tiered buffer's pages moved between two nodes, within
-    an optional time box per epoch, and the placement read back after every epoch."""
+    an optional time box per epoch, and read back before every epoch."""
 
-    def __init__(self, buf: Buffer, fast_node: int, slow_node: int, page: int,
-                 budget_ns: float):
-        self.buf, self.nodes, self.page, self.budget = buf, (fast_node, slow_node), page, budget_ns
+    def __init__(self, buf: Buffer, fast_node: int, slow_node: int, budget_ns: float):
+        self.buf, self.nodes, self.budget = buf, (fast_node, slow_node), budget_ns
         self.fast = self.read()
 
     def read(self) -> np.ndarray:
@@ -79,45 +90,64 @@ class Pages:
                              f"{self.nodes[1]} ({len(stray)} pages astray)")
         return where == self.nodes[0]
 
-    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome,
-              boxed: bool = True) -> tuple:
-        """Demotions first (they make the room), then promotions in `order`; stops between
-        calls once the time box is spent (where `boxed`: not for the first placement).
-        Returns the pages that really moved each way."""
-        down = np.flatnonzero(~target & self.fast)
+    def apply(self, target: np.ndarray, order: np.ndarray, out: Outcome, capacity: int,
+              boxed: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk by chunk, the coldest demotions then the hottest promotions (`order`:
+        hottest first), a promotion only into room: a demotion refused (a busy page)
+        keeps the fast tier within `capacity`. Stops at the first chunk after the time
+        box is spent (where `boxed`: not for the first placement). Returns the pages that
+        really moved each way, as read back."""
+        down = order[::-1][~target[order[::-1]] & self.fast[order[::-1]]]
         up = order[target[order] & ~self.fast[order]]
-        spent = 0
-        for pages, node in ((down, self.nodes[1]), (up, self.nodes[0])):
-            for lo in range(0, len(pages), MOVE_CHUNK):
-                if boxed and self.budget and spent >= self.budget:
-                    break
-                r = move(self.buf, node, which=pages[lo:lo + MOVE_CHUNK])
+        on_fast, spent, at = int(self.fast.sum()), 0, 0     # at: the next promotion
+        for lo in range(0, max(len(down), len(up)), MOVE_CHUNK):
+            if boxed and self.budget and spent >= self.budget:
+                break
+            if lo < len(down):
+                r = move(self.buf, self.nodes[1], which=down[lo:lo + MOVE_CHUNK])
                 spent += r.ns
+                on_fast -= len(down[lo:lo + MOVE_CHUNK]) - len(r.failures)
+            room = min(MOVE_CHUNK, capacity - on_fast, len(up) - at)
+            if room > 0:        # the hottest waiting first, however many chunks it waited
+                r = move(self.buf, self.nodes[0], which=up[at:at + room])
+                spent += r.ns
+                on_fast += room - len(r.failures)
+                at += room
         out.move_ns += spent
         now = self.read()
         out.unmoved += int((now != target).sum())
-        moved_up = np.flatnonzero(now & ~self.fast)
-        moved_down = np.flatnonzero(~now & self.fast)
+        moved_up, moved_down = np.flatnonzero(now & ~self.fast), np.flatnonzero(~now & self.fast)
         self.fast = now
         return moved_up, moved_down
 
 
 def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tuple[Tier, Tier],
-          mlp: float, real: bool) -> Outcome:
-    """Run every epoch under the policy; the first placement is the policy's initial()."""
+          mlp: float, threads: int, real: bool) -> Outcome:
+    """Run every epoch under the policy; the first placement is the policy's initial(),
+    its moves not counted (nor timed)."""
     out, pages = Outcome(), len(counts[0])
     pp = Pingpong(pages)
     first = policy.initial()
     check_capacity(policy, first)
-    hands.apply(first, np.arange(pages), out, boxed=False)  # the start, not counted
+    hands.apply(first, np.arange(pages), out, policy.capacity, boxed=False)
     out.start_unmoved, out.unmoved, out.move_ns = out.unmoved, 0, 0
     for e, c in enumerate(counts):
-        if policy.KERNEL:       # Linux moved pages meanwhile: where are they now
-            hands.fast = hands.read()
+        now = hands.read()      # Linux (or NUMA balancing) may have moved pages
+        moved = now != hands.fast
+        if moved.any():
+            out.drifted += int(moved.sum())
+            if not policy.KERNEL:
+                raise CheckError(
+                    f"tiering: {int(moved.sum())} pages were moved by someone else before epoch "
+                    f"{e} (NUMA balancing?): the placement measured would not be "
+                    f"{policy.NAME}'s (kernel.numa_balancing=0 keeps the kernel out)")
+            out.promoted += int((now & moved).sum())       # Linux's moves are the policy's
+            out.demoted += int((~now & moved).sum())
+            hands.fast = now
         fast = hands.fast
-        out.fast_pages = max(out.fast_pages, int(fast.sum()))
+        out.fast_share.append(float(fast.mean()))
         access_bytes = workload.epoch_bytes() / max(1, int(c.sum()))
-        predicted = model.epoch_ns(c, fast, tiers, access_bytes, mlp)
+        predicted = model.epoch_ns(c, fast, tiers, access_bytes, mlp, threads)
         ns = float(workload.run(e)) if real else predicted
         out.ns.append(ns)
         out.predicted.append(predicted)
@@ -126,10 +156,12 @@ def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tupl
             continue
         target = policy.after(Epoch(e, c, fast.copy(), ns, int(access_bytes), tiers))
         check_capacity(policy, target)
-        up, down = hands.apply(target, np.argsort(-c, kind="stable"), out)
+        up, down = hands.apply(target, np.argsort(-c, kind="stable"), out, policy.capacity)
         out.promoted += len(up)
         out.demoted += len(down)
-        out.pingpong += pp.note(e, up, True) + pp.note(e, down, False)
+        pp.note(e, up, True)
+        pp.note(e, down, False)
+    out.pingpong = pp.pages
     return out
 
 
@@ -137,6 +169,6 @@ def check_capacity(policy: Policy, mask: np.ndarray) -> None:
     if mask.dtype != bool or len(mask) != policy.pages:
         raise AssertionError(f"policy {policy.NAME} returned {mask.dtype} x {len(mask)}, not "
                              f"bool x {policy.pages}")
-    if policy.NAME != "all-fast" and mask.sum() > policy.capacity:
+    if mask.sum() > policy.capacity:
         raise AssertionError(f"policy {policy.NAME} put {int(mask.sum())} pages on the fast "
                              f"node, over its capacity of {policy.capacity}")

@@ -1,8 +1,10 @@
 """The model engine's arithmetic: an epoch's time from its per-page access counts, the
-placement, and each tier's latency and bandwidth. One access costs the longer of its
-latency shared among the misses a core keeps in flight (mlp) and its bytes at the tier's
-bandwidth; accesses to the two tiers add up (one thread walks both). Caches are left out:
-it is a model of memory, and the real engine, where it runs, says by how much it errs."""
+placement, and each tier's latency and bandwidth, as a roofline of two limits. Latency:
+every access waits its tier's latency, `mlp` misses in flight on each thread (Little's
+law: the sum of the latencies over mlp x threads). Bandwidth: each tier streams its own
+bytes, the two at once. The epoch takes the longer. Moves cost their bytes at a migration
+rate. Caches are left out: it is a model of memory, and the real engine, where it runs,
+says by how much it errs."""
 from __future__ import annotations
 
 import functools
@@ -19,18 +21,31 @@ from .policies.base import Tier
 # local DRAM's latency; 2.5x is taken here, and a quarter of the bandwidth (one x16 device
 # against a socket's channels). Results say when these were used.
 ASSUMED = (Tier(110.0, 100.0), Tier(275.0, 25.0))
-
-
-def access_ns(tier: Tier, access_bytes: float, mlp: float) -> float:
-    return max(tier.latency_ns / mlp, access_bytes / tier.bandwidth)
+ASSUMED_MIGRATE = 2.0   # GB/s of move_pages(2) with 4 KiB pages, where no run says
 
 
 def epoch_ns(counts: np.ndarray, fast: np.ndarray, tiers: tuple[Tier, Tier],
-             access_bytes: float, mlp: float) -> float:
+             access_bytes: float, mlp: float, threads: int = 1) -> float:
     on_fast = float(counts[fast].sum())
     on_slow = float(counts.sum()) - on_fast
-    return on_fast * access_ns(tiers[0], access_bytes, mlp) + \
-        on_slow * access_ns(tiers[1], access_bytes, mlp)
+    waiting = (on_fast * tiers[0].latency_ns + on_slow * tiers[1].latency_ns) / \
+        (mlp * threads)
+    streaming = max(on_fast * access_bytes / tiers[0].bandwidth,
+                    on_slow * access_bytes / tiers[1].bandwidth)
+    return max(waiting, streaming)
+
+
+def migrate_rate(params: dict) -> tuple[float, str]:
+    """GB/s pages move at, and where that came from: the option, else the median of the
+    migrate cases in `tiers_from`, else ASSUMED_MIGRATE."""
+    if params.get("migrate_gbs"):
+        return params["migrate_gbs"], "options"
+    if params.get("tiers_from"):
+        frame = _frame(params["tiers_from"])
+        sel = frame[(frame["benchmark"] == "migrate") & (frame["metric"] == "bandwidth")]
+        if len(sel):
+            return float(sel.groupby("case")["value"].median().median()), params["tiers_from"]
+    return ASSUMED_MIGRATE, "assumed"
 
 
 def hmat_tier(topology: Topology, node: int) -> Tier | None:
@@ -78,22 +93,32 @@ def _frame(path: str) -> pd.DataFrame:
 def tiers_for(params: dict, topology: Topology | None, fast: int | None,
               slow: int | None) -> tuple[tuple[Tier, Tier], str]:
     """(fast, slow) tiers and where their figures came from: the options where set,
-    else the catalogue run `tiers_from` names, else the nodes' HMAT, else ASSUMED."""
+    else the catalogue run `tiers_from` names, else the nodes' HMAT, else ASSUMED. A tier
+    measured beside one assumed would compare two machines: then both are assumed (the
+    options still set what they set)."""
     frame = _frame(params["tiers_from"]) if params.get("tiers_from") else None
-    out, sources = [], []
-    for i, (name, node) in enumerate((("fast", fast), ("slow", slow))):
-        lat, bw = params[f"{name}_latency"], params[f"{name}_bandwidth"]
-        if lat and bw:
-            out.append(Tier(lat, bw))
-            sources.append(f"{name}: options")
-            continue
-        found, where = None, "assumed"
+    base, kinds = [], []
+    for i, node in enumerate((fast, slow)):
+        found, kind = None, "assumed"
         if frame is not None and node is not None:
-            found, where = measured_tier(frame, node), f"node {node} in {params['tiers_from']}"
+            found, kind = measured_tier(frame, node), f"node {node} in {params['tiers_from']}"
         if found is None and topology is not None and node is not None:
-            found, where = hmat_tier(topology, node), f"HMAT of node {node}"
+            found, kind = hmat_tier(topology, node), f"HMAT of node {node}"
         if found is None:
-            found, where = ASSUMED[i], "assumed"
-        out.append(Tier(lat or found.latency_ns, bw or found.bandwidth))
-        sources.append(f"{name}: {where}" + (" with options" if lat or bw else ""))
+            found, kind = ASSUMED[i], "assumed"
+        base.append(found)
+        kinds.append(kind)
+    whole = [bool(params[f"{name}_latency"] and params[f"{name}_bandwidth"])
+             for name in ("fast", "slow")]
+    mixed = "assumed" in [k for k, w in zip(kinds, whole) if not w] and \
+        any(k != "assumed" for k, w in zip(kinds, whole) if not w)
+    if mixed:
+        base = list(ASSUMED)
+        kinds = ["assumed (the other tier had no figures of the same kind)"] * 2
+    out, sources = [], []
+    for i, name in enumerate(("fast", "slow")):
+        lat, bw = params[f"{name}_latency"], params[f"{name}_bandwidth"]
+        out.append(Tier(lat or base[i].latency_ns, bw or base[i].bandwidth))
+        sources.append(f"{name}: " + ("options" if whole[i] else kinds[i]
+                                      + (" with options" if lat or bw else "")))
     return (out[0], out[1]), ", ".join(sources)

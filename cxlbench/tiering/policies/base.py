@@ -5,6 +5,7 @@ move_pages(2) and verified; model: placement only) do the moving, timing and che
 one policy runs on both, and on synthetic streams in the tests."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -82,12 +83,9 @@ def hottest(scores: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
 
 
 def coldest(scores: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k lowest-scoring pages where `among` is True, coldest first."""
-    idx = np.flatnonzero(among)
-    if k <= 0 or not len(idx):
-        return idx[:0]
-    order = np.lexsort((idx, scores[idx].astype(np.float64)))
-    return idx[order[:k]]
+    """Indices of the k lowest-scoring pages where `among` is True, coldest first (ties:
+    lower page first)."""
+    return hottest(-np.asarray(scores, dtype=np.float64), among, k)
 
 
 def knob_table(*options: Option) -> dict[str, Option]:
@@ -129,29 +127,36 @@ class Heat:
 
 
 def promote(fast: np.ndarray, capacity: int, want: np.ndarray, scores: np.ndarray,
-            demotable: np.ndarray, budget: int, hotter: bool = False):
+            demotable: np.ndarray, budget: int, gap: float = math.inf,
+            slack: float = 0.0) -> list[tuple[int, int]]:
     """Moves the slow pages `want` (in the order to promote them) onto the fast node in the
     mask `fast`, changed in place: into free room while there is some, then each in
-    exchange for the coldest `demotable` fast page (where `hotter`, only for a page of a
-    higher score), while `budget` moves last (a promotion or a demotion is one each).
-    Yields (page, victim or -1) after each, so that a caller may stop early."""
+    exchange for the coldest `demotable` fast page, of a lower score than its own, while
+    `budget` moves last (a promotion or a demotion is one each). A page is taken only
+    where the score it brings (its own, less its victim's) fits in what remains of `gap`
+    give or take `slack`, skipping those that would overshoot further, until what remains
+    is within `slack`. Returns the moves made: (page promoted, page demoted for it or -1)."""
     free = capacity - int(np.count_nonzero(fast))
-    victims = iter(coldest(scores, demotable & fast, len(want)).tolist())
+    victims = coldest(scores, demotable & fast, len(want)).tolist()
+    used, moves = 0, []
     for page in want.tolist():
-        victim = -1
-        if free > 0:
-            if budget < 1:
-                return
-            free -= 1
-        else:
-            victim = next(victims, -1)
-            if victim < 0 or budget < 2 or (hotter and scores[victim] >= scores[page]):
-                return
-            fast[victim] = False
-            budget -= 1
+        victim = -1 if free > 0 else victims[used] if used < len(victims) else None
+        if (victim is None or budget < (1 if victim < 0 else 2) or gap <= slack
+                or (victim >= 0 and scores[victim] >= scores[page])):
+            break       # the pages come colder, the victims hotter: none later would do
+        brings = scores[page] - (scores[victim] if victim >= 0 else 0)
+        if brings > gap + slack:
+            continue    # too far past the target: a colder page may fit
+        gap -= brings
         fast[page] = True
+        if victim >= 0:
+            fast[victim] = False
+            used, budget = used + 1, budget - 1
+        else:
+            free -= 1
         budget -= 1
-        yield page, victim
+        moves.append((page, victim))
+    return moves
 
 
 def loaded_latency(tier: Tier, offered_gbs: float) -> float:

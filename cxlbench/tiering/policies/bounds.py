@@ -8,8 +8,8 @@ from .base import Policy
 
 class AllFast(Policy):
     NAME = "all-fast"
-    DESCRIPTION = ("every page on the fast node, whatever the capacity: the upper bound "
-                   "(engines run it at share 1)")
+    DESCRIPTION = ("every page on the fast node: the upper bound (its capacity is the "
+                   "whole buffer, share 1)")
     STATIC = True
 
     def initial(self) -> np.ndarray:

@@ -1,7 +1,9 @@
 """Colloid-like (Vuppalapati and Agarwal, SOSP'24): place pages so that the two tiers'
 loaded latencies balance, not so that the fast tier holds the hottest pages. A fast
 tier near its bandwidth is slower than an idle slow one, so Colloid then moves hot
-pages out of it."""
+pages out of it. As in the paper, a page moves only where its accesses fit in what is
+left to move (give or take the tolerance): one that would jump past the balance point,
+to be moved back the next epoch, is skipped for a colder one."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +33,8 @@ def balance(fast: Tier, slow: Tier, offered_gbs: float) -> float:
 class Colloid(Policy):
     NAME = "colloid"
     DESCRIPTION = ("moves hot pages between tiers until their loaded latencies (from idle "
-                   "latency, bandwidth and the offered load) balance")
+                   "latency, bandwidth and the offered load) balance, each only where its "
+                   "accesses fit in what is left to move")
     KNOBS = knob_table(
         MAX_MOVE,
         Option("tolerance", "float", 0.05, "fast-tier access share off the balance point "
@@ -46,18 +49,12 @@ class Colloid(Policy):
         if total == 0 or epoch.ns <= 0:
             return fast
         target = balance(*epoch.tiers, total * epoch.access_bytes / epoch.ns) * total
-        on_fast = int(counts[fast].sum())
+        gap = target - int(counts[fast].sum())      # accesses to bring onto the fast tier
         slack = self.knobs["tolerance"] * total
-        budget = move_budget(self.knobs["max_move"], self.capacity)
-        if on_fast < target - slack:
-            want = hottest(counts, ~fast & (counts > 0), budget)
-            for page, victim in promote(fast, self.capacity, want, counts, fast, budget,
-                                        hotter=True):
-                on_fast += counts[page] - (counts[victim] if victim >= 0 else 0)
-                if on_fast >= target:
-                    break
-        elif on_fast > target + slack:
-            out = hottest(counts, fast, budget)
-            reached = on_fast - np.cumsum(counts[out]) <= target
-            fast[out[:int(np.argmax(reached)) + 1 if reached.any() else len(out)]] = False
-        return fast
+        if abs(gap) <= slack:
+            return fast
+        # Demoting is promoting onto the slow tier, which has room for every page.
+        onto, room = (fast, self.capacity) if gap > 0 else (~fast, self.pages)
+        promote(onto, room, hottest(counts, ~onto & (counts > 0), self.pages), counts, onto,
+                move_budget(self.knobs["max_move"], self.capacity), abs(gap), slack)
+        return onto if gap > 0 else ~onto

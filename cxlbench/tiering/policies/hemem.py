@@ -33,9 +33,7 @@ class HeMem(Policy):
         hot = self.hot(counts)
         budget = move_budget(self.knobs["max_move"], self.capacity)
         # Victims are cold pages only: a hot page is never demoted for another.
-        for _ in promote(fast, self.capacity, hottest(counts, hot & ~fast, budget), counts,
-                         ~hot, budget):
-            pass
+        promote(fast, self.capacity, hottest(counts, hot & ~fast, budget), counts, ~hot, budget)
         self.heat.cool()
         return fast
 
