@@ -897,12 +897,12 @@ def test_new_options_and_their_bounds():
         o["migrate_gbs"].convert(-1.0)
 
 
-def test_each_engine_ignores_the_other_engines_move_option():
+def test_the_model_ignores_the_time_box_and_both_take_the_migration_rate():
+    """move_ms boxes the real engine's moves; migrate_gbs prices the model's moves, and
+    the real engine's prediction of its own."""
     assert bench.unused(params(engine="model"))["move_ms"] == "the model engine has no time box"
     assert "migrate_gbs" not in bench.unused(params(engine="model"))
-    assert bench.unused(params(engine="real"))["migrate_gbs"] == \
-        "the real engine times its moves"
-    assert "move_ms" not in bench.unused(params(engine="real"))
+    assert not {"move_ms", "migrate_gbs"} & set(bench.unused(params(engine="real")))
     assert not {"move_ms", "migrate_gbs"} & set(bench.unused(params(engine="auto")))
 
 

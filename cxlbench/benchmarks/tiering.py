@@ -161,8 +161,6 @@ def unused(params: dict) -> dict[str, str]:
            if policy != params["policy"]}
     if params["engine"] == "model":
         out["move_ms"] = "the model engine has no time box"
-    elif params["engine"] == "real":
-        out["migrate_gbs"] = "the real engine times its moves"
     if params["policy"] in ("all-fast", "all-slow"):
         out["share"] = f"{params['policy']} is a bound: it places every page itself"
     out.update(embedding.unused({**{k: embedding.OPTIONS[k].default

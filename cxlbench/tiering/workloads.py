@@ -4,6 +4,8 @@ sampling, so it runs anywhere), and the epoch itself run by the workload's C ker
 its output checked."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..memory import native
@@ -35,22 +37,26 @@ class Embedding:
         from ..benchmarks.common import as_case_of
         self.emb = embedding
         self.params = as_case_of(embedding, params, train="none", trace="")
-        self.epochs = params["epochs"]
-        lay = embedding.layout(self.params)
-        self.lay = lay
-        whole = embedding.Layout(lay.rows, lay.pooling, lay.dim, lay.dtype,
-                                 lay.batch * self.epochs)
-        indices, _ = embedding.make_indices(whole, self.params)
-        self._streams = self._cut(indices, whole)
+        self.epochs, self.phase = params["epochs"], params["phase"]
+        self.lay = lay = embedding.layout(self.params)
         self._offsets = np.concatenate(([0], np.cumsum(np.repeat(
             np.asarray(lay.pooling, dtype=np.int64), lay.batch)))).astype(np.int64)
-        if params["phase"] == "shift":
+
+    @functools.cached_property
+    def _streams(self) -> list[np.ndarray]:
+        """Each epoch's lookups, drawn at first use (sizes() and a check need none)."""
+        lay = self.lay
+        whole = self.emb.Layout(lay.rows, lay.pooling, lay.dim, lay.dtype,
+                                lay.batch * self.epochs)
+        indices, _ = self.emb.make_indices(whole, self.params)
+        streams = self._cut(indices, whole)
+        if self.phase == "shift":
             bases = np.cumsum((0, *lay.rows[:-1]))
             table_of = np.repeat(np.arange(len(lay.rows)), np.asarray(lay.pooling) * lay.batch)
             rows, base = np.asarray(lay.rows)[table_of], bases[table_of]
             for e in range(self.epochs // 2, self.epochs):
-                s = self._streams[e]
-                self._streams[e] = base + (s - base + rows // 2) % rows
+                streams[e] = base + (streams[e] - base + rows // 2) % rows
+        return streams
 
     def _cut(self, indices: np.ndarray, whole) -> list[np.ndarray]:
         """The whole run's stream (table after table, batch x epochs bags each) as one
