@@ -227,7 +227,10 @@ def pingpong_matrices(records: list[dict]) -> list[dict]:
 # ---- tiering ---------------------------------------------------------------------------
 KNEE_SLOWDOWN = 0.05    # the knee: the smallest fast share within 5 % of all-fast
 BOUNDS = ("all-fast", "all-slow")
-UNHELD = ("linux",)     # policies the engines cannot hold to a share
+# Settings that tell a scenario's cases apart without changing what the bounds measure:
+# how a case was repeated, and the real engine's time box (named in the policy's row).
+NOT_SCENARIO = ("policy", "share", "engine", "repeat", "warmup", "timeout", "tolerance",
+                "move_ms")
 
 
 def tiering(records: list[dict]) -> list[dict]:
@@ -237,19 +240,26 @@ def tiering(records: list[dict]) -> list[dict]:
     larger share measured, the slowdown stays within KNEE_SLOWDOWN (None: not within it
     even at the largest). Slowdown is all-fast's throughput over the policy's, less 1."""
     from .benchmarks.tiering import KNOBS, OPTIONS     # (the registry imports much)
+    from .tiering.policies import POLICIES
     groups: dict[str, dict] = {}
     for r in records:
         if r["benchmark"] != "tiering" or r["status"] != "ok" or r["metric"] is None:
             continue
         p = r["parameters"]
-        key = json.dumps({k: v for k, v in sorted(p.items())
-                          if k not in ("policy", "share") and k not in KNOBS}, default=str)
-        # A policy's knobs set away from their defaults name it apart: hemem threshold=4.
-        name = " ".join([p["policy"], *(f"{knob}={p[k]}" for k, (policy, knob, _) in
-                                        KNOBS.items() if policy == p["policy"] and k in p
-                                        and p[k] != OPTIONS[k].default)])
-        g = groups.setdefault(key, {"params": p, "cells": {}, "units": {}, "engines": set()})
-        g["engines"].add(r["kernel"].partition(":")[2])
+        engine = r["kernel"].partition(":")[2]      # what ran: the real engine or the model
+        key = json.dumps({**{k: v for k, v in sorted(p.items())
+                             if k not in NOT_SCENARIO and k not in KNOBS},
+                          "engine": engine}, default=str)
+        # A policy's knobs and a time box set away from their defaults name it apart:
+        # "hemem threshold=4", "memtis move_ms=5".
+        own = [k for k, (policy, _, _) in KNOBS.items() if policy == p["policy"]]
+        name = " ".join([p["policy"], *(f"{KNOBS[k][1] if k in KNOBS else k}={p[k]}"
+                                        for k in (*own, "move_ms")
+                                        if k in p and p[k] != OPTIONS[k].default)])
+        g = groups.setdefault(key, {"params": p, "cells": {}, "units": {}, "engines": set(),
+                                    "held": {}})
+        g["engines"].add(engine)
+        g["held"][name] = not POLICIES[p["policy"]].KERNEL
         share = 1.0 if p["policy"] == "all-fast" else 0.0 if p["policy"] == "all-slow" \
             else float(p["share"])
         g["cells"].setdefault((name, share), {})[r["metric"]] = r["median"]
@@ -280,7 +290,8 @@ def _scenario(g: dict) -> dict:
     for name, row in policies.items():
         # Linux is not held to the share: its pages only start there (fast_share says
         # where they went), so it has no knee.
-        row["knee"] = None if name.split()[0] in UNHELD else knee(row["slowdown"])
+        row["held"] = g["held"][name]
+        row["knee"] = knee(row["slowdown"]) if row["held"] else None
     p = g["params"]
     return {"workload": p.get("workload"), "phase": p.get("phase"),
             "engine": "+".join(sorted(g["engines"])),

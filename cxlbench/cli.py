@@ -263,10 +263,16 @@ def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_
     """How much fast memory a workload needs, and which policy to run: every policy at
     every share, the bounds once each, then the knee of each policy."""
     from .benchmarks import tiering as bench
-    names = list(bench.OPTIONS["policy"].expand["all"]) if policies == "all" else \
-        [p.strip() for p in policies.split(",") if p.strip()]
+    everyone = bench.OPTIONS["policy"].expand["all"]
+    asked = [word.strip() for word in policies.split(",") if word.strip()]
+    names = list(dict.fromkeys(n for word in asked
+                               for n in (everyone if word == "all" else (word,))))
+    for name in names:
+        if name not in bench.OPTIONS["policy"].choices:
+            raise UserError(f"--policies: no policy {name!r} (the policies: "
+                            f"{', '.join(bench.OPTIONS['policy'].choices)}, or all)")
     try:
-        fractions = [float(x) for x in shares.split(",") if x.strip()]
+        fractions = list(dict.fromkeys(float(x) for x in shares.split(",") if x.strip()))
     except ValueError:
         raise UserError(f"--shares {shares!r}: give numbers between 0 and 1, e.g. 1,0.5,0.25")
     extra = suite.parse_pairs(sets, "--set")
@@ -282,9 +288,9 @@ def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_
                         "--policies does not run")
     common = {"bench": "tiering", "workload": workload, "engine": engine,
               **{k: v for k, v in extra.items() if k not in knobs}}
-    if "oracle" not in names or "all-fast" not in names:
-        click.echo("note: without all-fast (and the oracle) there is no slowdown, knee or gap "
-                   "to show", err=True)
+    for needed, what in (("all-fast", "slowdowns and knees"), ("oracle", "gaps")):
+        if needed not in names:
+            click.echo(f"note: without {needed} there are no {what} to show", err=True)
     bounds = [p for p in names if p in analysis.BOUNDS]
     data = {"bounds": {**common, "policy": bounds}} if bounds else {}
     for name in names:
@@ -325,10 +331,12 @@ def _print_tiering(sc: dict) -> None:
     click.echo(f"{'policy':<{w}} " + "".join(f"{s:>8g}" for s in shares)
                + f"{'knee':>8}{'gap':>8}{'moved MB':>10}" + (f"{'model':>8}" if real else ""))
 
-    def knee_text(name: str, knee: float | None) -> str:
-        if name.split()[0] in analysis.UNHELD:
+    def knee_text(row: dict) -> str:
+        if not row["held"]:
             return "n/a"        # not held to the share
-        return "none" if knee is None else format(knee, "g")
+        if not sc["all_fast"]:
+            return "-"          # no baseline to be within 5 % of
+        return "none" if row["knee"] is None else format(row["knee"], "g")
 
     def cell(value, width=8, spec=".1%"):
         return f"{value:>{width}{spec}}" if value is not None else f"{'-':>{width}}"
@@ -336,7 +344,7 @@ def _print_tiering(sc: dict) -> None:
         errors = [row["predicted"][s] / t - 1 for s, t in row["throughput"].items()
                   if t and s in row["predicted"]]
         click.echo(f"{name:<{w}} " + "".join(cell(row["slowdown"].get(s)) for s in shares)
-                   + f"{knee_text(name, row['knee']):>8}"
+                   + f"{knee_text(row):>8}"
                    + cell(row["gap"].get(shares[-1]))
                    + cell(row["migrated"].get(shares[-1]), 10, ".4g")
                    + (cell(statistics.median(errors) if errors else None) if real else ""))

@@ -197,8 +197,8 @@ def test_hemem_moves_at_most_max_move_pages_an_epoch():
     rng = np.random.default_rng(3)
     stream = random_stream(rng, 300, 200)
     for max_move, limit in [(0, 64 // 8), (3, 3), (2, 2), (40, 40)]:
-        # A high threshold: with the stream's heavy tail, most pages reach a low one, and
-        # hot pages are never demoted for others.
+        # A high threshold (100 times the mean page): with the stream's heavy tail, most
+        # pages reach a low one, and hot pages are never demoted for others.
         m = moves(run(make("hemem", 300, 64, max_move=max_move, threshold=100), stream))
         assert max(m) <= limit
         assert sum(m) > 0
@@ -222,11 +222,77 @@ def test_hemem_and_memtis_converge_to_the_hot_set():
 
 
 def test_hemem_never_demotes_a_hot_page_for_another():
-    rng = np.random.default_rng(5)
     pages, capacity = 100, 20
-    hot = np.arange(60)                 # three times the capacity, all equally hot
-    masks = run(make("hemem", pages, capacity, max_move=8), stationary(rng, pages, hot, 20))
+    counts = np.zeros(pages, dtype=np.int64)
+    counts[:60] = 20                    # three times the capacity, all equally hot
+    # 60 of 100 pages: each is 1/0.6 times the mean page, hot at 1.5 (none is at 2).
+    policy = make("hemem", pages, capacity, max_move=8, threshold=1.5)
+    masks = run(policy, [counts] * 20)
+    assert np.flatnonzero(policy.hot(policy.heat.counts)).tolist() == list(range(60))
     assert masks[0][:20].all() and not any(moves(masks))
+
+
+def test_hemem_threshold_is_relative_to_the_mean_page():
+    opt = POLICIES["hemem"].KNOBS["threshold"]
+    assert (opt.kind, opt.default) == ("float", 2.0) and "mean" in opt.help
+    assert opt.convert("0.5") == 0.5
+    with pytest.raises(ValueError, match="below the minimum"):
+        opt.convert(0)
+    policy = make("hemem", 6, 2)
+    counts = np.array([0, 1, 2, 3, 6, 12], dtype=np.float64)     # mean 4
+    assert np.flatnonzero(policy.hot(counts)).tolist() == [5]   # >= 8
+    assert np.flatnonzero(make("hemem", 6, 2, threshold=0.5).hot(counts)).tolist() == [2, 3, 4, 5]
+    assert not policy.hot(np.zeros(6)).any()                    # no accesses: none hot
+    assert not make("hemem", 6, 2, threshold=0.01).hot(np.zeros(6)).any()
+
+
+@pytest.mark.parametrize("cooling", [1, 3])
+def test_hemem_places_a_stream_scaled_x100_alike(cooling):
+    # (With an absolute threshold of 8, x100 made nearly every page hot: no moves.)
+    rng = np.random.default_rng(14)
+    pages, capacity = 300, 60
+    stream = (stationary(rng, pages, np.arange(200, 240), 15, hot_rate=3.0, cold_rate=0.3)
+              + stationary(rng, pages, np.arange(100, 140), 15, hot_rate=3.0, cold_rate=0.3))
+    one = run(make("hemem", pages, capacity, cooling=cooling), stream)
+    hundred = run(make("hemem", pages, capacity, cooling=cooling), [c * 100 for c in stream])
+    assert all(np.array_equal(a, b) for a, b in zip(one, hundred))
+    assert sum(moves(one)) > 0 and one[-1][100:140].all()
+
+
+def test_hemem_keeps_moving_toward_the_hot_set_on_a_dense_stream():
+    # The reviewer's case: 64 lookups a page an epoch, so every page passes an absolute 8,
+    # none is cold to give way, and HeMem stopped once the fast tier was full (from the
+    # start: first touch).
+    rng = np.random.default_rng(15)
+    pages, capacity = 400, 100
+    hot = np.arange(300, 350)           # past the first-touch pages
+    stream = stationary(rng, pages, hot, 20, hot_rate=640.0, cold_rate=64.0)
+    assert all(np.mean(c >= 8) > 0.999 for c in stream)
+    masks = run(make("hemem", pages, capacity, max_move=8), stream)
+    on_fast = [int(m[hot].sum()) for m in masks]
+    assert on_fast[:14] == list(range(0, 52, 4)) + [50]         # 4 swaps an epoch
+    assert on_fast[-1] == 50 and moves(masks)[-5:] == [0] * 5
+
+
+def test_memtis_keeps_its_histogram_on_whole_counts():
+    """MEMTIS replaces HeMem's hot(): no threshold knob, and its heat stays integer
+    (log2 bins of whole counts, halved rounding down)."""
+    assert "threshold" not in POLICIES["memtis"].KNOBS
+    rng = np.random.default_rng(16)
+    stream = random_stream(rng, 200, 10)
+    policy = make("memtis", 200, 40)
+    run(policy, stream)
+    counts = policy.heat.counts
+    assert counts.dtype == np.int64
+    assert np.array_equal(policy.hot(counts), memtis.hot_set(counts, 40))
+    heat = base.Heat(3, 1)
+    heat.add(np.array([5, 1, 0]))
+    heat.cool()
+    assert heat.counts.tolist() == [2, 0, 0]
+    heat = base.Heat(3, 1, np.float64)
+    heat.add(np.array([5, 1, 0]))
+    heat.cool()
+    assert heat.counts.tolist() == [2.5, 0.5, 0.0]
 
 
 def test_memtis_hot_set_is_the_lowest_log2_bins_that_fit():
@@ -263,6 +329,28 @@ def tpp_free_kept(policy, masks, reserve):
     assert all(policy.capacity - np.count_nonzero(m) >= reserve for m in masks)
 
 
+def tpp_checked(policy, masks, stream):
+    """TPP's rules, epoch by epoch: a promoted page was accessed on the slow node in each
+    of the hint_delay + 1 epochs up to this one (a second hint fault there); a page
+    accessed in the epoch leaves the fast node only in exchange for a promotion, never for
+    the watermark; and where the watermark is short after an epoch, no inactive page is
+    left fast, or the move budget is spent."""
+    delay = policy.knobs["hint_delay"]
+    reserve = policy.capacity - policy.usable
+    budget = base.move_budget(policy.knobs["max_move"], policy.capacity)
+    for i, (before, after, counts) in enumerate(zip(masks, masks[1:], stream)):
+        up, down = after & ~before, before & ~after
+        moved = int(np.count_nonzero(up) + np.count_nonzero(down))
+        assert np.count_nonzero(after) <= policy.capacity and moved <= budget, i
+        for page in np.flatnonzero(up).tolist():
+            assert i >= delay, (i, page)
+            for j in range(i - delay, i + 1):
+                assert not masks[j][page] and stream[j][page] > 0, (i, page, j)
+        assert np.count_nonzero(down & (counts > 0)) <= np.count_nonzero(up), i
+        if policy.capacity - np.count_nonzero(after) < reserve:
+            assert not (after & (counts == 0)).any() or moved == budget, i
+
+
 def test_tpp_keeps_the_watermark_free():
     rng = np.random.default_rng(8)
     stream = random_stream(rng, 300, 100)
@@ -271,12 +359,52 @@ def test_tpp_keeps_the_watermark_free():
         reserve = math.ceil(watermark * 100)
         masks = run(policy, stream)
         assert np.flatnonzero(masks[0]).tolist() == list(range(100 - reserve))
-        tpp_free_kept(policy, masks, reserve)
+        tpp_checked(policy, masks, stream)
         assert sum(moves(masks)) > 0
-    policy = make("tpp", 10, 1, watermark=0.5)     # the one page is the watermark
-    masks = run(policy, random_stream(rng, 10, 30))
-    tpp_free_kept(policy, masks, 1)
-    assert not any(m.any() for m in masks)
+    # The one page is the watermark: a page takes it only in an epoch it was accessed in
+    # (nothing fast is inactive), and kswapd demotes it in the first it was not.
+    stream = random_stream(rng, 10, 30)
+    policy = make("tpp", 10, 1, watermark=0.5)
+    masks = run(policy, stream)
+    assert not masks[0].any()
+    tpp_checked(policy, masks, stream)
+    for before, after, counts in zip(masks, masks[1:], stream):
+        assert not (after & before & (counts == 0)).any()
+
+
+def test_tpp_keeps_the_watermark_while_inactive_pages_remain():
+    # Each epoch 50 of 300 pages accessed, at random: of the 90 fast pages, 40 or more
+    # are always inactive, and kswapd demotes those for the promotions.
+    rng = np.random.default_rng(17)
+    pages, capacity = 300, 100
+    stream = []
+    for _ in range(60):
+        counts = np.zeros(pages, dtype=np.int64)
+        counts[rng.choice(pages, 50, replace=False)] = rng.integers(1, 50, 50)
+        stream.append(counts)
+    for hint_delay, max_move in [(0, 0), (0, 40), (1, 8)]:
+        policy = make("tpp", pages, capacity, watermark=0.1, hint_delay=hint_delay,
+                      max_move=max_move)
+        masks = run(policy, stream)
+        tpp_free_kept(policy, masks, 10)
+        tpp_checked(policy, masks, stream)
+        assert sum(moves(masks)) > 0
+
+
+@pytest.mark.parametrize("watermark,want", [(0.02, [0, 2] + [0] * 10),
+                                            (0.5, [0] + [12] * 4 + [2] + [0] * 6)])
+def test_tpp_at_share_one_puts_every_active_page_fast(watermark, want):
+    # (Keeping its watermark out of the pages, it held 2% of them slow at share 1 and
+    # swapped them for the least used fast pages every epoch.)
+    rng = np.random.default_rng(18)
+    stream = [rng.integers(1, 20, 100) for _ in range(12)]     # every page, every epoch
+    policy = make("tpp", 100, 100, watermark=watermark)
+    masks = run(policy, stream)
+    assert masks[0].sum() == 100 - math.ceil(watermark * 100)  # the reserve left at first
+    assert moves(masks) == want                 # hint_delay 1: promoted after 2 epochs
+    assert masks[-1].all()
+    assert not np.any([a & ~b for a, b in zip(masks, masks[1:])])    # none demoted
+    tpp_checked(policy, masks, stream)
 
 
 def test_tpp_promotes_into_a_full_tier_within_max_move():
@@ -293,12 +421,15 @@ def test_tpp_promotes_into_a_full_tier_within_max_move():
         assert np.flatnonzero(masks[0]).tolist() == list(range(50))
         assert moves(masks) == want
         assert masks[-1][50:].sum() == hot_fast and masks[-1].sum() == capacity
-    # A watermark of 5 pages: 45 hot pages fast, then no hot page gives way to another.
+    # A watermark of 5 pages: 45 hot pages fast in place of inactive ones, the watermark
+    # kept; then nothing fast is inactive, kswapd has nothing to demote, and the last 5
+    # take the watermark's room.
     policy = make("tpp", pages, capacity, watermark=0.1, max_move=8)
     masks = run(policy, stream)
-    assert moves(masks) == [0] + [8] * 11 + [2] + [0] * 3
-    assert masks[-1][50:].sum() == 45 and not masks[-1][:50].any()
-    tpp_free_kept(policy, masks, 5)
+    assert moves(masks) == [0] + [8] * 11 + [2] + [5] + [0] * 2
+    tpp_free_kept(policy, masks[:-3], 5)
+    assert masks[-1][50:].all() and not masks[-1][:50].any()
+    tpp_checked(policy, masks, stream)
 
 
 def test_tpp_moves_at_most_max_move_and_keeps_the_watermark():
@@ -308,25 +439,45 @@ def test_tpp_moves_at_most_max_move_and_keeps_the_watermark():
         policy = make("tpp", 300, 100, hint_delay=0, max_move=max_move)
         masks = run(policy, stream)
         assert max(moves(masks)) <= limit and (sum(moves(masks)) > 0) == (limit > 0)
-        tpp_free_kept(policy, masks, 2)
+        tpp_checked(policy, masks, stream)
 
 
-def test_tpp_restores_a_short_watermark_first_lru_within_the_budget():
+def test_tpp_restores_a_short_watermark_from_inactive_pages_lru_within_the_budget():
     pages, capacity = 20, 10
-    fast = np.zeros(pages, dtype=bool)
-    fast[:10] = True                        # 2 over the 8 below the watermark
-    counts = np.zeros(pages, dtype=np.int64)
-    counts[:8] = 3
-    counts[8] = 1                           # used, 9 not: 9 goes first
-    counts[15] = 9                          # a candidate with hint_delay 0
-    # Then 15 takes the place of the least recently used page left (0: the lowest of 8
-    # used as much), where two moves are left for it.
-    for max_move, down, up in [(1, [9], []), (3, [8, 9], []), (4, [0, 8, 9], [15])]:
-        policy = make("tpp", pages, capacity, hint_delay=0, watermark=0.2,
+    below = np.arange(pages) < 7            # the 7 pages below the watermark (0.3)
+    first = np.zeros(pages, dtype=np.int64)
+    first[:7] = first[8] = 3                # 8 slow, accessed; 7 and 9 never accessed
+    fast = np.arange(pages) < 10            # then 3 over the 7
+    then = np.zeros(pages, dtype=np.int64)
+    then[:7] = 3                            # 7, 8 and 9 inactive; 8 the most recent
+    then[15] = 9                            # a candidate with hint_delay 0
+    # kswapd demotes the inactive pages, least recently used first (7 and 9 tie: the
+    # lower first); then nothing fast is inactive, and 15 takes a free place.
+    for max_move, down, up in [(1, [7], []), (2, [7, 9], []), (3, [7, 8, 9], []),
+                               (4, [7, 8, 9], [15]), (8, [7, 8, 9], [15])]:
+        policy = make("tpp", pages, capacity, hint_delay=0, watermark=0.3,
                       max_move=max_move)
-        after = policy.after(epoch(0, counts, fast))
+        # Nothing fast is inactive: 8 takes a place of the watermark's.
+        assert np.flatnonzero(policy.after(epoch(0, first, below))).tolist() == \
+            list(range(7)) + [8]
+        after = policy.after(epoch(1, then, fast))
         assert np.flatnonzero(fast & ~after).tolist() == down, max_move
         assert np.flatnonzero(after & ~fast).tolist() == up, max_move
+
+
+def test_tpp_never_demotes_an_active_page_for_the_watermark():
+    # (It demoted the least recently used pages, active or not, until the watermark was
+    # free: 3 pages for 1 inactive here.)
+    pages, capacity = 20, 10
+    fast = np.zeros(pages, dtype=bool)
+    fast[:10] = True                        # 3 over the 7 below the watermark (0.3)
+    counts = np.zeros(pages, dtype=np.int64)
+    counts[:9] = 3                          # 9 alone is inactive
+    counts[15] = 9
+    policy = make("tpp", pages, capacity, hint_delay=0, watermark=0.3, max_move=8)
+    after = policy.after(epoch(0, counts, fast))
+    assert np.flatnonzero(fast & ~after).tolist() == [9]
+    assert np.flatnonzero(after).tolist() == list(range(9)) + [15]     # into a free place
 
 
 def test_tpp_promotes_after_hint_delay_plus_one_accessed_epochs():
@@ -338,6 +489,42 @@ def test_tpp_promotes_after_hint_delay_plus_one_accessed_epochs():
         fast_after = [bool(m[page]) for m in masks[1:]]
         expect = [first is not None and i >= first for i in range(len(accessed))]
         assert fast_after == expect, delay
+
+
+def test_tpp_ping_pong_case_waits_for_faults_on_the_slow_node():
+    # The reviewer's case: it counted epochs on the fast node as hint faults, so a page
+    # demoted after one epoch came back after a single slow one, 2 moves every epoch.
+    stream = [np.array([5, 1, 9, 9]), np.array([5, 9, 1, 9])] * 10
+    policy = make("tpp", 4, 2, watermark=0, hint_delay=1, max_move=2)
+    masks = run(policy, stream)
+    assert np.flatnonzero(masks[0]).tolist() == [0, 1]          # pages start fast
+    assert moves(masks) == [0, 2, 2, 2] * 5
+    tpp_checked(policy, masks, stream)
+
+
+@pytest.mark.parametrize("hint_delay", [0, 1, 2, 3])
+def test_tpp_demoted_page_must_fault_again_on_the_slow_node(hint_delay):
+    # Page 0 starts fast and is accessed every epoch; 1 takes its place after hint_delay
+    # + 1 slow epochs, then page 0 must be accessed as many slow epochs to come back.
+    h = hint_delay
+    stream = [np.array([1, 5, 0])] * (h + 1) + [np.array([5, 1, 0])] * (h + 3)
+    policy = make("tpp", 3, 1, watermark=0, hint_delay=h, max_move=2)
+    masks = run(policy, stream)
+    on_fast = [int(np.flatnonzero(m)[0]) for m in masks]
+    assert on_fast == [0] * (h + 1) + [1] * (h + 1) + [0] * 3
+    tpp_checked(policy, masks, stream)
+
+
+@pytest.mark.parametrize("hint_delay", [0, 1, 2])
+def test_tpp_rules_hold_on_random_streams(hint_delay):
+    rng = np.random.default_rng(19 + hint_delay)
+    stream = random_stream(rng, 200, 80)
+    for capacity, watermark, max_move in [(60, 0.02, 0), (60, 0.2, 6), (200, 0.1, 0)]:
+        policy = make("tpp", 200, capacity, hint_delay=hint_delay, watermark=watermark,
+                      max_move=max_move)
+        masks = run(policy, stream)
+        tpp_checked(policy, masks, stream)
+        assert sum(moves(masks)) > 0
 
 
 def test_tpp_demotes_the_least_recently_used():

@@ -128,6 +128,10 @@ def check(params: dict, topology: Topology) -> None:
     if params["tiers_from"]:        # a run that is not one fails here, not in a worker
         model.tiers_for(params, topology, fast, slow)
     kind = engine_of(params, topology)
+    if slow is not None and slow == fast:
+        raise UserError(f"fast={fast} and slow={slow}: tiering needs two nodes (on a machine "
+                        "of one the model takes the slow tier's figures from options or "
+                        "tiers_from, naming its node with slow=N)")
     for name, node in (("fast", fast), ("slow", slow)):
         # The model may take another machine's nodes (their figures from tiers_from).
         if kind == "real" and node is not None and node not in memory:
@@ -138,7 +142,7 @@ def check(params: dict, topology: Topology) -> None:
         raise UserError(f"policy={params['policy']}: the kernel's fast node is the CPUs' own; "
                         f"fast={fast} is not theirs (set cpus on it instead)")
     if kind == "real":
-        if slow is None or slow == fast:
+        if slow is None:
             raise UserError("engine=real moves pages between two nodes with memory; this "
                             f"machine has {format_list(memory)}: use engine=model")
         check_placement(buffer_params(params, fast, slow), resolve_cpus(params), topology,
@@ -185,7 +189,7 @@ def run(params: dict) -> Measurement:
     pages = -(-work.sizes()[tiered] // page)
     counts = [work.counts(e, pages, page) for e in range(work.epochs)]
     tiers, source = model.tiers_for(params, topology, fast_node, slow_node)
-    rate, rate_source = model.migrate_rate(params)
+    rate, rate_source = model.migrate_rate(params, fast_node, slow_node)
     policy_cls = POLICIES[params["policy"]]
     knobs = {k: params[knob_name(policy_cls.NAME, k)] for k in policy_cls.KNOBS}
     profile = np.sum(counts, axis=0) if policy_cls.PROFILED else None
@@ -261,8 +265,9 @@ def figures(out: engine.Outcome, work, page: int, rate: float, real: bool) -> di
 
 
 def placement_record(params: dict, buffers, tiered: str) -> dict:
-    """The untiered buffers verified as any case's; the tiered one was verified page by
-    page after every epoch (the engine fails the case on a page astray)."""
+    """The untiered buffers verified as any case's; the tiered one was read back page by
+    page before every epoch (the engine fails the case on a page astray or moved by
+    someone else): its pages per node at the end."""
     rows = []
     for b in buffers:
         if b.name == tiered:

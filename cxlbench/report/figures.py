@@ -521,14 +521,16 @@ def kvcache(frame, runs):
                         "runs of blocks batched")
 
 
-def _tiering_scenarios(frame: pd.DataFrame) -> list[tuple[str, dict]]:
-    """analysis.tiering's scenarios of each run in the frame, with the run's label."""
+def _tiering_scenarios(frame: pd.DataFrame, runs) -> list[tuple[str, dict]]:
+    """analysis.tiering's scenarios of each run in the frame, with the run's label; a
+    case that failed keeps its repetitions in the results, not in the scenarios."""
+    status = {(r.label, case): e.get("status") for r in runs for case, e in r.journal.items()}
     out = []
     for label, g in frame.groupby("label", sort=False):
-        records = [{"benchmark": "tiering", "status": "ok", "metric": m, "parameters": p,
-                    "median": v, "unit": u, "kernel": k}
-                   for m, p, v, u, k in zip(g["metric"], g["params"], g["median"], g["unit"],
-                                            g["kernel"])]
+        records = [{"benchmark": "tiering", "status": status.get((label, c), "ok"),
+                    "metric": m, "parameters": p, "median": v, "unit": u, "kernel": k}
+                   for c, m, p, v, u, k in zip(g["case"], g["metric"], g["params"],
+                                               g["median"], g["unit"], g["kernel"])]
         out += [(label, sc) for sc in analysis.tiering(records)]
     return out
 
@@ -542,7 +544,7 @@ def _scenario_title(label: str, sc: dict, many: bool) -> str:
 def tiering(frame, runs):
     """Knee curves per scenario, the policy matrix at one share, the MB each policy
     moved, and the model's prediction against the real engine's measurement."""
-    scenarios = _tiering_scenarios(frame)
+    scenarios = _tiering_scenarios(frame, runs)
     many = len({label for label, _ in scenarios}) > 1
     for i, (label, sc) in enumerate(scenarios):
         fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -593,9 +595,10 @@ def tiering(frame, runs):
 
 
 def _tiering_matrix(scenarios, many: bool) -> Figure | None:
-    """Scenarios x policies: slowdown against all-fast at one share (the one nearest a
-    quarter that every scenario measured), the best non-oracle cell of each row marked."""
-    shares = set.intersection(*[set(sc["shares"]) for _, sc in scenarios]) if scenarios else set()
+    """Scenarios x policies: slowdown against all-fast at one share (of those measured,
+    the nearest a quarter; a scenario without it a blank row), the best cell of each row
+    marked among the policies held to the share, the oracle aside."""
+    shares = set().union(*[sc["shares"] for _, sc in scenarios])
     if not shares:
         return None
     share = min(shares, key=lambda s: abs(math.log2(s) + 2) if s > 0 else 99)
@@ -610,7 +613,9 @@ def _tiering_matrix(scenarios, many: bool) -> Figure | None:
     im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
     light = np.nanmin(grid) + 0.5 * (np.nanmax(grid) - np.nanmin(grid))   # yellow end
     for i in range(len(rows)):
-        online = [j for j, n in enumerate(names) if n != "oracle" and not np.isnan(grid[i, j])]
+        held = scenarios[i][1]["policies"]
+        online = [j for j, n in enumerate(names) if n != "oracle" and not np.isnan(grid[i, j])
+                  and held[n]["held"]]
         best = min(online, key=lambda j: grid[i, j]) if online else None
         for j in range(len(names)):
             if not np.isnan(grid[i, j]):
@@ -626,7 +631,8 @@ def _tiering_matrix(scenarios, many: bool) -> Figure | None:
     ax.set_title(title)
     return Figure("tiering-matrix", "tiering", title,
                   f"Slowdown of each policy against all-fast at a fast-tier share of {share:g} "
-                  "(lower is better); * marks each row's best policy other than the oracle.",
+                  "(lower is better); * marks each row's best policy other than the oracle "
+                  "(and Linux, which is not held to the share).",
                   _png(fig))
 
 

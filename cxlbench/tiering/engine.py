@@ -132,22 +132,12 @@ def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tupl
     hands.apply(first, np.arange(pages), out, policy.capacity, boxed=False)
     out.start_unmoved, out.unmoved, out.move_ns = out.unmoved, 0, 0
     for e, c in enumerate(counts):
-        now = hands.read()      # Linux (or NUMA balancing) may have moved pages
-        moved = now != hands.fast
-        if moved.any():
-            out.drifted += int(moved.sum())
-            if not policy.KERNEL:
-                raise CheckError(
-                    f"tiering: {int(moved.sum())} pages were moved by someone else before epoch "
-                    f"{e} (NUMA balancing?): the placement measured would not be "
-                    f"{policy.NAME}'s (kernel.numa_balancing=0 keeps the kernel out)")
-            out.promoted += int((now & moved).sum())       # Linux's moves are the policy's
-            out.demoted += int((~now & moved).sum())
-            hands.fast = now
+        drift(policy, hands, out, pp, e)
         fast = hands.fast
         out.fast_share.append(float(fast.mean()))
         access_bytes = workload.epoch_bytes() / max(1, int(c.sum()))
-        predicted = model.epoch_ns(c, fast, tiers, access_bytes, mlp, threads)
+        predicted = model.epoch_ns(c, fast, tiers, access_bytes, mlp, threads,
+                                   workload.units() / max(1, int(c.sum())))
         ns = float(workload.run(e)) if real else predicted
         out.ns.append(ns)
         out.predicted.append(predicted)
@@ -161,8 +151,31 @@ def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tupl
         out.demoted += len(down)
         pp.note(e, up, True)
         pp.note(e, down, False)
+    if policy.KERNEL:           # what Linux moved during the last epoch
+        drift(policy, hands, out, pp, len(counts))
     out.pingpong = pp.pages
     return out
+
+
+def drift(policy: Policy, hands, out: Outcome, pp: Pingpong, epoch: int) -> None:
+    """Pages found moved since the engine last placed them: Linux's moves, counted as its
+    policy's; under any other policy a placement not the policy's, which fails the case."""
+    now = hands.read()
+    moved = now != hands.fast
+    if not moved.any():
+        return
+    out.drifted += int(moved.sum())
+    if not policy.KERNEL:
+        raise CheckError(
+            f"tiering: {int(moved.sum())} pages were moved by someone else before epoch "
+            f"{epoch} (NUMA balancing?): the placement measured would not be "
+            f"{policy.NAME}'s (kernel.numa_balancing=0 keeps the kernel out)")
+    up, down = np.flatnonzero(now & moved), np.flatnonzero(~now & moved)
+    out.promoted += len(up)
+    out.demoted += len(down)
+    pp.note(epoch, up, True)
+    pp.note(epoch, down, False)
+    hands.fast = now
 
 
 def check_capacity(policy: Policy, mask: np.ndarray) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import results
+from ..errors import UserError
 from ..topology import Topology
 from .policies.base import Tier
 
@@ -25,26 +26,38 @@ ASSUMED_MIGRATE = 2.0   # GB/s of move_pages(2) with 4 KiB pages, where no run s
 
 
 def epoch_ns(counts: np.ndarray, fast: np.ndarray, tiers: tuple[Tier, Tier],
-             access_bytes: float, mlp: float, threads: int = 1) -> float:
+             access_bytes: float, mlp: float, threads: int = 1,
+             waits_per_count: float = 1.0) -> float:
+    """counts: per page; access_bytes: bytes per count; waits_per_count: the misses
+    waited per count (a row over two pages is one access waited once, counted twice)."""
     on_fast = float(counts[fast].sum())
     on_slow = float(counts.sum()) - on_fast
-    waiting = (on_fast * tiers[0].latency_ns + on_slow * tiers[1].latency_ns) / \
-        (mlp * threads)
+    waiting = (on_fast * tiers[0].latency_ns + on_slow * tiers[1].latency_ns) * \
+        waits_per_count / (mlp * threads)
     streaming = max(on_fast * access_bytes / tiers[0].bandwidth,
                     on_slow * access_bytes / tiers[1].bandwidth)
     return max(waiting, streaming)
 
 
-def migrate_rate(params: dict) -> tuple[float, str]:
+def migrate_rate(params: dict, fast: int | None = None,
+                 slow: int | None = None) -> tuple[float, str]:
     """GB/s pages move at, and where that came from: the option, else the median of the
-    migrate cases in `tiers_from`, else ASSUMED_MIGRATE."""
+    migrate cases in `tiers_from` that moved 4 KiB pages with move_pages between the two
+    nodes (either way; a no-move baseline, THP or mbind moves are not the engine's),
+    else ASSUMED_MIGRATE."""
     if params.get("migrate_gbs"):
         return params["migrate_gbs"], "options"
     if params.get("tiers_from"):
-        frame = _frame(params["tiers_from"])
-        sel = frame[(frame["benchmark"] == "migrate") & (frame["metric"] == "bandwidth")]
-        if len(sel):
-            return float(sel.groupby("case")["value"].median().median()), params["tiers_from"]
+        f = _frame(params["tiers_from"])
+        sel = (f["benchmark"] == "migrate") & (f["metric"] == "bandwidth")
+        for column, want in (("method", "move_pages"), ("page", "4k")):
+            sel &= f[column].astype(str) == want if column in f else False
+        if {"from", "to"} <= set(f.columns):     # floats in a frame with other benchmarks
+            a, b = (pd.to_numeric(f[c], errors="coerce") for c in ("from", "to"))
+            sel &= ((a == fast) & (b == slow)) | ((a == slow) & (b == fast))
+        if sel.any():
+            return float(f[sel].groupby("case")["value"].median().median()), \
+                params["tiers_from"]
     return ASSUMED_MIGRATE, "assumed"
 
 
@@ -57,10 +70,11 @@ def hmat_tier(topology: Topology, node: int) -> Tier | None:
     return Tier(float(lat), bw / 1000.0) if lat and bw else None
 
 
-def measured_tier(frame: pd.DataFrame, node: int) -> Tier | None:
+def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> Tier | None:
     """A node's figures from a catalogue run's rows: the chase latency at the largest size
-    bound to it (else the matrix latency to it), and the best median of the read kernel
-    bound to it (else the matrix bandwidth to it); None unless the run has both."""
+    bound to it (else the matrix latency to it from `home`'s CPUs), and the best median of
+    the read kernel bound to it (else the matrix bandwidth to it from `home`); None unless
+    the run has both."""
     def medians(bench: str, metric: str, **where) -> pd.Series:
         sel = (frame["benchmark"] == bench) & (frame["metric"] == metric)
         for column, value in where.items():
@@ -75,11 +89,12 @@ def measured_tier(frame: pd.DataFrame, node: int) -> Tier | None:
         if len(chase):
             lat = medians("chase", "latency", mem=f"bind:{node}",
                           size=chase["size"].max())
+    mine = {} if home is None else {"initiator": home}
     if lat.empty:
-        lat = medians("matrix", "latency", target=node)
+        lat = medians("matrix", "latency", target=node, **mine)
     bw = medians("bandwidth", "bandwidth", kernel="read", mem=f"bind:{node}")
     if bw.empty:
-        bw = medians("matrix", "bandwidth", target=node)
+        bw = medians("matrix", "bandwidth", target=node, **mine)
     if lat.empty or bw.empty:
         return None
     return Tier(float(lat.median()), float(bw.max()))
@@ -101,7 +116,11 @@ def tiers_for(params: dict, topology: Topology | None, fast: int | None,
     for i, node in enumerate((fast, slow)):
         found, kind = None, "assumed"
         if frame is not None and node is not None:
-            found, kind = measured_tier(frame, node), f"node {node} in {params['tiers_from']}"
+            found, kind = measured_tier(frame, node, fast), \
+                f"node {node} in {params['tiers_from']}"
+            if found is None:
+                raise UserError(f"tiers_from={params['tiers_from']}: no chase latency and "
+                                f"read bandwidth (nor node matrix) bound to node {node} there")
         if found is None and topology is not None and node is not None:
             found, kind = hmat_tier(topology, node), f"HMAT of node {node}"
         if found is None:

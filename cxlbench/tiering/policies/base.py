@@ -110,10 +110,11 @@ def move_budget(max_move: int, capacity: int) -> int:
 
 class Heat:
     """Per-page counts that accumulate and halve every `cooling` epochs, so that old
-    accesses fade (HeMem's and MEMTIS's cooling)."""
+    accesses fade (HeMem's and MEMTIS's cooling). Integer counts halve rounding down;
+    float ones exactly, so that a stream scaled by any factor cools alike."""
 
-    def __init__(self, pages: int, cooling: int):
-        self.counts = np.zeros(pages, dtype=np.int64)
+    def __init__(self, pages: int, cooling: int, dtype: type = np.int64):
+        self.counts = np.zeros(pages, dtype=dtype)
         self.cooling, self.epochs = cooling, 0
 
     def add(self, counts: np.ndarray) -> None:
@@ -123,7 +124,10 @@ class Heat:
         """Called once an epoch, after the policy decided on its counts."""
         self.epochs += 1
         if self.epochs % self.cooling == 0:
-            self.counts //= 2
+            if self.counts.dtype.kind == "f":
+                self.counts /= 2
+            else:
+                self.counts //= 2
 
 
 def promote(fast: np.ndarray, capacity: int, want: np.ndarray, scores: np.ndarray,

@@ -27,6 +27,7 @@ class Memtis(HeMem):
     DESCRIPTION = ("the hot threshold from a log2 histogram of counts (halved every cooling "
                    "epochs), as low as fits; hot pages promoted, cold ones demoted for them")
     KNOBS = knob_table(cooling_knob(2), MAX_MOVE)
+    HEAT_DTYPE = np.int64       # whole counts, halved rounding down, in log2 bins
 
     def hot(self, counts: np.ndarray) -> np.ndarray:
         # The hot set fits, so there are always enough cold fast pages to give way.
