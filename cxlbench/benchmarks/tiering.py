@@ -58,8 +58,9 @@ OPTIONS = {
                      "after each", min=2, max=1000),
     "phase": Option("phase", "choice", "none", "shift: the hot set moves halfway through "
                     "(which policies adapt)", choices=("none", "shift")),
-    "move_ms": Option("move_ms", "float", 0.0, "real engine: at most this many ms of moves "
-                      "an epoch (0: no limit)", min=0.0, unit="ms"),
+    "move_ms": Option("move_ms", "float", 0.0, "real engine: an epoch's moves stop at the "
+                      "first 1024-page chunk after this many ms (0: no limit)", min=0.0,
+                      unit="ms"),
     "mlp": Option("mlp", "float", 10.0, "model: misses a thread keeps in flight (its "
                   "latency is shared among them)", min=1.0, max=1024.0),
     "migrate_gbs": Option("migrate_gbs", "float", 0.0, "model: GB/s pages move at (0: the "
