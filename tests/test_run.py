@@ -200,11 +200,28 @@ def test_quick_suite_end_to_end(tmp_path):
     assert "bandwidth" in r.stdout and "latency" in r.stdout
     assert "cache levels from latency" in r.stdout
     l1, l2 = df.attrs["run"]["analysis"]["cache_levels"][0]["levels"][:2]
-    # L1's step is sharp on any host: found, within a sweep step of sysfs. Past it a VM's
-    # share of L2 and L3 is not what sysfs says (the dev VM's L3 curve ends at 4 MiB of
-    # 32), so L2 is only held to the curve's order of magnitude.
-    assert l1["level"] == "L1" and l1["sysfs"] / 2 <= (l1["detected"] or 0) <= l1["sysfs"] * 2
+    # Past L1 a VM's share of L2 and L3 is not what sysfs says (the dev VM's L3 curve ends
+    # at 4 MiB of 32), so L2 is only held to the curve's order of magnitude.
     assert l2["detected"] is None or l2["sysfs"] / 4 <= l2["detected"] <= l2["sysfs"] * 4
+    if l1["detected"] is None:
+        # A shared host's noise can hide the step in five quick repetitions (the sweep
+        # says so rather than guess); a second sweep of the small sizes must then find it.
+        print(f"quick sweep left L1 undetected: {lat.to_dict()}")
+        l1 = small_sweep_l1(tmp_path / "again")
+    # L1's step is sharp on any host: found, within a sweep step of sysfs.
+    assert l1["level"] == "L1" and l1["sysfs"] / 2 <= (l1["detected"] or 0) <= l1["sysfs"] * 2
+
+
+def small_sweep_l1(root) -> dict:
+    """The L1 row of the cache levels a sweep of 4 KiB to 4 MiB finds."""
+    root.mkdir()
+    (root / "l1.toml").write_text('[global]\nrepeat = 9\nwarmup = 1\n[latency]\nbench = "chase"'
+                                  '\nsize = { from = "4K", to = "4M", factor = 2 }\n'
+                                  'page = "thp"\nloads = 1048576\n')
+    r = cxlbench("run", str(root / "l1.toml"), "--results-dir", str(root / "r"), timeout=600)
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = run_dirs(root / "r")
+    return results.load(run_dir).attrs["run"]["analysis"]["cache_levels"][0]["levels"][0]
 
 
 # ---- what a person reads, and runs written by an older cxlbench ---------------------------
