@@ -244,7 +244,8 @@ def _print_analysis(found: dict) -> None:
 
 @main.command()
 @click.option("--workload", default="embedding", show_default=True,
-              help="the workload whose pages are tiered")
+              help="comma-separated workloads whose pages are tiered, or all (a row each "
+              "in the report's matrix)")
 @click.option("--policies", default="all", show_default=True,
               help="comma-separated policies, or all (every one but linux)")
 @click.option("--shares", default="1,0.5,0.25,0.125,0.0625", show_default=True,
@@ -263,14 +264,12 @@ def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_
     """How much fast memory a workload needs, and which policy to run: every policy at
     every share, the bounds once each, then the knee of each policy."""
     from .benchmarks import tiering as bench
-    everyone = bench.OPTIONS["policy"].expand["all"]
-    asked = [word.strip() for word in policies.split(",") if word.strip()]
-    names = list(dict.fromkeys(n for word in asked
-                               for n in (everyone if word == "all" else (word,))))
-    for name in names:
-        if name not in bench.OPTIONS["policy"].choices:
-            raise UserError(f"--policies: no policy {name!r} (the policies: "
-                            f"{', '.join(bench.OPTIONS['policy'].choices)}, or all)")
+    names = _names(policies, "--policies", "policy", bench.OPTIONS["policy"].choices,
+                   bench.OPTIONS["policy"].expand["all"])
+    works = _names(workload, "--workload", "workload", bench.OPTIONS["workload"].choices,
+                   bench.OPTIONS["workload"].choices)
+    if not works:
+        raise UserError("--workload: name at least one workload")
     try:
         fractions = list(dict.fromkeys(float(x) for x in shares.split(",") if x.strip()))
     except ValueError:
@@ -286,7 +285,7 @@ def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_
     if strays:
         raise UserError(f"--set {', '.join(knobs)}: a knob of {', '.join(strays)}, which "
                         "--policies does not run")
-    common = {"bench": "tiering", "workload": workload, "engine": engine,
+    common = {"bench": "tiering", "workload": works, "engine": engine,
               **{k: v for k, v in extra.items() if k not in knobs}}
     for needed, what in (("all-fast", "slowdowns and knees"), ("oracle", "gaps")):
         if needed not in names:
@@ -304,6 +303,18 @@ def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_
     run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES)
     if run_ is not None:
         _execute(run_, as_json)
+
+
+def _names(text: str, flag: str, what: str, choices, everyone) -> list[str]:
+    """A comma-separated list of names, `all` standing for `everyone`, each checked."""
+    asked = [word.strip() for word in text.split(",") if word.strip()]
+    names = list(dict.fromkeys(n for word in asked
+                               for n in (everyone if word == "all" else (word,))))
+    for name in names:
+        if name not in choices:
+            raise UserError(f"{flag}: no {what} {name!r} (choose from "
+                            f"{', '.join(choices)}, or all)")
+    return names
 
 
 def _print_tiering(sc: dict) -> None:

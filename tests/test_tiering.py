@@ -355,6 +355,11 @@ class FakeWork:
     def units(self):
         return self._units
 
+    RATE = ("M/s", 1e6)
+
+    def waits(self, counts):
+        return self._units
+
     def run(self, epoch):
         raise AssertionError("the model engine ran the workload")
 
@@ -952,9 +957,10 @@ def test_figures_charge_the_moves_to_throughput_and_the_prediction():
                          demoted=1, move_ns=4000.0, pingpong=1)
     work = FakeWork(2048)
     real = bench.figures(out, work, PAGE, 2.0, True)
-    assert set(real) == set(bench.UNITS_REAL) == {
+    assert set(real) == set(bench.units_of(work, True)) == {
         "throughput", "kernel_throughput", "predicted", "fast_hits", "fast_share",
         "migrated", "move_ms", "pingpong"}
+    assert bench.units_of(work, True)["throughput"] == "M/s"
     assert real["throughput"] == pytest.approx(512.0, rel=1e-15)       # 4096 / 8000 ns
     assert real["kernel_throughput"] == pytest.approx(1024.0, rel=1e-15)   # 4096 / 4000
     assert real["predicted"] == pytest.approx(4096 / (4000 + 6144) * 1e3, rel=1e-15)
@@ -962,7 +968,7 @@ def test_figures_charge_the_moves_to_throughput_and_the_prediction():
     assert real["migrated"] == 3 * 4096 / 1e6 and real["move_ms"] == 0.004
     assert real["pingpong"] == 1.0
     model_ = bench.figures(out, work, PAGE, 2.0, False)
-    assert set(model_) == set(bench.UNITS_MODEL) == set(real) - {"predicted"}
+    assert set(model_) == set(bench.units_of(work, False)) == set(real) - {"predicted"}
     assert {k: model_[k] for k in model_} == {k: real[k] for k in model_}
 
 
@@ -986,7 +992,7 @@ def test_model_run_of_a_bound_in_closed_form(policy, dim, mlp, threads, fast_ns,
     each = fast_ns if policy == "all-fast" else slow_ns
     m = bench.run(p)
     assert m.status == "ok" and m.kernel == "embedding:model" and m.isa == ""
-    assert m.units == bench.UNITS_MODEL
+    assert m.units == bench.units_of(workloads.Embedding, False)
     assert set(m.units) == {"throughput", "kernel_throughput", "fast_hits", "fast_share",
                             "migrated", "move_ms", "pingpong"}
     assert len(m.reps) == 2 and len(m.cpus) == threads
@@ -1086,7 +1092,7 @@ def test_real_run_on_one_node_fails_where_the_start_is_unmoved(monkeypatch, poli
     monkeypatch.setattr(bench, "engine_of", lambda params, topology: "real")
     p = params(policy=policy, share=0.25, fast=0, slow=0, tolerance=tolerance)
     m = bench.run(p)
-    assert m.kernel == "embedding:real" and m.units == bench.UNITS_REAL
+    assert m.kernel == "embedding:real" and m.units == bench.units_of(workloads.Embedding, True)
     assert (m.info["fast_node"], m.info["slow_node"]) == (0, 0)
     unmoved = 0 if policy == "all-fast" else 384
     assert (m.info["start_unmoved"], m.info["unmoved"], m.info["drifted"]) == (unmoved, 0, 0)

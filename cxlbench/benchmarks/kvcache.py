@@ -16,7 +16,7 @@ numpy knows, so every block read (decode's sums) or written (the others) is chec
 against numpy every repetition."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -364,21 +364,26 @@ class Workload:
         return self.lay.steps if self.lay.op == "decode" else len(self.groups) - 1 \
             if self.lay.op in OFFLOADING else 1
 
-    def once(self) -> tuple[native.KvResult, np.ndarray]:
-        """A timed repetition and its check: (the result, each step's ns)."""
+    def once(self, seqs=None) -> tuple[native.KvResult, np.ndarray]:
+        """A timed repetition and its check: (the result, each step's ns). seqs: decode
+        only these sequences (the tiering workload's active ones), in this order."""
         lay = self.lay
         self.gen += 1
         if lay.op == "decode":
-            self.sums.fill(0)
+            table, prompt = self.table, self.prompt
+            if seqs is not None:        # a batch of these rows, each hashed as its row
+                table, prompt = np.ascontiguousarray(table[seqs]), prompt[:, :, seqs]
+                lay = replace(lay, batch=len(seqs))
+            sums = self.sums[:lay.layers * 2 * lay.blocks]
+            sums.fill(0)
             r = native.kvcache("decode", self.cache, lay.layers, lay.block, lay.token_bytes,
-                               self.isa, self.cpus, table=self.table, tokens=lay.seq_len,
-                               steps=lay.steps, gen=self.gen, sums=self.sums,
+                               self.isa, self.cpus, table=table, tokens=lay.seq_len,
+                               steps=lay.steps, gen=self.gen, sums=sums,
                                step_ns=self.step_ns, prefetch=self.prefetch, cold=self.cold)
             if r.bad:
                 raise CheckError(f"kvcache: {r.bad} table entries named no block of the pool")
-            check_sums(self.sums.reshape(lay.layers, 2, -1), decode_want(lay, self.prompt,
-                                                                         self.gen),
-                       lay, self.table)
+            check_sums(sums.reshape(lay.layers, 2, -1), decode_want(lay, prompt, self.gen),
+                       lay, table)
             return r, self.step_ns[:lay.steps]
         want = token_sums(lay, self.gen, np.arange(lay.seq_len))
         if lay.op == "prefill":

@@ -20,13 +20,17 @@ from ..tiering.policies import linux as linux_policy
 from ..tiering.workloads import WORKLOADS
 from ..topology import Topology
 from ..units import format_list
-from . import embedding
+from . import embedding, kvcache
 from .common import Measurement, check_placement, place, resolve_cpus, vmstat
 
 NAME = "tiering"
 DESCRIPTION = "a workload's pages placed each epoch by a tiering policy within a fast-tier " \
               "share (throughput, fast-node hits, pages moved)"
-BUFFERS = ("table", "indices", "out")       # the embedding workload's; the table is tiered
+BUFFERS = tuple(dict.fromkeys(b for w in WORKLOADS.values() for b in w.BUFFERS))
+
+
+def buffers_of(params: dict) -> tuple[str, ...]:
+    return WORKLOADS[params["workload"]].BUFFERS
 
 
 def knob_name(policy: str, knob: str) -> str:
@@ -35,8 +39,43 @@ def knob_name(policy: str, knob: str) -> str:
 
 KNOBS = {knob_name(p.NAME, k): (p.NAME, k, o) for p in POLICIES.values()
          for k, o in p.KNOBS.items()}
-WORKLOAD_OPTIONS = ("preset", "scale", "tables", "rows", "dim", "pooling", "dtype", "pool",
-                    "batch", "dist", "alpha", "profile", "prefetch", "seed")
+
+# Each workload's own options. Embedding's keep the embedding benchmark's names (it came
+# first); the KV-cache's carry kv_, as several of its names mean other things there.
+EMBEDDING_OPTIONS = {
+    **{name: embedding.OPTIONS[name] for name in (
+        "preset", "scale", "tables", "dim", "pooling", "dtype", "pool", "dist", "alpha",
+        "profile", "prefetch")},
+    # 128 MiB of rows, and epochs of 2 M lookups: long enough that the moves between
+    # them (an eighth of the fast tier at most, by default) cost a fraction of an epoch.
+    "rows": Option(**{**embedding.OPTIONS["rows"].__dict__, "default": 1 << 18}),
+    "batch": Option(**{**embedding.OPTIONS["batch"].__dict__, "default": 1 << 16,
+                       "help": "bags per table in an epoch"}),
+}
+
+
+def _kv(name: str, **changes) -> Option:
+    opt = kvcache.OPTIONS[name]
+    return Option(**{**opt.__dict__, "name": f"kv_{name}", **changes})
+
+
+# A pool of 136 MiB (32 sessions of 256 + 4 tokens, 4 layers of Llama-3-8B's 32 at 16 KiB
+# a token), 8 sessions decoding 4 tokens an epoch: 133 MB read an epoch.
+KV_OPTIONS = {o.name: o for o in (
+    _kv("preset", choices=tuple(kvcache.PRESETS), help="a model's KV shape"),
+    _kv("scale", default=0.125),
+    _kv("dtype"),
+    _kv("block"),
+    _kv("batch", default=32, min=2, help="sessions whose context the pool holds"),
+    _kv("seq_len", default=256, help="tokens of each session's context"),
+    _kv("steps", default=4, help="tokens each active session decodes an epoch"),
+    _kv("fragmentation"),
+    Option("kv_active", "int", 8, "sessions that decode each epoch (at most kv_batch)",
+           min=1, max=1 << 16),
+    Option("kv_alpha", "float", 1.0, "Zipf exponent of the sessions' popularity (0: "
+           "uniform)", min=0.0, max=10.0),
+)}
+WORKLOAD_OPTIONS = {"embedding": EMBEDDING_OPTIONS, "kvcache": KV_OPTIONS}
 
 OPTIONS = {
     "workload": Option("workload", "choice", "embedding", "the workload whose pages are "
@@ -77,12 +116,10 @@ OPTIONS = {
                                                         ("bandwidth", "GB/s"))},
     **{name: Option(**{**opt.__dict__, "name": name, "help": f"{policy}: {opt.help}"})
        for name, (policy, _, opt) in KNOBS.items()},
-    **{name: embedding.OPTIONS[name] for name in WORKLOAD_OPTIONS},
-    # 128 MiB of rows, and epochs of 2 M lookups: long enough that the moves between
-    # them (an eighth of the fast tier at most, by default) cost a fraction of an epoch.
-    "rows": Option(**{**embedding.OPTIONS["rows"].__dict__, "default": 1 << 18}),
-    "batch": Option(**{**embedding.OPTIONS["batch"].__dict__, "default": 1 << 16,
-                       "help": "bags per table in an epoch"}),
+    **EMBEDDING_OPTIONS,
+    **KV_OPTIONS,
+    "seed": Option("seed", "int", 1, "seed of the workload's draws (embedding: its indices "
+                   "and values; kvcache: its block table and sessions)", min=0),
     **pick("threads", "cpus", "isa", "repeat", "warmup", "tolerance", "timeout", repeat=3,
            warmup=0),
     "page": Option("page", "choice", "4k", "the pages tiered: 4 KiB, or hugetlb 2 MiB",
@@ -168,8 +205,12 @@ def unused(params: dict) -> dict[str, str]:
         out["move_ms"] = "the model engine has no time box"
     if params["policy"] in ("all-fast", "all-slow"):
         out["share"] = f"{params['policy']} is a bound: it places every page itself"
-    out.update(embedding.unused({**{k: embedding.OPTIONS[k].default
-                                    for k in embedding.OPTIONS}, **params}))
+    for name, own in WORKLOAD_OPTIONS.items():
+        if name != params["workload"]:
+            out.update(dict.fromkeys(own, f"an option of the {name} workload"))
+    if params["workload"] == "embedding":
+        out.update(embedding.unused({**{k: embedding.OPTIONS[k].default
+                                        for k in embedding.OPTIONS}, **params}))
     return {k: v for k, v in out.items() if k in OPTIONS}
 
 
@@ -200,7 +241,7 @@ def run(params: dict) -> Measurement:
     if real:
         buffers = place(buffer_params(params, fast_node, slow_node), cpus, work.sizes(),
                         topology)
-        isa = embedding.resolve_bag_isa(params["isa"])
+        isa = work.resolve_isa(params["isa"])
         work.prepare(buffers, isa, cpus)
     before = vmstat()
     reps = []
@@ -215,7 +256,7 @@ def run(params: dict) -> Measurement:
             last = out
     # The kernel says what produced the figures: the workload's C kernel, or the model.
     m = Measurement(kernel=f"{params['workload']}:{kind}", isa=isa, cpus=cpus,
-                    units=UNITS_REAL if real else UNITS_MODEL, reps=reps)
+                    units=units_of(work, real), reps=reps)
     after = vmstat()
     m.info = {"engine": kind, "fast_node": fast_node, "slow_node": slow_node, "pages": pages,
               "page_bytes": page, "capacity_pages": cap, "epochs": work.epochs,
@@ -242,26 +283,30 @@ def run(params: dict) -> Measurement:
     return m
 
 
-UNITS_REAL = {"throughput": "M/s", "kernel_throughput": "M/s", "predicted": "M/s",
-              "fast_hits": "ratio", "fast_share": "ratio", "migrated": "MB", "move_ms": "ms",
-              "pingpong": "pages"}
-UNITS_MODEL = {k: v for k, v in UNITS_REAL.items() if k != "predicted"}
+RATES = ("throughput", "kernel_throughput", "predicted")
+
+
+def units_of(work, real: bool) -> dict[str, str]:
+    """The rates in the workload's unit (M/s of lookups, tok/s of tokens)."""
+    return {**{k: work.RATE[0] for k in RATES if real or k != "predicted"},
+            "fast_hits": "ratio", "fast_share": "ratio", "migrated": "MB", "move_ms": "ms",
+            "pingpong": "pages"}
 
 
 def figures(out: engine.Outcome, work, page: int, rate: float, real: bool) -> dict[str, float]:
     """throughput charges the moves (made synchronously, between epochs);
     kernel_throughput is the workload's time alone. The model's prediction charges the
     same moves at the migration rate."""
-    units = work.units() * len(out.ns)
+    units = work.units() * len(out.ns) * 1e9 / work.RATE[1]       # x 1e9: per ns to per s
     moves = out.promoted + out.demoted
-    rep = {"throughput": units / (sum(out.ns) + out.move_ns) * 1e3,
-           "kernel_throughput": units / sum(out.ns) * 1e3,
+    rep = {"throughput": units / (sum(out.ns) + out.move_ns),
+           "kernel_throughput": units / sum(out.ns),
            "fast_hits": float(np.mean(out.fast_hits)),
            "fast_share": float(np.mean(out.fast_share)),
            "migrated": moves * page / 1e6, "move_ms": out.move_ns / 1e6,
            "pingpong": float(out.pingpong)}
     if real:
-        rep["predicted"] = units / (sum(out.predicted) + moves * page / rate) * 1e3
+        rep["predicted"] = units / (sum(out.predicted) + moves * page / rate)
     return rep
 
 

@@ -137,7 +137,7 @@ def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tupl
         out.fast_share.append(float(fast.mean()))
         access_bytes = workload.epoch_bytes() / max(1, int(c.sum()))
         predicted = model.epoch_ns(c, fast, tiers, access_bytes, mlp, threads,
-                                   workload.units() / max(1, int(c.sum())))
+                                   workload.waits(c) / max(1, int(c.sum())))
         ns = float(workload.run(e)) if real else predicted
         out.ns.append(ns)
         out.predicted.append(predicted)

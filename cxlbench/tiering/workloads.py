@@ -8,11 +8,12 @@ import functools
 
 import numpy as np
 
+from ..errors import UserError
 from ..memory import native
 
 
-def pages_touched(first_byte: np.ndarray, nbytes: int, page: int) -> np.ndarray:
-    """Per access at first_byte of nbytes: the index of every page it touches, all
+def pages_touched(first_byte: np.ndarray, nbytes, page: int) -> np.ndarray:
+    """Per access at first_byte of nbytes (one size, or each access's): the index of every page it touches, all
     concatenated (an access over a page boundary counts on both pages)."""
     p0 = first_byte // page
     span = (first_byte + nbytes - 1) // page - p0 + 1
@@ -29,7 +30,9 @@ class Embedding:
     half its rows, so the hot set moves to other pages."""
     NAME = "embedding"
     TIERED = "table"
+    BUFFERS = ("table", "indices", "out")
     UNIT = "lookups"
+    RATE = ("M/s", 1e6)
 
     def __init__(self, params: dict):
         # Here, not at the top: the benchmark registry imports this module.
@@ -80,11 +83,18 @@ class Embedding:
         """Lookups an epoch does."""
         return self.lay.lookups
 
+    def waits(self, counts: np.ndarray) -> int:
+        """Misses waited: one a lookup (a row over two pages is waited once)."""
+        return self.units()
+
     def counts(self, epoch: int, pages: int, page: int) -> np.ndarray:
         """Each page's accesses in the epoch: the lookups of rows on it (a row over a
         page boundary counts on both)."""
         first = self._streams[epoch] * self.lay.row_bytes
         return np.bincount(pages_touched(first, self.lay.row_bytes, page), minlength=pages)
+
+    def resolve_isa(self, asked: str) -> str:
+        return self.emb.resolve_bag_isa(asked)
 
     def prepare(self, buffers, isa: str, cpus: list[int]) -> None:
         """Fill the table (pages first touched in address order) and keep the buffers."""
@@ -111,4 +121,114 @@ class Embedding:
         return r.ns
 
 
-WORKLOADS = {w.NAME: w for w in (Embedding,)}
+class KvCache:
+    """LLM serving's paged KV-cache: a pool holding kv_batch sessions of kv_seq_len tokens
+    (the kvcache benchmark's layout, blocks scattered by kv_fragmentation) is the tiered
+    buffer. Each epoch kv_active sessions, drawn without replacement by a Zipf popularity
+    (sessions that return often: multi-turn chat), decode kv_steps tokens each,
+    every step reading all their blocks, every layer, K and V; then the next turn.
+    Popularity holds across epochs; with phase=shift the second half's ranks go to other
+    sessions. A session's blocks are all hot or all cold together, so the skew is the
+    sessions' and a page's count is how often its session decodes."""
+    NAME = "kvcache"
+    TIERED = "cache"
+    BUFFERS = ("cache",)
+    UNIT = "tokens"
+    RATE = ("tok/s", 1.0)       # what throughput is reported in: unit, units a second each
+
+    def __init__(self, params: dict):
+        from ..benchmarks import kvcache
+        self.kv = kvcache
+        own = {k[3:]: v for k, v in params.items() if k.startswith("kv_")}
+        self.lay = kvcache.layout({**own, "op": "decode", "chunk_tokens": 256})
+        if params["kv_active"] > self.lay.batch:
+            raise UserError(f"kvcache: kv_active={params['kv_active']} sessions cannot decode "
+                            f"out of kv_batch={self.lay.batch}")
+        self.active, self.alpha = params["kv_active"], params["kv_alpha"]
+        self.fragmentation, self.seed = params["kv_fragmentation"], params["seed"]
+        self.epochs, self.phase = params["epochs"], params["phase"]
+        self.table = kvcache.block_table(self.lay, self.fragmentation, self.seed)
+
+    @functools.cached_property
+    def _active(self) -> list[np.ndarray]:
+        """Each epoch's sessions: ranks scattered over the sessions by a seeded
+        permutation, rank r drawn with weight 1 / (r + 1)^alpha."""
+        n, rng = self.lay.batch, np.random.default_rng(self.seed + 2)
+        weight = 1.0 / np.arange(1, n + 1) ** self.alpha
+        session_of = rng.permutation(n)
+        out = []
+        for e in range(self.epochs):
+            turned = (session_of + n // 2) % n if self.phase == "shift" and \
+                e >= self.epochs // 2 else session_of
+            ranks = rng.choice(n, self.active, replace=False, p=weight / weight.sum())
+            out.append(turned[ranks])
+        return out
+
+    def sizes(self) -> dict[str, int]:
+        return self.lay.sizes()
+
+    def _token_bytes_all(self) -> int:
+        """One token, every layer, K and V."""
+        return self.lay.layers * 2 * self.lay.token_bytes
+
+    def epoch_bytes(self) -> int:
+        """Bytes an epoch reads and writes: every step reads all tokens so far of each
+        active session and writes its new one."""
+        lay = self.lay
+        reads = sum(lay.seq_len + i + 1 for i in range(lay.steps))
+        return self._token_bytes_all() * self.active * (reads + lay.steps)
+
+    def units(self) -> int:
+        """Tokens an epoch decodes."""
+        return self.active * self.lay.steps
+
+    def waits(self, counts: np.ndarray) -> int:
+        """Misses waited: one a page read (its lines then stream; prefetchers stop at a
+        page's end)."""
+        return int(counts.sum())
+
+    def counts(self, epoch: int, pages: int, page: int) -> np.ndarray:
+        """Each page's accesses in the epoch: per step, per active session, layer and K/V,
+        one for each page of the tokens read (and of the token written)."""
+        lay, pool = self.lay, self.lay.cache_pool(0)
+        tb = lay.token_bytes
+        firsts, sizes = [], []
+        rows = self.table[self._active[epoch]]                 # (active, width)
+        lkv = (np.arange(lay.layers)[:, None] * pool.layer_bytes +
+               np.arange(2)[None, :] * pool.kv_bytes).reshape(-1, 1, 1)
+        for i in range(lay.steps):
+            n = lay.seq_len + i + 1                            # tokens read at step i
+            full, rest = divmod(n, lay.block)
+            spans = np.full(rows.shape[1], lay.block_bytes)
+            spans[full:] = 0
+            if rest:
+                spans[full] = rest * tb
+            block_at = rows * lay.block_bytes + lkv            # (2 x layers, active, width)
+            keep = np.broadcast_to(spans > 0, block_at.shape)
+            firsts.append(block_at[keep])
+            sizes.append(np.broadcast_to(spans, block_at.shape)[keep])
+            # the new token, written before the step reads it
+            b, t = divmod(n - 1, lay.block)
+            firsts.append((rows[:, b] * lay.block_bytes + t * tb + lkv[:, :, 0]).ravel())
+            sizes.append(np.full(firsts[-1].size, tb))
+        return np.bincount(pages_touched(np.concatenate(firsts), np.concatenate(sizes), page),
+                           minlength=pages)
+
+    def resolve_isa(self, asked: str) -> str:
+        from ..benchmarks.common import resolve_isa
+        return resolve_isa(self.kv.entry(), asked)
+
+    def prepare(self, buffers, isa: str, cpus: list[int]) -> None:
+        """Write every session's context (pages first touched in the pool's order)."""
+        (cache,) = buffers
+        self.work = self.kv.Workload(self.lay, self.table, (cache.addr, cache.array(np.uint64)),
+                                     None, isa, cpus)
+
+    def run(self, epoch: int) -> int:
+        """The epoch's decode steps by the C kernel, timed there, every block read checked
+        against numpy: ns."""
+        r, _ = self.work.once(self._active[epoch])
+        return r.ns
+
+
+WORKLOADS = {w.NAME: w for w in (Embedding, KvCache)}
