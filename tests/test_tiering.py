@@ -1308,6 +1308,50 @@ def test_tier_figures_from_a_catalogue_run():
     assert model.measured_tier(matrix, 0) is None
 
 
+def loaded_rows(node, points, mix="read", **extra):
+    """loaded_latency cases bound to `node`: (GB/s, ns) a case, each repeated twice."""
+    return [run_row(f"ll{node}{mix}/{i}", "loaded_latency", metric, value + d,
+                    mem=f"bind:{node}", mix=mix, **extra)
+            for i, (gbs, ns) in enumerate(points)
+            for metric, value in (("bandwidth", gbs), ("latency", ns)) for d in (-0.5, 0.5)]
+
+
+def test_a_measured_tier_carries_its_loaded_latency_curve():
+    """Each read-load case bound to the node is a point (its medians), by rising load; a
+    latency below the one before (noise) is raised to it; other mixes, nodes and a load
+    placed elsewhere are not the tier's."""
+    import pandas as pd
+    rows = measured(0, 1).to_dict("records")
+    rows += loaded_rows(0, [(20.0, 150.0), (0.0, 100.0), (10.0, 98.0), (30.0, 400.0)])
+    rows += loaded_rows(0, [(50.0, 1.0)], mix="write")
+    rows += loaded_rows(0, [(60.0, 1.0)], **{"mem.load": "bind:1"})
+    rows += loaded_rows(1, [(5.0, 300.0)])
+    df = pd.DataFrame(rows)
+    assert model.measured_tier(df, 0) == Tier(100.0, 18.0, curve=(
+        (0.0, 100.0), (10.0, 100.0), (20.0, 150.0), (30.0, 400.0)))
+    assert model.measured_tier(df, 1).curve == ((5.0, 300.0),)
+    assert model.loaded_curve(measured(0), 0) == ()
+
+
+def test_tiers_from_a_run_with_curves_and_an_option_over_one(monkeypatch):
+    """The curve goes with the measured tier into the source; a figure set by hand on a
+    tier leaves that tier's curve out (it would contradict it), not the other's."""
+    import pandas as pd
+    frame = pd.DataFrame(measured(0, 1).to_dict("records") +
+                         loaded_rows(0, [(0.0, 100.0), (10.0, 120.0)]) +
+                         loaded_rows(1, [(0.0, 250.0), (5.0, 400.0)]))
+    monkeypatch.setattr(model, "_frame", lambda path: frame)
+    tiers, source = model.tiers_for(tier_params(tiers_from="run-1"), None, 0, 1)
+    assert tiers == (Tier(100.0, 18.0, ((0.0, 100.0), (10.0, 120.0))),
+                     Tier(250.0, 9.0, ((0.0, 250.0), (5.0, 400.0))))
+    assert source == ("fast: node 0 in run-1, its loaded-latency curve (2 points), "
+                      "slow: node 1 in run-1, its loaded-latency curve (2 points)")
+    tiers, source = model.tiers_for(tier_params(tiers_from="run-1", slow_latency=300.0),
+                                    None, 0, 1)
+    assert tiers[0].curve and tiers[1] == Tier(300.0, 9.0)
+    assert source.endswith("slow: node 1 in run-1 with options")
+
+
 def test_the_model_waits_once_per_lookup_however_many_pages_its_row_spans():
     """400-byte rows (dim 100): a tenth of them straddle two pages and count on both, yet
     each lookup waits one latency: all-fast stays latency-bound at 110 ns / 10 a lookup,

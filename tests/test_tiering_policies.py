@@ -559,6 +559,33 @@ def test_loaded_latency_and_balance():
         base.loaded_latency(slow, (1 - p) * 20), rel=1e-6)
 
 
+def test_loaded_latency_follows_a_measured_curve():
+    """Between the points, linear; below the first, the first's; past the last, stretched
+    in proportion to the load (saturated: Little's law); the idle figures unused."""
+    tier = Tier(100.0, 10.0, curve=((0.0, 90.0), (4.0, 110.0), (8.0, 200.0)))
+    assert base.loaded_latency(tier, 0.0) == 90.0
+    assert base.loaded_latency(tier, 2.0) == pytest.approx(100.0)
+    assert base.loaded_latency(tier, 6.0) == pytest.approx(155.0)
+    assert base.loaded_latency(tier, 8.0) == pytest.approx(200.0)
+    assert base.loaded_latency(tier, 16.0) == pytest.approx(400.0)
+    assert base.loaded_latency(Tier(100.0, 10.0, curve=((2.0, 95.0),)), 1.0) == 95.0
+
+
+def test_balance_from_measured_curves_differs_from_the_queueing_guess():
+    """A fast tier whose measured latency climbs early (at 4 GB/s already 300 ns) balances
+    with a slower, flat one at a lower fast share than 1 / (1 - u) of the same idle
+    figures would; the two loaded latencies are equal there."""
+    fast = Tier(80.0, 15.0, curve=((0.0, 80.0), (4.0, 300.0), (8.0, 600.0)))
+    slow = Tier(160.0, 20.0, curve=((0.0, 160.0), (20.0, 200.0)))
+    p = colloid.balance(fast, slow, 10.0)
+    guess = colloid.balance(Tier(80.0, 15.0), Tier(160.0, 20.0), 10.0)
+    assert 0 < p < guess < 1
+    assert base.loaded_latency(fast, p * 10) == pytest.approx(
+        base.loaded_latency(slow, (1 - p) * 10), rel=1e-6)
+    # x GB/s on the fast tier: 80 + 55 x ns there, 160 + 2 (10 - x) on the slow one.
+    assert p * 10 == pytest.approx(100.0 / 57.0, rel=1e-6)
+
+
 def shares(masks, counts):
     total = counts.sum()
     return [counts[m].sum() / total for m in masks]

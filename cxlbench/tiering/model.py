@@ -97,7 +97,28 @@ def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> Ti
         bw = medians("matrix", "bandwidth", target=node, **mine)
     if lat.empty or bw.empty:
         return None
-    return Tier(float(lat.median()), float(bw.max()))
+    return Tier(float(lat.median()), float(bw.max()), loaded_curve(frame, node))
+
+
+def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], ...]:
+    """The node's loaded-latency curve from the run's loaded_latency cases with both the
+    chase and a read load bound to it: each case's median load (GB/s) and latency (ns),
+    by rising load, each latency at least the one before (noise would otherwise make a
+    tier faster under more load). Empty where the run has no such cases."""
+    sel = frame["benchmark"] == "loaded_latency"
+    for column, value in (("mem", f"bind:{node}"), ("mix", "read")):
+        sel &= frame[column].astype(str) == value if column in frame else False
+    for column in ("mem.chain", "mem.load"):        # a buffer placed elsewhere by its own
+        if column in frame:
+            sel &= frame[column].isna() | (frame[column].astype(str) == f"bind:{node}")
+    if not sel.any():
+        return ()
+    per = frame[sel].groupby(["case", "metric"])["value"].median().unstack()
+    if not {"latency", "bandwidth"} <= set(per.columns):
+        return ()
+    per = per.dropna(subset=["latency", "bandwidth"]).sort_values("bandwidth")
+    rising = np.maximum.accumulate(per["latency"].to_numpy())
+    return tuple((float(g), float(n)) for g, n in zip(per["bandwidth"], rising))
 
 
 @functools.lru_cache(maxsize=2)     # every case of a suite checks the same run
@@ -137,7 +158,11 @@ def tiers_for(params: dict, topology: Topology | None, fast: int | None,
     out, sources = [], []
     for i, name in enumerate(("fast", "slow")):
         lat, bw = params[f"{name}_latency"], params[f"{name}_bandwidth"]
-        out.append(Tier(lat or base[i].latency_ns, bw or base[i].bandwidth))
+        # A figure set by hand leaves the measured curve out: it would contradict it.
+        curve = () if lat or bw else base[i].curve
+        out.append(Tier(lat or base[i].latency_ns, bw or base[i].bandwidth, curve))
         sources.append(f"{name}: " + ("options" if whole[i] else kinds[i]
-                                      + (" with options" if lat or bw else "")))
+                                      + (" with options" if lat or bw else "")
+                                      + (f", its loaded-latency curve ({len(curve)} points)"
+                                         if curve else "")))
     return (out[0], out[1]), ", ".join(sources)

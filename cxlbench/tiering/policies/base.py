@@ -17,9 +17,12 @@ from ...options import Option
 @dataclass(frozen=True)
 class Tier:
     """What is known of one tier's memory: its idle read latency and its read bandwidth
-    (where the figures came from is the engine's business, and recorded there)."""
+    (where the figures came from is the engine's business, and recorded there), and
+    where a catalogue run measured it, its loaded-latency curve: (GB/s of load, ns of
+    latency under it) points, the load rising and the latency never falling."""
     latency_ns: float
     bandwidth: float            # GB/s (bytes per ns)
+    curve: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,15 @@ def promote(fast: np.ndarray, capacity: int, want: np.ndarray, scores: np.ndarra
 
 
 def loaded_latency(tier: Tier, offered_gbs: float) -> float:
-    """A tier's latency under `offered_gbs` of load: its idle latency stretched by a
-    queueing curve, 1 / (1 - utilisation), with the utilisation capped at 0.95 so that an
-    overloaded tier is slow (20x) but finite."""
+    """A tier's latency under `offered_gbs` of load. From its measured curve where it has
+    one: between its points, linearly (below the first, the first's); past the last, the
+    last's latency stretched in proportion to the load (a saturated tier serves no more,
+    so by Little's law each access waits that much longer). Else its idle latency
+    stretched by a queueing curve, 1 / (1 - utilisation), with the utilisation capped at
+    0.95 so that an overloaded tier is slow (20x) but finite."""
+    if tier.curve:
+        gbs, ns = zip(*tier.curve)
+        if offered_gbs > gbs[-1]:
+            return ns[-1] * offered_gbs / gbs[-1]
+        return float(np.interp(offered_gbs, gbs, ns))
     return tier.latency_ns / (1.0 - min(0.95, offered_gbs / tier.bandwidth))
