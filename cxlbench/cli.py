@@ -383,9 +383,11 @@ def topology(as_json, sys_root, proc_root):
               help="kvm only where it works; it does not on the development VMs")
 @click.option("--kernel", "kernel_package", help="the guest's Debian kernel: a package name or "
               "a series such as 6.12 (default: what linux-image-amd64 depends on)")
+@click.option("--kernel-tiering", is_flag=True, help="turn Linux's own tiering on in the "
+              "guest (numa_balancing=2, demotion), for the tiering benchmark's linux policy")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @_errors
-def emulate(topology_name, params, timeout, accel, kernel_package, command):
+def emulate(topology_name, params, timeout, accel, kernel_package, kernel_tiering, command):
     """Run `cxlbench COMMAND` in a QEMU guest with emulated far memory.
 
     Example: cxlbench emulate --topology cxl -- run suites/ci.toml"""
@@ -393,7 +395,8 @@ def emulate(topology_name, params, timeout, accel, kernel_package, command):
 
     rc = emu.run(topology_name, suite.parse_pairs(params, "--param"), list(command),
                  timeout=timeout, accel=accel,
-                 kernel_package=kernel_package, log=functools.partial(click.echo, err=True))
+                 kernel_package=kernel_package, kernel_tiering=kernel_tiering,
+                 log=functools.partial(click.echo, err=True))
     sys.exit(rc)
 
 

@@ -448,3 +448,21 @@ def test_half_an_array_moved_to_the_cxl_node_maps_back(tmp_path, monkeypatch, ca
     for case, r in json.loads(out.out).items():
         assert r == {"moved": 1024, "failures": "", "pages": 2048, "first": [1],
                      "second": [0], "same": True}, case
+
+
+def test_kernel_tiering_is_set_in_the_guest_only_where_asked():
+    """--kernel-tiering turns Linux's tiering on inside the guest, after the CXL memory is
+    online and before anything is measured (under set -e: a kernel without it stops the
+    guest); without the flag the guest script never touches either setting."""
+    topo = topologies.get("cxl")
+    params = topo.resolve({})
+    plain = emulate._guest_script(topo, params, ["run", "ci"], {"topology": "cxl"})
+    assert "numa_balancing" not in plain and "demotion_enabled" not in plain
+    on = emulate._guest_script(topo, params, ["tiering"], {"topology": "cxl",
+                                                         "kernel_tiering": True})
+    lines = on.splitlines()
+    at = [lines.index(line) for line in emulate.KERNEL_TIERING]
+    assert at == sorted(at)
+    assert lines.index("set -ex") < lines.index(topo.guest_setup(params)[-1]) < at[0]
+    assert at[-1] < lines.index("set +ex") < next(i for i, line in enumerate(lines)
+                                                  if "cxlbench.emulate.probe" in line)

@@ -61,6 +61,12 @@ def _share(tag: str, path: str, readonly: bool = False) -> list[str]:
             "-device", f"virtio-9p-pci,fsdev={tag},mount_tag={tag},bus=pcie.0"]
 
 
+# Linux's own tiering, on in the guest only where asked (the guest is cxlbench's to set;
+# a host never is): NUMA balancing's memory-tiering mode and demotion to the far node.
+KERNEL_TIERING = ["echo 2 > /proc/sys/kernel/numa_balancing",
+                  "echo true > /sys/kernel/mm/numa/demotion_enabled"]
+
+
 def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
     env = {"PATH": GUEST_PATH, "HOME": "/tmp", ENV: json.dumps(marker),
            "PYTHONDONTWRITEBYTECODE": "1"}
@@ -76,7 +82,8 @@ def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
         if key in os.environ:
             env[key] = os.environ[key]
     lines = ["#!/bin/sh", *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
-             f"cd {shlex.quote(os.getcwd())}", "set -ex", *topo.guest_setup(params), "set +ex",
+             f"cd {shlex.quote(os.getcwd())}", "set -ex", *topo.guest_setup(params),
+             *(KERNEL_TIERING if marker.get("kernel_tiering") else []), "set +ex",
              # Trust no figure until the far memory has held data.
              f"{guest_python('cxlbench.emulate.probe')} > /.xchg/probe.json || exit 3",
              f"{guest_python('cxlbench')} {' '.join(shlex.quote(a) for a in command)} "
@@ -86,7 +93,8 @@ def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
 
 
 def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout: float = 900,
-        accel: str = "tcg", kernel_package: str | None = None, log=print) -> int:
+        accel: str = "tcg", kernel_package: str | None = None, kernel_tiering: bool = False,
+        log=print) -> int:
     """Boot the guest, run `cxlbench COMMAND` inside, relay its output; its exit code."""
     topo = get(topology)
     params = topo.resolve(overrides)
@@ -96,7 +104,8 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
     kit = _kit.ensure(kernel_package, log)
     marker = {"topology": topo.name, "params": params, "qemu": qemu_version(), "accel": accel,
               "guest_kernel": kit.version, "probe_file": "/.xchg/probe.json",
-              "note": "QEMU emulation: figures come from an emulator, not from hardware"}
+              "note": "QEMU emulation: figures come from an emulator, not from hardware",
+              **({"kernel_tiering": True} if kernel_tiering else {})}
     with tempfile.TemporaryDirectory(prefix="cxlbench-emulate-") as scratch:
         xchg = Path(scratch) / "xchg"
         xchg.mkdir()
