@@ -234,14 +234,17 @@ def decode_want(lay: Layout, prompt: np.ndarray, gen: int) -> np.ndarray:
         axis=-1, dtype=np.uint64)
 
 
-def check_sums(sums: np.ndarray, want: np.ndarray, lay: Layout, table: np.ndarray) -> None:
+def check_sums(sums: np.ndarray, want: np.ndarray, lay: Layout, table: np.ndarray,
+               seqs=None) -> None:
+    """seqs: the sequence each row of `table` is (where it holds only some)."""
     bad = np.argwhere(sums != want)
     if len(bad):
         layer, kv, e = bad[0]
-        seq, b = divmod(int(e), lay.width)
+        row, b = divmod(int(e), lay.width)
+        seq = row if seqs is None else int(seqs[row])
         raise CheckError(f"kvcache: decode read {len(bad)} blocks that do not hold what was "
                          f"written to them, first layer {layer} {'KV'[kv]}, sequence {seq}, "
-                         f"block {b} of the sequence, physical block {table[seq, b]}")
+                         f"block {b} of the sequence, physical block {table[row, b]}")
 
 
 def copy_plan(lay: Layout, table: np.ndarray, copy: str) -> tuple[np.ndarray, np.ndarray]:
@@ -383,7 +386,7 @@ class Workload:
             if r.bad:
                 raise CheckError(f"kvcache: {r.bad} table entries named no block of the pool")
             check_sums(sums.reshape(lay.layers, 2, -1), decode_want(lay, prompt, self.gen),
-                       lay, table)
+                       lay, table, seqs)
             return r, self.step_ns[:lay.steps]
         want = token_sums(lay, self.gen, np.arange(lay.seq_len))
         if lay.op == "prefill":

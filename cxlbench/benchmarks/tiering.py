@@ -72,8 +72,9 @@ KV_OPTIONS = {o.name: o for o in (
     _kv("fragmentation"),
     Option("kv_active", "int", 8, "sessions that decode each epoch (at most kv_batch)",
            min=1, max=1 << 16),
+    # (at most 4: the 65536th session's weight stays a float, not 0)
     Option("kv_alpha", "float", 1.0, "Zipf exponent of the sessions' popularity (0: "
-           "uniform)", min=0.0, max=10.0),
+           "uniform)", min=0.0, max=4.0),
 )}
 WORKLOAD_OPTIONS = {"embedding": EMBEDDING_OPTIONS, "kvcache": KV_OPTIONS}
 
@@ -166,6 +167,7 @@ def check(params: dict, topology: Topology) -> None:
     if params["tiers_from"]:        # a run that is not one fails here, not in a worker
         model.tiers_for(params, topology, fast, slow)
     kind = engine_of(params, topology)
+    work = WORKLOADS[params["workload"]](params)       # its own refusals, on any engine
     if slow is not None and slow == fast:
         raise UserError(f"fast={fast} and slow={slow}: tiering needs two nodes (on a machine "
                         "of one the model takes the slow tier's figures from options or "
@@ -184,7 +186,7 @@ def check(params: dict, topology: Topology) -> None:
             raise UserError("engine=real moves pages between two nodes with memory; this "
                             f"machine has {format_list(memory)}: use engine=model")
         check_placement(buffer_params(params, fast, slow), resolve_cpus(params), topology,
-                        WORKLOADS[params["workload"]](params).sizes())
+                        work.sizes())
     return None
 
 
@@ -260,7 +262,7 @@ def run(params: dict) -> Measurement:
     after = vmstat()
     m.info = {"engine": kind, "fast_node": fast_node, "slow_node": slow_node, "pages": pages,
               "page_bytes": page, "capacity_pages": cap, "epochs": work.epochs,
-              "tiers": {"fast": tiers[0].__dict__, "slow": tiers[1].__dict__,
+              "tiers": {"fast": tier_record(tiers[0]), "slow": tier_record(tiers[1]),
                         "source": source},
               "migrate_gbs": rate, "migrate_source": rate_source,
               "unmoved": last.unmoved, "start_unmoved": last.start_unmoved,
@@ -281,6 +283,12 @@ def run(params: dict) -> Measurement:
                 f"not reach the policy's first placement (a full node {fast_node}? busy "
                 "pages?): the share measured would not be the one asked for")
     return m
+
+
+def tier_record(tier) -> dict:
+    """A tier's figures, and its loaded-latency curve where it has one."""
+    return {"latency_ns": tier.latency_ns, "bandwidth": tier.bandwidth,
+            **({"curve": [list(point) for point in tier.curve]} if tier.curve else {})}
 
 
 RATES = ("throughput", "kernel_throughput", "predicted")

@@ -188,8 +188,10 @@ class KvCache:
         return int(counts.sum())
 
     def counts(self, epoch: int, pages: int, page: int) -> np.ndarray:
-        """Each page's accesses in the epoch: per step, per active session, layer and K/V,
-        one for each page of the tokens read (and of the token written)."""
+        """Each page's accesses in the epoch. An access is one block's span read at one
+        step (per active session, layer and K/V: its tokens so far) or the one token
+        written; it counts on every page it touches, so a page holding several blocks
+        counts each of them read."""
         lay, pool = self.lay, self.lay.cache_pool(0)
         tb = lay.token_bytes
         firsts, sizes = [], []
