@@ -1197,6 +1197,15 @@ def invoke(*args):
     return CliRunner().invoke(main, ["tiering", *args])
 
 
+def policy_rows(out: str, header: list[str]) -> dict[str, list[str]]:
+    """The words of each policy's row of the CLI's table, its header checked."""
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("policy "))
+    assert lines[head].split() == header
+    return {line.split()[0]: line.split() for line in lines[head + 1:] if line.strip()
+            and not line.startswith("results")}
+
+
 @one_node
 def test_tiering_command_end_to_end(tmp_path):
     policies_or_skip()
@@ -1221,11 +1230,7 @@ def test_tiering_command_end_to_end(tmp_path):
     top = 3 * 2048 * 11.0
     t_ft, t_or = time_of(np.arange(256)), time_of(oracle_pages)
     assert f"all-fast {3 * 2048 / top * 1e3:.4g} M/s" in out
-    lines = out.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith("policy "))
-    assert lines[head].split() == ["policy", "1", "0.5", "knee", "gap", "moved", "MB"]
-    rows = {line.split()[0]: line.split() for line in lines[head + 1:] if line.strip()
-            and not line.startswith("results")}
+    rows = policy_rows(out, ["policy", "1", "0.5", "knee", "gap", "moved", "MB"])
     assert set(rows) == {"oracle", "first-touch"}
     assert rows["oracle"] == ["oracle", "0.0%", f"{t_or / top - 1:.1%}", "1", "0.0%", "0"]
     assert rows["first-touch"] == ["first-touch", "0.0%", f"{t_ft / top - 1:.1%}", "1",

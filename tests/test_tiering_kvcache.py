@@ -15,7 +15,7 @@ from cxlbench.benchmarks import tiering as bench
 from cxlbench.errors import CheckError, UserError
 from cxlbench.tiering import model, workloads
 
-from .test_tiering import HERE, invoke, one_node, policies_or_skip
+from .test_tiering import HERE, invoke, one_node, policies_or_skip, policy_rows
 
 PAGE = 4096
 HUGE = 2 << 20
@@ -430,11 +430,7 @@ def test_tiering_command_kvcache_end_to_end(tmp_path):
         return sum(model_ns(c, fast, w.epoch_bytes(), 2.0) for c in counts)
     t_ft = time_of(np.arange(384))
     t_or = time_of(np.lexsort((np.arange(768), -profile))[:384])
-    lines = out.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith("policy "))
-    assert lines[head].split() == ["policy", "1", "0.5", "knee", "gap", "moved", "MB"]
-    rows = {line.split()[0]: line.split() for line in lines[head + 1:] if line.strip()
-            and not line.startswith("results")}
+    rows = policy_rows(out, ["policy", "1", "0.5", "knee", "gap", "moved", "MB"])
     assert set(rows) == {"oracle", "first-touch"}
 
     def knee(t):
