@@ -182,7 +182,7 @@ def test_tiering_moves_table_pages_between_the_nodes(cxl):
     neither node fails the case); the oracle, placing the hottest half, serves more
     lookups from node 0 and runs faster than first-touch; all-fast bounds both, and only
     the online policy moved pages after the start."""
-    recs = [r for r in cxl["records"] if r["job"] in ("tiering", "tiering_bound")]
+    recs = [r for r in cxl["records"] if r["case"].split("/")[0] in ("tiering", "tiering_bound")]
     assert recs and {r["kernel"] for r in recs} == {"embedding:real"}
     by = {(r["parameters"]["policy"], r["metric"]): r["median"] for r in recs}
     assert by["oracle", "fast_hits"] > by["first-touch", "fast_hits"]
@@ -207,7 +207,7 @@ def test_tiering_moves_kv_cache_pages_between_the_nodes(cxl):
     read checked against numpy. First-touch holds K's half, so it serves half the
     accesses from node 0; the oracle holds the sessions that decode and serves all of
     them; HeMem moves pages after the start, the static ones never."""
-    recs = [r for r in cxl["records"] if r["job"] == "tiering_kv"]
+    recs = [r for r in cxl["records"] if r["case"].startswith("tiering_kv/")]
     assert recs and {r["kernel"] for r in recs} == {"kvcache:real"}
     assert {r["unit"] for r in recs if r["metric"] == "throughput"} == {"tok/s"}
     by = {(r["parameters"]["policy"], r["metric"]): r["median"] for r in recs}
