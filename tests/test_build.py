@@ -24,3 +24,16 @@ def test_header_is_plain_enough_for_cdef():
     text = "\n".join(line for line in (NATIVE / "cxlbench.h").read_text().splitlines()
                      if not line.lstrip().startswith("#"))
     assert "__attribute__" not in text and "#" not in text
+
+
+def test_every_package_is_installed():
+    """pyproject's package list names every folder of Python under cxlbench/: a plain
+    `pip install .` (not editable) installs only what it names, and a missing one breaks
+    `import cxlbench` there alone."""
+    from cxlbench.suite import tomllib
+    root = NATIVE.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts)
+             for p in (root / "cxlbench").rglob("__init__.py")}
+    assert found - listed == set()
