@@ -50,9 +50,16 @@ def last_json(stdout: str):
 
 def pytest_collection_modifyitems(items):
     """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out. One
-    that needs two memory nodes on this machine skips, with why, where it has fewer."""
-    nodes = None
+    that needs two memory nodes on this machine skips, with why, where it has fewer; one
+    that needs a GPU, where the GPU library says why none can run."""
+    nodes = no_gpu = None
     for item in items:
+        if item.get_closest_marker("gpu"):
+            if no_gpu is None:
+                from cxlbench import gpu
+                no_gpu = gpu.unavailable() or ""
+            if no_gpu:
+                item.add_marker(pytest.mark.skip(reason=no_gpu))
         if item.get_closest_marker("qemu"):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("numa2"):

@@ -14,6 +14,7 @@ from . import (bandwidth, chase, common, embedding, flush, interleave_sweep, loa
 from . import checkpoint
 from . import kvcache
 from . import tiering
+from . import gpu_stream
 from .coherence import Atomics, PingPong
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -125,6 +126,7 @@ _ALL = {b.name: b for b in (
     _record(checkpoint, "Checkpoint copies"),
     _record(kvcache, "Paged KV-cache"),
     _record(tiering, "Tiering policies"),
+    _record(gpu_stream, "GPU HBM streaming"),
     _record(selftest, "selftest"),
 )}
 

@@ -1,0 +1,78 @@
+"""GPU HBM streaming kernels (BabelStream's copy, scale, add, triad and dot, plus read and
+write) over three arrays of doubles in device memory, with the grid as options for an
+occupancy sweep: blocks per SM and threads per block. Each repetition is one launch timed
+by events around it alone (in the library, no Python between them); after the timing every
+element written, or the sum read, is checked against its closed-form value. GB/s counts
+the bytes each kernel's table row declares: 8 per element for read and write, 16 for copy,
+scale and dot, 24 for add and triad."""
+from __future__ import annotations
+
+from .. import gpu
+from ..errors import CheckError, UserError
+from ..options import Option, pick
+from .common import Measurement
+
+NAME = "gpu_stream"
+BUFFERS = ()            # device memory, allocated by the library
+DESCRIPTION = "GPU HBM streaming kernels over an occupancy sweep (GB/s)"
+# The library's table (names and bytes per element), here too so the options need no
+# library; tests hold the two equal.
+KERNELS = {"read": 8, "write": 8, "copy": 16, "scale": 16, "add": 24, "triad": 24, "dot": 16}
+
+OPTIONS = {
+    "kernel": Option("kernel", "choice", "triad", "the streaming kernel",
+                     choices=tuple(KERNELS), expand={"all": tuple(KERNELS)}),
+    # 1 GiB an array: 20x an H200's L2 (50 MiB), so each launch streams from HBM.
+    "size": Option("size", "size", 1 << 30, "bytes of each of the three arrays", "bytes",
+                   min=64 << 10, multiple=8),
+    "threads": Option("threads", "int", 256, "threads per block (whole warps)", min=32,
+                      max=1024, expand={"sweep": (64, 128, 256, 512, 1024)}),
+    "blocks_per_sm": Option("blocks_per_sm", "int", "full", "blocks per SM (full: as many as "
+                            "the SM holds at these threads)", min=1, max=1 << 16,
+                            words=("full",), expand={"sweep": (1, 2, 4, 8, 16, 32)}),
+    "device": Option("device", "int", 0, "the CUDA device", min=0),
+    **pick("repeat", "warmup", "timeout", repeat=20, warmup=2),
+}
+
+
+def skip(params: dict, topology) -> str | None:
+    return gpu.unavailable()
+
+
+def check(params: dict, topology) -> None:
+    if params["threads"] % 32:
+        raise UserError(f"gpu_stream: threads={params['threads']} is not whole warps "
+                        "(a multiple of 32)")
+    devices = gpu.runtime().devices
+    if params["device"] >= devices:
+        raise UserError(f"gpu_stream: device={params['device']}, but this machine has "
+                        f"{devices} CUDA device(s)")
+
+
+def grid(params: dict, dev: dict) -> int:
+    per_sm = params["blocks_per_sm"]
+    if per_sm == "full":
+        per_sm = max(1, dev["max_threads_per_sm"] // params["threads"])
+    return per_sm * dev["sms"]
+
+
+def run(params: dict) -> Measurement:
+    dev = gpu.device(params["device"])
+    blocks = grid(params, dev)
+    n = params["size"] // 8
+    warm, reps = params["warmup"], params["repeat"]
+    r = gpu.stream(params["kernel"], n, blocks, params["threads"], warm + reps,
+                   params["device"])
+    if r.bad:
+        what = (f"sum {r.total!r}, not {r.want!r}" if params["kernel"] in ("read", "dot")
+                else f"{r.bad} of {n} elements off their value")
+        raise CheckError(f"gpu_stream {params['kernel']}: {what}")
+    if min(r.ns) == 0:      # events resolve about half a microsecond
+        raise CheckError(f"gpu_stream {params['kernel']}: a launch over {params['size']} bytes "
+                         "took under the events' resolution: use a larger size")
+    moved = KERNELS[params["kernel"]] * n
+    return Measurement(kernel=f"gpu_{params['kernel']}", isa=f"sm_{dev['major']}{dev['minor']}",
+                       cpus=[], units={"bandwidth": "GB/s"},
+                       reps=[{"bandwidth": moved / ns} for ns in r.ns[warm:]],
+                       info={"device": dev, "blocks": blocks, "threads": params["threads"],
+                             "bytes": moved, "elements": n})

@@ -1,0 +1,191 @@
+"""The one boundary to the GPU library, as native.py is to the CPU core: only this module
+touches its ffi and lib. The library (native/gpu/*.cu) is built by nvcc on first use into a
+cache keyed by the sources' hash, nvcc's version and the flags, and loaded with cffi's ABI
+mode (ffi.dlopen): no CUDA Python package, and `pip install` works where nvcc is absent.
+A separate library from the CPU core, not a part of it, because nvcc (not the C compiler
+cffi drives) must build it and it must load, or fail to, on its own: the CPU benchmarks
+never depend on CUDA being there."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from cffi import FFI
+
+from .errors import UserError
+
+# SASS for A100 (sm_80) and H100/H200 (sm_90), and PTX for what comes after; the CUDA
+# runtime linked in statically, so only the driver (libcuda) is needed where it runs.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-cudart", "static",
+              "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+              "-gencode", "arch=compute_90,code=compute_90"]
+HEADER = "cxb_gpu.h"
+
+
+class GpuError(RuntimeError):
+    """A CUDA call failed; the message is the library's."""
+
+
+def source_dir() -> Path:
+    """native/gpu: installed with the package as cxlbench.gpu_src, else in the checkout."""
+    try:
+        return Path(str(resources.files("cxlbench.gpu_src")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "native" / "gpu"
+
+
+def nvcc() -> str | None:
+    return shutil.which("nvcc") or next(
+        (str(p) for p in (Path("/usr/local/cuda/bin/nvcc"),) if p.exists()), None)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench")) / "gpu"
+
+
+@functools.lru_cache(maxsize=1)
+def nvcc_version(compiler: str) -> str:
+    out = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def library_path(compiler: str) -> Path:
+    """Where the library built from these sources by this nvcc with these flags lives."""
+    h = hashlib.sha256()
+    for p in sorted(source_dir().glob("*")):
+        if p.suffix in (".cu", ".h"):
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    h.update(nvcc_version(compiler).encode() + " ".join(NVCC_FLAGS).encode())
+    return cache_dir() / f"libcxbgpu-{h.hexdigest()[:16]}.so"
+
+
+def build(compiler: str) -> Path:
+    """The library, built now unless already cached (written under a temporary name and
+    renamed, so a build that is interrupted or runs twice at once leaves no half file)."""
+    out = library_path(compiler)
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sources = sorted(str(p) for p in source_dir().glob("*.cu"))
+    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so")
+    os.close(fd)
+    try:
+        r = subprocess.run([compiler, *NVCC_FLAGS, "-I", str(source_dir()), "-o", tmp,
+                            *sources], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise UserError(f"nvcc could not build the GPU library: {r.stderr.strip()[-2000:]}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def _cdef() -> str:
+    text = (source_dir() / HEADER).read_text()
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+ffi = FFI()
+ffi.cdef(_cdef())
+
+
+@functools.lru_cache(maxsize=1)
+def _loaded():
+    """(lib, None), or (None, why the library cannot be had here)."""
+    compiler = nvcc()
+    if compiler is None:
+        return None, "nvcc not found (the GPU library is built by nvcc on first use)"
+    try:
+        return ffi.dlopen(str(build(compiler))), None
+    except (UserError, OSError, subprocess.CalledProcessError) as e:
+        return None, str(e)
+
+
+def lib():
+    found, why = _loaded()
+    if found is None:
+        raise UserError(f"GPU library: {why}")
+    return found
+
+
+def _check(rc: int, what: str) -> None:
+    if rc:
+        raise GpuError(f"{what}: {ffi.string(lib().cxb_gpu_error()).decode()}")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    runtime_version: int
+    driver_version: int
+    devices: int
+    status: int         # the device count's CUDA error (0: none)
+    error: str
+
+
+def runtime() -> Runtime:
+    out = ffi.new("struct cxb_gpu_info *")
+    _check(lib().cxb_gpu_info(out), "cxb_gpu_info")
+    error = ffi.string(lib().cxb_gpu_error()).decode() if out.status else ""
+    return Runtime(out.runtime_version, out.driver_version, out.devices, out.status, error)
+
+
+def unavailable() -> str | None:
+    """Why no GPU benchmark can run here, or None: the library must build and load, a
+    driver must be there, and a device."""
+    found, why = _loaded()
+    if found is None:
+        return f"GPU library: {why}"
+    rt = runtime()
+    if rt.driver_version <= 0:
+        return "no CUDA driver (cudaDriverGetVersion gives 0): no GPU here"
+    if rt.devices < 1:
+        return f"no CUDA device ({rt.error or 'cudaGetDeviceCount gives 0'})"
+    return None
+
+
+def kernels() -> dict[str, int]:
+    """The library's streaming-kernel table: name -> bytes moved per element."""
+    row = ffi.new("struct cxb_gpu_kernel_row *")
+    out = {}
+    for i in range(lib().cxb_gpu_kernel_count()):
+        _check(lib().cxb_gpu_kernel_info(i, row), "cxb_gpu_kernel_info")
+        out[ffi.string(row.name).decode()] = row.bytes_per_element
+    return out
+
+
+def device(index: int) -> dict:
+    d = ffi.new("struct cxb_gpu_device *")
+    _check(lib().cxb_gpu_device_info(index, d), f"device {index}")
+    fields = ("major", "minor", "sms", "l2_bytes", "max_threads_per_sm", "clock_khz",
+              "memory_clock_khz", "bus_width_bits", "ecc", "pci_domain", "pci_bus",
+              "pci_device", "memory_bytes")
+    return {"index": index, "name": ffi.string(d.name).decode(),
+            **{f: int(getattr(d, f)) for f in fields}}
+
+
+@dataclass
+class StreamResult:
+    ns: list[int]
+    bad: int
+    total: float        # read's and dot's sum (0 for the others)
+    want: float
+
+
+def stream(kernel: str, n: int, blocks: int, threads: int, reps: int,
+           device_index: int = 0) -> StreamResult:
+    """reps timed launches of a streaming kernel over arrays of n doubles, then its check."""
+    names = list(kernels())
+    a = ffi.new("struct cxb_gpu_stream_args *")
+    ns = ffi.new("unsigned long long[]", reps)
+    a.device, a.kernel, a.n = device_index, names.index(kernel), n
+    a.blocks, a.threads, a.reps, a.ns = blocks, threads, reps, ns
+    _check(lib().cxb_gpu_stream(a), f"gpu stream {kernel}")
+    return StreamResult(list(ns), int(a.bad), float(a.sum), float(a.want_sum))

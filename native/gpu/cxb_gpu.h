@@ -1,0 +1,63 @@
+/* The GPU library's whole C API (libcxbgpu, built by nvcc, loaded by cxlbench/gpu.py through
+ * cffi's ABI mode). Plain enough for cdef once its preprocessor lines are dropped; C linkage
+ * comes from the extern "C" around its #include in the .cu files. Every call returns 0 or a
+ * CUDA error code; cxb_gpu_error() says what failed. */
+#ifndef CXB_GPU_H
+#define CXB_GPU_H
+
+/* What the runtime finds: versions (1000 x major + 10 x minor; driver 0 without one) and
+ * how many devices; status is the device count's CUDA error (0: none). */
+struct cxb_gpu_info {
+    int runtime_version;
+    int driver_version;
+    int devices;
+    int status;
+};
+
+/* One device's facts, as the runtime reports them (clocks in kHz). */
+struct cxb_gpu_device {
+    char name[256];
+    int major, minor;
+    int sms;
+    int l2_bytes;
+    int max_threads_per_sm;
+    int clock_khz;
+    int memory_clock_khz;
+    int bus_width_bits;
+    int ecc;
+    int pci_domain, pci_bus, pci_device;
+    unsigned long long memory_bytes;
+};
+
+/* A row of the streaming-kernel table: its name and the bytes it moves per element of one
+ * array (8-byte doubles: read 8, copy 16, triad 24...). */
+struct cxb_gpu_kernel_row {
+    const char *name;
+    int bytes_per_element;
+};
+
+/* One case of a streaming kernel: three arrays of n doubles in device memory, the kernel
+ * launched reps times on a grid of blocks x threads (grid-stride loops), each launch timed
+ * by events around it alone. After the timing every element (or, for read and dot, the
+ * reduced sum) is checked against its closed-form value: bad counts those off it. */
+struct cxb_gpu_stream_args {
+    int device;
+    int kernel;                 /* index into the kernel table */
+    unsigned long long n;
+    int blocks;
+    int threads;
+    int reps;
+    unsigned long long *ns;     /* reps slots: each launch's time */
+    unsigned long long bad;     /* out */
+    double sum;                 /* out: read's and dot's last sum */
+    double want_sum;            /* out: what that sum should be */
+};
+
+int cxb_gpu_kernel_count(void);
+int cxb_gpu_kernel_info(int i, struct cxb_gpu_kernel_row *out);
+int cxb_gpu_info(struct cxb_gpu_info *out);
+int cxb_gpu_device_info(int device, struct cxb_gpu_device *out);
+int cxb_gpu_stream(struct cxb_gpu_stream_args *args);
+const char *cxb_gpu_error(void);
+
+#endif

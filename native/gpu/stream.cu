@@ -1,0 +1,234 @@
+// HBM streaming kernels (BabelStream's set plus read and write) and the runtime's facts.
+// Every timed launch is bracketed by its own two events; nothing runs on the host between
+// them. Arrays start at closed-form values and every kernel is idempotent (what it writes
+// depends only on arrays it does not write), so after any number of launches each element,
+// or read's and dot's sum, has one known value, checked on the device after the timing.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "cxb_gpu.h"
+}
+
+namespace {
+
+constexpr double A = 0.1, B = 0.2, C = 0.3, SCALAR = 0.4, W = 0.5;
+
+thread_local char error_text[256];
+
+int fail(cudaError_t e, const char *what) {
+    snprintf(error_text, sizeof error_text, "%s: %s (CUDA error %d)", what,
+             cudaGetErrorString(e), (int)e);
+    return (int)e;
+}
+
+#define CK(call)                                  \
+    do {                                          \
+        cudaError_t e_ = (call);                  \
+        if (e_ != cudaSuccess) return fail(e_, #call); \
+    } while (0)
+
+using u64 = unsigned long long;
+
+// The sum of v over the block, in thread 0 (blockDim.x a multiple of 32, at most 1024).
+__device__ double block_sum(double v) {
+    __shared__ double warps[32];
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.0;
+    if (threadIdx.x < 32)
+        for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    return v;
+}
+
+#define GRID_STRIDE(i, n) \
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < (n); i += (u64)gridDim.x * blockDim.x)
+
+__global__ void init(double *a, double *b, double *c, u64 n) {
+    GRID_STRIDE(i, n) { a[i] = A; b[i] = B; c[i] = C; }
+}
+
+__global__ void k_read(const double *a, const double *, double *, double *part, u64 n) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += a[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+__global__ void k_write(double *a, const double *, double *, double *, u64 n) {
+    GRID_STRIDE(i, n) a[i] = W;
+}
+
+__global__ void k_copy(const double *a, const double *, double *c, double *, u64 n) {
+    GRID_STRIDE(i, n) c[i] = a[i];
+}
+
+__global__ void k_scale(const double *, double *b, const double *c, double *, u64 n) {
+    GRID_STRIDE(i, n) b[i] = SCALAR * c[i];
+}
+
+__global__ void k_add(const double *a, const double *b, double *c, double *, u64 n) {
+    GRID_STRIDE(i, n) c[i] = a[i] + b[i];
+}
+
+__global__ void k_triad(double *a, const double *b, const double *c, double *, u64 n) {
+    GRID_STRIDE(i, n) a[i] = b[i] + SCALAR * c[i];
+}
+
+__global__ void k_dot(const double *a, const double *b, double *, double *part, u64 n) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += a[i] * b[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// Elements of x further than tol x |want| from want.
+__global__ void count_off(const double *x, double want, double tol, u64 n, u64 *bad) {
+    u64 mine = 0;
+    GRID_STRIDE(i, n) mine += fabs(x[i] - want) > tol * fabs(want);
+    if (mine) atomicAdd(bad, mine);
+}
+
+// The table: name, bytes per element, the launch, which array it writes (0 a, 1 b, 2 c;
+// -1: a sum) and that array's value afterwards. One row a kernel.
+struct Row {
+    const char *name;
+    int bytes;
+    void (*launch)(double *, double *, double *, double *, u64, int, int);
+    int writes;
+    double want;
+};
+
+const Row TABLE[] = {
+    {"read", 8, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+         k_read<<<g, t>>>(a, b, c, p, n); }, -1, A},
+    {"write", 8, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+         k_write<<<g, t>>>(a, b, c, p, n); }, 0, W},
+    {"copy", 16, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+         k_copy<<<g, t>>>(a, b, c, p, n); }, 2, A},
+    {"scale", 16, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+         k_scale<<<g, t>>>(a, b, c, p, n); }, 1, SCALAR * C},
+    {"add", 24, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+         k_add<<<g, t>>>(a, b, c, p, n); }, 2, A + B},
+    {"triad", 24, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+         k_triad<<<g, t>>>(a, b, c, p, n); }, 0, B + SCALAR * C},
+    {"dot", 16, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+         k_dot<<<g, t>>>(a, b, c, p, n); }, -1, A * B},
+};
+constexpr int KERNELS = sizeof TABLE / sizeof TABLE[0];
+
+// Device memory of one case, freed however the case ends.
+struct Arrays {
+    double *a = nullptr, *b = nullptr, *c = nullptr, *part = nullptr;
+    u64 *bad = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Arrays() {
+        cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(part); cudaFree(bad);
+        if (start) cudaEventDestroy(start);
+        if (stop) cudaEventDestroy(stop);
+    }
+};
+
+}  // namespace
+
+int cxb_gpu_kernel_count(void) { return KERNELS; }
+
+int cxb_gpu_kernel_info(int i, struct cxb_gpu_kernel_row *out) {
+    if (i < 0 || i >= KERNELS) return fail(cudaErrorInvalidValue, "cxb_gpu_kernel_info");
+    out->name = TABLE[i].name;
+    out->bytes_per_element = TABLE[i].bytes;
+    return 0;
+}
+
+const char *cxb_gpu_error(void) { return error_text; }
+
+int cxb_gpu_info(struct cxb_gpu_info *out) {
+    memset(out, 0, sizeof *out);
+    cudaRuntimeGetVersion(&out->runtime_version);
+    cudaDriverGetVersion(&out->driver_version);       // 0 where no driver is installed
+    cudaError_t e = cudaGetDeviceCount(&out->devices);
+    out->status = (int)e;
+    if (e != cudaSuccess) {
+        out->devices = 0;
+        fail(e, "cudaGetDeviceCount");
+    }
+    return 0;
+}
+
+int cxb_gpu_device_info(int device, struct cxb_gpu_device *out) {
+    memset(out, 0, sizeof *out);
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, device));
+    strncpy(out->name, p.name, sizeof out->name - 1);
+    out->memory_bytes = p.totalGlobalMem;
+    struct { int *to; cudaDeviceAttr what; } attrs[] = {
+        {&out->major, cudaDevAttrComputeCapabilityMajor},
+        {&out->minor, cudaDevAttrComputeCapabilityMinor},
+        {&out->sms, cudaDevAttrMultiProcessorCount},
+        {&out->l2_bytes, cudaDevAttrL2CacheSize},
+        {&out->max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor},
+        {&out->clock_khz, cudaDevAttrClockRate},
+        {&out->memory_clock_khz, cudaDevAttrMemoryClockRate},
+        {&out->bus_width_bits, cudaDevAttrGlobalMemoryBusWidth},
+        {&out->ecc, cudaDevAttrEccEnabled},
+        {&out->pci_domain, cudaDevAttrPciDomainId},
+        {&out->pci_bus, cudaDevAttrPciBusId},
+        {&out->pci_device, cudaDevAttrPciDeviceId},
+    };
+    for (auto &x : attrs) CK(cudaDeviceGetAttribute(x.to, x.what, device));
+    return 0;
+}
+
+int cxb_gpu_stream(struct cxb_gpu_stream_args *s) {
+    if (s->kernel < 0 || s->kernel >= KERNELS || s->n == 0 || s->blocks < 1 ||
+        s->threads < 32 || s->threads > 1024 || s->threads % 32 || s->reps < 1)
+        return fail(cudaErrorInvalidValue, "cxb_gpu_stream: kernel, n, blocks, threads "
+                                           "(32 to 1024, whole warps) or reps out of range");
+    const Row &row = TABLE[s->kernel];
+    CK(cudaSetDevice(s->device));
+    Arrays m;
+    size_t bytes = s->n * sizeof(double);
+    CK(cudaMalloc(&m.a, bytes));
+    CK(cudaMalloc(&m.b, bytes));
+    CK(cudaMalloc(&m.c, bytes));
+    CK(cudaMalloc(&m.part, s->blocks * sizeof(double)));
+    CK(cudaMalloc(&m.bad, sizeof(u64)));
+    CK(cudaEventCreate(&m.start));
+    CK(cudaEventCreate(&m.stop));
+    init<<<s->blocks, s->threads>>>(m.a, m.b, m.c, s->n);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    for (int r = 0; r < s->reps; r++) {
+        CK(cudaEventRecord(m.start));
+        row.launch(m.a, m.b, m.c, m.part, s->n, s->blocks, s->threads);
+        CK(cudaEventRecord(m.stop));
+        CK(cudaEventSynchronize(m.stop));
+        CK(cudaGetLastError());
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, m.start, m.stop));
+        s->ns[r] = (u64)(ms * 1e6 + 0.5);
+    }
+    s->bad = 0;
+    s->sum = 0;
+    s->want_sum = 0;
+    if (row.writes < 0) {       // the blocks' partial sums, added here
+        double *part = new double[s->blocks];
+        cudaError_t e = cudaMemcpy(part, m.part, s->blocks * sizeof(double),
+                                   cudaMemcpyDeviceToHost);
+        for (int i = 0; e == cudaSuccess && i < s->blocks; i++) s->sum += part[i];
+        delete[] part;
+        CK(e);
+        s->want_sum = row.want * (double)s->n;
+        s->bad = fabs(s->sum - s->want_sum) > 1e-9 * s->want_sum;
+    } else {
+        const double *x = row.writes == 0 ? m.a : row.writes == 1 ? m.b : m.c;
+        CK(cudaMemset(m.bad, 0, sizeof(u64)));
+        count_off<<<s->blocks, s->threads>>>(x, row.want, 1e-12, s->n, m.bad);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(&s->bad, m.bad, sizeof(u64), cudaMemcpyDeviceToHost));
+    }
+    return 0;
+}

@@ -1,0 +1,173 @@
+"""The GPU library: built by nvcc into a cache keyed by its sources, loaded by dlopen, its
+kernel table the options' own; where no GPU is, every GPU case says why and skips. Tests
+marked gpu run the kernels and skip here with the library's reason."""
+import shutil
+
+import pytest
+
+from cxlbench import gpu
+from cxlbench.benchmarks import gpu_stream
+from cxlbench.errors import CheckError, UserError
+
+from .conftest import cxlbench
+from .test_run import run_dirs
+
+needs_nvcc = pytest.mark.skipif(gpu.nvcc() is None, reason="nvcc not installed (the CUDA "
+                                "toolkit builds the GPU library)")
+
+
+@pytest.fixture
+def private_sources(tmp_path, monkeypatch):
+    """A copy of native/gpu and a cache of its own, so a test may edit and rebuild."""
+    src = tmp_path / "src"
+    shutil.copytree(gpu.source_dir(), src)
+    monkeypatch.setattr(gpu, "source_dir", lambda: src)
+    monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path / "cache"))
+    return src
+
+
+@needs_nvcc
+def test_the_library_builds_loads_and_lists_the_options_kernels():
+    """Its table and the option table agree name for name and byte for byte (the options
+    must be known where the library cannot be built)."""
+    assert gpu.kernels() == gpu_stream.KERNELS
+    assert list(gpu.kernels()) == list(gpu_stream.OPTIONS["kernel"].choices)
+    path = gpu.library_path(gpu.nvcc())
+    assert path.exists() and path.parent == gpu.cache_dir()
+    rt = gpu.runtime()
+    assert rt.runtime_version >= 12000          # the toolkit's runtime, linked in
+
+
+@needs_nvcc
+def test_a_build_is_cached_by_its_sources_and_a_failed_one_says_why(private_sources):
+    compiler = gpu.nvcc()
+    first = gpu.build(compiler)
+    assert first.exists() and gpu.build(compiler) == first           # cached
+    (private_sources / "stream.cu").write_text(
+        (private_sources / "stream.cu").read_text() + "\n// a change\n")
+    second = gpu.library_path(compiler)
+    assert second != first and not second.exists()
+    assert gpu.build(compiler) == second and second.exists()
+    (private_sources / "stream.cu").write_text("this is not CUDA\n")
+    with pytest.raises(UserError, match="nvcc could not build the GPU library: .*error"):
+        gpu.build(compiler)
+    # Nothing half-written is left: the two good builds only.
+    assert sorted(p.name for p in gpu.cache_dir().iterdir()) == sorted([first.name,
+                                                                        second.name])
+
+
+def test_without_nvcc_the_reason_says_so(monkeypatch):
+    monkeypatch.setattr(gpu, "nvcc", lambda: None)
+    gpu._loaded.cache_clear()
+    try:
+        assert gpu.unavailable() == "GPU library: nvcc not found (the GPU library is built " \
+                                    "by nvcc on first use)"
+        with pytest.raises(UserError, match="GPU library: nvcc not found"):
+            gpu.lib()
+    finally:
+        gpu._loaded.cache_clear()
+
+
+@needs_nvcc
+def test_no_gpu_here_is_a_skip_with_the_reason():
+    rt = gpu.runtime()
+    if rt.devices:
+        pytest.skip("this machine has a GPU")
+    why = gpu.unavailable()
+    assert why and ("no CUDA driver" in why or "no CUDA device" in why)
+    assert gpu_stream.skip({}, None) == why
+
+
+@needs_nvcc
+def test_the_gpu_suite_runs_every_case_as_unsupported_here(tmp_path):
+    if gpu.unavailable() is None:
+        pytest.skip("this machine has a GPU")
+    r = cxlbench("run", "gpu", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "UNSUPPORTED: " + gpu.unavailable() in r.stdout
+    assert len(run_dirs(tmp_path)) == 1
+    assert "(32 cases, 0 failed)" in r.stdout + r.stderr
+
+
+# ---- the benchmark's arithmetic, on a stand-in for the library ------------------------------
+H200 = {"index": 0, "name": "NVIDIA H200", "major": 9, "minor": 0, "sms": 132,
+        "max_threads_per_sm": 2048, "l2_bytes": 50 << 20}
+
+
+def params(**over):
+    p = {k: o.default for k, o in gpu_stream.OPTIONS.items()}
+    p.update(size=1 << 20, repeat=3, warmup=2)
+    p.update(over)
+    return p
+
+
+def fake(monkeypatch, ns, bad=0):
+    calls = []
+
+    def stream(kernel, n, blocks, threads, reps, device_index=0):
+        calls.append((kernel, n, blocks, threads, reps, device_index))
+        return gpu.StreamResult(ns, bad, 0.0, 1.0)
+    monkeypatch.setattr(gpu, "device", lambda i: {**H200, "index": i})
+    monkeypatch.setattr(gpu, "stream", stream)
+    return calls
+
+
+@pytest.mark.parametrize("threads,per_sm,blocks", [(256, "full", 8 * 132), (1024, "full", 264),
+                                                   (64, 3, 396), (128, 32, 32 * 132)])
+def test_the_grid_is_blocks_per_sm_times_sms(threads, per_sm, blocks):
+    assert gpu_stream.grid(params(threads=threads, blocks_per_sm=per_sm), H200) == blocks
+
+
+def test_bandwidth_is_the_declared_bytes_over_each_launch_warmups_dropped(monkeypatch):
+    """triad over 1 MiB arrays: 131072 elements x 24 B a launch; the two warm-up launches
+    are timed but not kept."""
+    calls = fake(monkeypatch, [1, 1, 1000, 2000, 4000])
+    m = gpu_stream.run(params(kernel="triad", device=1))
+    assert calls == [("triad", 131072, 8 * 132, 256, 5, 1)]
+    moved = 131072 * 24
+    assert [r["bandwidth"] for r in m.reps] == [moved / 1000, moved / 2000, moved / 4000]
+    assert m.units == {"bandwidth": "GB/s"} and m.kernel == "gpu_triad" and m.isa == "sm_90"
+    assert m.info["bytes"] == moved and m.info["blocks"] == 1056
+
+
+def test_a_kernel_off_its_value_fails_the_case(monkeypatch):
+    fake(monkeypatch, [1000] * 5, bad=7)
+    with pytest.raises(CheckError, match="gpu_stream copy: 7 of 131072 elements off"):
+        gpu_stream.run(params(kernel="copy"))
+    fake(monkeypatch, [1000] * 5, bad=1)
+    with pytest.raises(CheckError, match=r"gpu_stream dot: sum 0\.0, not 1\.0"):
+        gpu_stream.run(params(kernel="dot"))
+
+
+def test_a_launch_below_the_events_resolution_fails_the_case(monkeypatch):
+    fake(monkeypatch, [1000, 1000, 0, 1000, 1000])
+    with pytest.raises(CheckError, match="under the events' resolution"):
+        gpu_stream.run(params())
+
+
+def test_threads_must_be_whole_warps(monkeypatch):
+    monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
+    with pytest.raises(UserError, match="threads=48 is not whole warps"):
+        gpu_stream.check(params(threads=48), None)
+    with pytest.raises(UserError, match="device=1, but this machine has 1 CUDA device"):
+        gpu_stream.check(params(device=1), None)
+    gpu_stream.check(params(), None)
+
+
+# ---- on a GPU ------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", list(gpu_stream.KERNELS))
+def test_every_kernel_runs_and_checks_on_the_gpu(kernel):
+    """64 MiB arrays at a full grid: each launch timed, the output checked, GB/s above a
+    floor any HBM or GDDR clears (a PCIe-bound figure would not)."""
+    m = gpu_stream.run(params(kernel=kernel, size=64 << 20, repeat=5, warmup=1))
+    assert len(m.reps) == 5
+    print(kernel, [round(r["bandwidth"]) for r in m.reps], "GB/s")
+    assert min(r["bandwidth"] for r in m.reps) > 100
+
+
+@pytest.mark.gpu
+def test_read_sums_to_its_closed_form_on_the_gpu():
+    """read over n elements of 0.1, reduced by blocks and then on the host: n x 0.1."""
+    r = gpu.stream("read", 1 << 20, 132, 256, 2)
+    assert r.bad == 0 and r.total == pytest.approx(0.1 * (1 << 20), rel=1e-12)
