@@ -44,41 +44,48 @@ __device__ double block_sum(double v) {
     return v;
 }
 
-#define GRID_STRIDE(i, n) \
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < (n); i += (u64)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n)                                              \
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < (n); \
+         i += (u64)gridDim.x * blockDim.x)
 
 __global__ void init(double *a, double *b, double *c, u64 n) {
     GRID_STRIDE(i, n) { a[i] = A; b[i] = B; c[i] = C; }
 }
 
-__global__ void k_read(const double *a, const double *, double *, double *part, u64 n) {
+__global__ void k_read(const double *__restrict__ a, const double *, double *,
+                       double *__restrict__ part, u64 n) {
     double s = 0.0;
     GRID_STRIDE(i, n) s += a[i];
     s = block_sum(s);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-__global__ void k_write(double *a, const double *, double *, double *, u64 n) {
+__global__ void k_write(double *__restrict__ a, const double *, double *, double *, u64 n) {
     GRID_STRIDE(i, n) a[i] = W;
 }
 
-__global__ void k_copy(const double *a, const double *, double *c, double *, u64 n) {
+__global__ void k_copy(const double *__restrict__ a, const double *, double *__restrict__ c,
+                       double *, u64 n) {
     GRID_STRIDE(i, n) c[i] = a[i];
 }
 
-__global__ void k_scale(const double *, double *b, const double *c, double *, u64 n) {
+__global__ void k_scale(const double *, double *__restrict__ b, const double *__restrict__ c,
+                        double *, u64 n) {
     GRID_STRIDE(i, n) b[i] = SCALAR * c[i];
 }
 
-__global__ void k_add(const double *a, const double *b, double *c, double *, u64 n) {
+__global__ void k_add(const double *__restrict__ a, const double *__restrict__ b,
+                      double *__restrict__ c, double *, u64 n) {
     GRID_STRIDE(i, n) c[i] = a[i] + b[i];
 }
 
-__global__ void k_triad(double *a, const double *b, const double *c, double *, u64 n) {
+__global__ void k_triad(double *__restrict__ a, const double *__restrict__ b,
+                        const double *__restrict__ c, double *, u64 n) {
     GRID_STRIDE(i, n) a[i] = b[i] + SCALAR * c[i];
 }
 
-__global__ void k_dot(const double *a, const double *b, double *, double *part, u64 n) {
+__global__ void k_dot(const double *__restrict__ a, const double *__restrict__ b, double *,
+                      double *__restrict__ part, u64 n) {
     double s = 0.0;
     GRID_STRIDE(i, n) s += a[i] * b[i];
     s = block_sum(s);
