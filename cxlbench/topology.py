@@ -451,19 +451,58 @@ def _hex_or_int_text(text: str | None) -> int | None:
         return None
 
 
+GPU_QUERY = ("name", "memory.total", "pcie.link.gen.current", "pcie.link.width.current",
+             "pci.bus_id", "ecc.mode.current", "mig.mode.current", "clocks.max.sm",
+             "clocks.max.memory", "driver_version")
+
+
 def _read_gpus(sysfs: Path) -> list[dict]:
+    """What nvidia-smi says of each GPU (settings as they are: never changed), the host
+    node nearest it from sysfs, and where the GPU library loads, the runtime's facts of
+    the same device (matched by PCI address): SMs, L2, compute capability."""
     if not shutil.which("nvidia-smi"):
         return []
-    query = "name,memory.total,pcie.link.gen.current,pcie.link.width.current,pci.bus_id"
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(GPU_QUERY)}",
+                              "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = []
     for line in out.strip().splitlines():
-        name, memory, gen, width, bus = [x.strip() for x in line.split(",")]
-        numa = _int(sysfs / "bus/pci/devices" / bus.lower()[-12:] / "numa_node")
-        gpus.append({"name": name, "memory": memory, "pcie": f"gen{gen} x{width}",
-                     "bus_id": bus, "numa_node": numa})
+        f = dict(zip(GPU_QUERY, (x.strip() for x in line.split(","))))
+        bus = f["pci.bus_id"]
+        gpus.append({"name": f["name"], "memory": f["memory.total"],
+                     "pcie": f"gen{f['pcie.link.gen.current']} x{f['pcie.link.width.current']}",
+                     "bus_id": bus,
+                     "numa_node": _int(sysfs / "bus/pci/devices" / bus.lower()[-12:] /
+                                       "numa_node"),
+                     **{key: f[q] for key, q in (("ecc", "ecc.mode.current"),
+                                                 ("mig", "mig.mode.current"),
+                                                 ("max_sm_clock", "clocks.max.sm"),
+                                                 ("max_memory_clock", "clocks.max.memory"),
+                                                 ("driver", "driver_version")) if q in f}})
+    _add_cuda_facts(gpus)
     return gpus
+
+
+def _pci_address(bus_id: str) -> tuple[int, int, int] | None:
+    """nvidia-smi's 00000000:17:00.0 as (domain, bus, device)."""
+    try:
+        domain, bus, rest = bus_id.split(":")
+        return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+def _add_cuda_facts(gpus: list[dict]) -> None:
+    from . import gpu         # (builds the GPU library on first use)
+    if not gpus or gpu.unavailable() is not None:
+        return
+    by_address = {_pci_address(g["bus_id"]): g for g in gpus}
+    for index in range(gpu.runtime().devices):
+        d = gpu.device(index)
+        g = by_address.get((d["pci_domain"], d["pci_bus"], d["pci_device"]))
+        if g is not None:
+            g["cuda"] = {k: d[k] for k in ("index", "major", "minor", "sms", "l2_bytes",
+                                           "max_threads_per_sm", "bus_width_bits")}

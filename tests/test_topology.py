@@ -107,6 +107,34 @@ def test_gpu_numa_node_read_under_the_sys_root(machines, monkeypatch, tmp_path):
     assert gpu["numa_node"] == 1 and gpu["pcie"] == "gen5 x16"
 
 
+def test_gpu_facts_from_nvidia_smi_and_the_runtime(machines, monkeypatch, tmp_path):
+    """nvidia-smi's settings as they are (ECC, MIG, clocks, driver), and the runtime's
+    facts of the device at the same PCI address (CUDA numbers devices its own way)."""
+    from cxlbench import gpu as gpu_lib
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:17:00.0, "
+                   "Enabled, Disabled, 1980 MHz, 3201 MHz, 570.86'\n"
+                   "echo 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:9A:00.0, "
+                   "Enabled, Enabled, 1980 MHz, 3201 MHz, 570.86'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(gpu_lib, "unavailable", lambda: None)
+    monkeypatch.setattr(gpu_lib, "runtime", lambda: gpu_lib.Runtime(13000, 13000, 2, 0, ""))
+    devices = [{"index": 0, "pci_domain": 0, "pci_bus": 0x9A, "pci_device": 0, "sms": 132},
+               {"index": 1, "pci_domain": 0, "pci_bus": 0x17, "pci_device": 0, "sms": 66}]
+    monkeypatch.setattr(gpu_lib, "device", lambda i: {
+        "major": 9, "minor": 0, "l2_bytes": 50 << 20, "max_threads_per_sm": 2048,
+        "bus_width_bits": 6144, **devices[i]})
+    root = machines["lab"]
+    first, second = Topology.read(root / "sys", root / "proc").gpus
+    assert (first["ecc"], first["mig"], first["max_sm_clock"], first["driver"]) == \
+        ("Enabled", "Disabled", "1980 MHz", "570.86")
+    assert second["mig"] == "Enabled"
+    assert (first["cuda"]["index"], first["cuda"]["sms"]) == (1, 66)       # bus 17
+    assert (second["cuda"]["index"], second["cuda"]["sms"]) == (0, 132)    # bus 9A
+    assert first["cuda"]["l2_bytes"] == 50 << 20
+
+
 def test_render_reads_like_numactl(topo):
     assert "CXL: none" in topo("vm").render()          # no CXL, no DAX
     text = topo("two_socket_cxl").render()
