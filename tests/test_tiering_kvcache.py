@@ -313,13 +313,13 @@ def test_kv_options_and_their_defaults():
     assert o["workload"].choices == ("embedding", "kvcache")
     assert (o["kv_batch"].default, o["kv_batch"].min) == (32, 2)
     assert (o["kv_seq_len"].default, o["kv_steps"].default, o["kv_active"].default) == \
-        (256, 4, 8)
+        (256, 64, 8)
     assert (o["kv_scale"].default, o["kv_alpha"].default, o["kv_alpha"].min) == \
         (0.125, 1.0, 0.0)
     assert "custom" not in o["kv_preset"].choices
-    # The defaults' pool: 32 sessions of 260 tokens, 17 blocks, 4 layers at 2 KiB.
+    # The defaults' pool: 32 sessions of 320 tokens, 20 blocks, 4 layers at 2 KiB.
     w = workloads.KvCache({k: v.default for k, v in o.items()})
-    assert w.sizes()["cache"] == 4 * 2 * 32 * 17 * 16 * 2048
+    assert w.sizes()["cache"] == 4 * 2 * 32 * 20 * 16 * 2048 == 160 << 20
 
 
 def test_buffers_and_units_of_the_kvcache_workload():

@@ -59,8 +59,9 @@ def _kv(name: str, **changes) -> Option:
     return Option(**{**opt.__dict__, "name": f"kv_{name}", **changes})
 
 
-# A pool of 136 MiB (32 sessions of 256 + 4 tokens, 4 layers of Llama-3-8B's 32 at 16 KiB
-# a token), 8 sessions decoding 4 tokens an epoch: 133 MB read an epoch.
+# A pool of 160 MiB (32 sessions of 256 + 64 tokens, 4 layers of Llama-3-8B's 32 at 16 KiB
+# a token), 8 sessions decoding 64 tokens an epoch: 2.4 GB read an epoch, so that the moves
+# between epochs (an eighth of the fast tier at most, by default) cost a fraction of one.
 KV_OPTIONS = {o.name: o for o in (
     _kv("preset", choices=tuple(kvcache.PRESETS), help="a model's KV shape"),
     _kv("scale", default=0.125),
@@ -68,7 +69,7 @@ KV_OPTIONS = {o.name: o for o in (
     _kv("block"),
     _kv("batch", default=32, min=2, help="sessions whose context the pool holds"),
     _kv("seq_len", default=256, help="tokens of each session's context"),
-    _kv("steps", default=4, help="tokens each active session decodes an epoch"),
+    _kv("steps", default=64, help="tokens each active session decodes an epoch"),
     _kv("fragmentation"),
     Option("kv_active", "int", 8, "sessions that decode each epoch (at most kv_batch)",
            min=1, max=1 << 16),
