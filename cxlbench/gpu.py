@@ -14,12 +14,11 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from cffi import FFI
 
-from .errors import UserError
+from .errors import CxlbenchError, UserError
 
 # SASS for A100 (sm_80) and H100/H200 (sm_90), and PTX for what comes after; the CUDA
 # runtime linked in statically, so only the driver (libcuda) is needed where it runs.
@@ -29,16 +28,16 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-cudart", 
 HEADER = "cxb_gpu.h"
 
 
-class GpuError(RuntimeError):
-    """A CUDA call failed; the message is the library's."""
+class GpuError(CxlbenchError):
+    """A CUDA call failed; the message is the library's (the case fails with it)."""
 
 
 def source_dir() -> Path:
-    """native/gpu: installed with the package as cxlbench.gpu_src, else in the checkout."""
-    try:
-        return Path(str(resources.files("cxlbench.gpu_src")))
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "native" / "gpu"
+    """native/gpu: installed with the package as its gpu_src folder (plain files, not a
+    module), else in the checkout beside the package (an editable install)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "gpu_src"
+    return installed if (installed / HEADER).is_file() else here.parent / "native" / "gpu"
 
 
 def nvcc() -> str | None:
@@ -88,13 +87,15 @@ def build(compiler: str) -> Path:
     return out
 
 
-def _cdef() -> str:
-    text = (source_dir() / HEADER).read_text()
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-
-
 ffi = FFI()
-ffi.cdef(_cdef())
+
+
+@functools.lru_cache(maxsize=1)
+def _declare() -> None:
+    """The header's declarations, once a process (cffi refuses a struct declared twice);
+    read at first use, not at import: nothing of the CPU side needs the GPU's sources."""
+    text = (source_dir() / HEADER).read_text()
+    ffi.cdef("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")))
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,7 +105,9 @@ def _loaded():
     if compiler is None:
         return None, "nvcc not found (the GPU library is built by nvcc on first use)"
     try:
-        return ffi.dlopen(str(build(compiler))), None
+        path = build(compiler)
+        _declare()
+        return ffi.dlopen(str(path)), None
     except (UserError, OSError, subprocess.CalledProcessError) as e:
         return None, str(e)
 
@@ -131,8 +134,9 @@ class Runtime:
 
 
 def runtime() -> Runtime:
+    cuda = lib()                # (declares the structs too)
     out = ffi.new("struct cxb_gpu_info *")
-    _check(lib().cxb_gpu_info(out), "cxb_gpu_info")
+    _check(cuda.cxb_gpu_info(out), "cxb_gpu_info")
     error = ffi.string(lib().cxb_gpu_error()).decode() if out.status else ""
     return Runtime(out.runtime_version, out.driver_version, out.devices, out.status, error)
 
@@ -151,20 +155,29 @@ def unavailable() -> str | None:
     return None
 
 
+def check_device(index: int) -> None:
+    devices = runtime().devices
+    if index >= devices:
+        raise UserError(f"device={index}, but this machine has {devices} CUDA device(s)")
+
+
 def kernels() -> dict[str, int]:
     """The library's streaming-kernel table: name -> bytes moved per element."""
+    cuda = lib()
     row = ffi.new("struct cxb_gpu_kernel_row *")
     out = {}
-    for i in range(lib().cxb_gpu_kernel_count()):
-        _check(lib().cxb_gpu_kernel_info(i, row), "cxb_gpu_kernel_info")
+    for i in range(cuda.cxb_gpu_kernel_count()):
+        _check(cuda.cxb_gpu_kernel_info(i, row), "cxb_gpu_kernel_info")
         out[ffi.string(row.name).decode()] = row.bytes_per_element
     return out
 
 
 def device(index: int) -> dict:
+    cuda = lib()
     d = ffi.new("struct cxb_gpu_device *")
-    _check(lib().cxb_gpu_device_info(index, d), f"device {index}")
-    fields = ("major", "minor", "sms", "l2_bytes", "max_threads_per_sm", "clock_khz",
+    _check(cuda.cxb_gpu_device_info(index, d), f"device {index}")
+    fields = ("major", "minor", "sms", "l2_bytes", "max_threads_per_sm", "max_blocks_per_sm",
+              "clock_khz",
               "memory_clock_khz", "bus_width_bits", "ecc", "pci_domain", "pci_bus",
               "pci_device", "memory_bytes")
     return {"index": index, "name": ffi.string(d.name).decode(),
@@ -189,3 +202,22 @@ def stream(kernel: str, n: int, blocks: int, threads: int, reps: int,
     a.blocks, a.threads, a.reps, a.ns = blocks, threads, reps, ns
     _check(lib().cxb_gpu_stream(a), f"gpu stream {kernel}")
     return StreamResult(list(ns), int(a.bad), float(a.sum), float(a.want_sum))
+
+
+DIRECTIONS = ("h2d", "d2h", "bidir")
+HOST_KINDS = ("pageable", "registered", "pinned", "wc")
+
+
+def copy(direction: str, host_kind: str, nbytes: int, reps: int, host_addr: int = 0,
+         device_index: int = 0) -> tuple[list[int], int]:
+    """reps timed copies of nbytes (each way, for bidir) between the device and host memory
+    of host_kind; pageable and registered copy from host_addr (2 x nbytes for bidir),
+    memory the caller placed. (each repetition's ns, bytes found wrong after them)."""
+    cuda = lib()
+    a = ffi.new("struct cxb_gpu_copy_args *")
+    ns = ffi.new("unsigned long long[]", reps)
+    a.device, a.direction = device_index, DIRECTIONS.index(direction)
+    a.host_kind, a.host = HOST_KINDS.index(host_kind), ffi.cast("void *", host_addr)
+    a.bytes, a.reps, a.ns = nbytes, reps, ns
+    _check(cuda.cxb_gpu_copy(a), f"gpu copy {direction} {host_kind}")
+    return list(ns), int(a.bad)

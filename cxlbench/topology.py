@@ -451,9 +451,20 @@ def _hex_or_int_text(text: str | None) -> int | None:
         return None
 
 
-GPU_QUERY = ("name", "memory.total", "pcie.link.gen.current", "pcie.link.width.current",
-             "pci.bus_id", "ecc.mode.current", "mig.mode.current", "clocks.max.sm",
-             "clocks.max.memory", "driver_version")
+GPU_QUERY = "name,memory.total,pcie.link.gen.current,pcie.link.width.current,pci.bus_id"
+# Asked apart: a driver that lacks one of these (MIG before R450) refuses the whole query.
+GPU_SETTINGS = {"ecc": "ecc.mode.current", "mig": "mig.mode.current",
+                "max_sm_clock": "clocks.max.sm", "max_memory_clock": "clocks.max.memory",
+                "driver": "driver_version"}
+
+
+def _smi(query: str) -> list[list[str]] | None:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [[x.strip() for x in line.split(",")] for line in out.strip().splitlines()]
 
 
 def _read_gpus(sysfs: Path) -> list[dict]:
@@ -462,26 +473,15 @@ def _read_gpus(sysfs: Path) -> list[dict]:
     the same device (matched by PCI address): SMs, L2, compute capability."""
     if not shutil.which("nvidia-smi"):
         return []
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(GPU_QUERY)}",
-                              "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
     gpus = []
-    for line in out.strip().splitlines():
-        f = dict(zip(GPU_QUERY, (x.strip() for x in line.split(","))))
-        bus = f["pci.bus_id"]
-        gpus.append({"name": f["name"], "memory": f["memory.total"],
-                     "pcie": f"gen{f['pcie.link.gen.current']} x{f['pcie.link.width.current']}",
-                     "bus_id": bus,
-                     "numa_node": _int(sysfs / "bus/pci/devices" / bus.lower()[-12:] /
-                                       "numa_node"),
-                     **{key: f[q] for key, q in (("ecc", "ecc.mode.current"),
-                                                 ("mig", "mig.mode.current"),
-                                                 ("max_sm_clock", "clocks.max.sm"),
-                                                 ("max_memory_clock", "clocks.max.memory"),
-                                                 ("driver", "driver_version")) if q in f}})
+    for name, memory, gen, width, bus in _smi(GPU_QUERY) or []:
+        numa = _int(sysfs / "bus/pci/devices" / bus.lower()[-12:] / "numa_node")
+        gpus.append({"name": name, "memory": memory, "pcie": f"gen{gen} x{width}",
+                     "bus_id": bus, "numa_node": numa})
+    settings = _smi(",".join(GPU_SETTINGS.values()))
+    if settings and len(settings) == len(gpus):     # the same GPUs, in the same order
+        for g, values in zip(gpus, settings):
+            g.update(zip(GPU_SETTINGS, values))
     _add_cuda_facts(gpus)
     return gpus
 
@@ -501,7 +501,10 @@ def _add_cuda_facts(gpus: list[dict]) -> None:
         return
     by_address = {_pci_address(g["bus_id"]): g for g in gpus}
     for index in range(gpu.runtime().devices):
-        d = gpu.device(index)
+        try:
+            d = gpu.device(index)
+        except gpu.GpuError:        # a device the runtime cannot describe keeps smi's facts
+            continue
         g = by_address.get((d["pci_domain"], d["pci_bus"], d["pci_device"]))
         if g is not None:
             g["cuda"] = {k: d[k] for k in ("index", "major", "minor", "sms", "l2_bytes",

@@ -37,3 +37,28 @@ def test_every_package_is_installed():
     found = {".".join(p.parent.relative_to(root).parts)
              for p in (root / "cxlbench").rglob("__init__.py")}
     assert found - listed == set()
+
+
+@pytest.mark.slow
+def test_a_plain_install_runs_and_finds_the_gpu_sources(tmp_path):
+    """`pip install .` (a wheel, not editable): the commands run from outside the
+    checkout, every module imports, and the GPU library's sources are the installed ones."""
+    import os
+    import sys
+    root = NATIVE.parent
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                        str(tmp_path / "w"), str(root)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (wheel,) = (tmp_path / "w").glob("cxlbench-*.whl")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--target", str(tmp_path / "t"), str(wheel)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "t")}
+    for args in (["-m", "cxlbench", "--help"], ["-m", "cxlbench", "list"],
+                 ["-c", "import cxlbench.cli, cxlbench.tiering.engine; from cxlbench import "
+                        "gpu; print(gpu.source_dir())"]):
+        r = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                           cwd=tmp_path, env=env)
+        assert r.returncode == 0, (args, r.stderr[-3000:])
+    assert r.stdout.strip() == str(tmp_path / "t" / "cxlbench" / "gpu_src")

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from cxlbench import emulate, results
+from cxlbench.errors import UserError
 from cxlbench.emulate import kit, topologies
 
 from .conftest import cxlbench
@@ -466,3 +467,9 @@ def test_kernel_tiering_is_set_in_the_guest_only_where_asked():
     assert lines.index("set -ex") < lines.index(topo.guest_setup(params)[-1]) < at[0]
     assert at[-1] < lines.index("set +ex") < next(i for i, line in enumerate(lines)
                                                   if "cxlbench.emulate.probe" in line)
+
+
+def test_kernel_tiering_is_refused_where_the_far_node_shares_node_0s_tier():
+    with pytest.raises(UserError, match="--kernel-tiering: topology hmat's far node is in "
+                                        "the same memory tier"):
+        emulate.run("hmat", {}, ["topology"], kernel_tiering=True)

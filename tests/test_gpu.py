@@ -6,8 +6,9 @@ import shutil
 import pytest
 
 from cxlbench import gpu
-from cxlbench.benchmarks import gpu_stream
+from cxlbench.benchmarks import gpu_copy, gpu_stream
 from cxlbench.errors import CheckError, UserError
+from cxlbench.topology import Topology
 
 from .conftest import cxlbench
 from .test_run import run_dirs
@@ -79,19 +80,30 @@ def test_no_gpu_here_is_a_skip_with_the_reason():
 
 
 @needs_nvcc
-def test_the_gpu_suite_runs_every_case_as_unsupported_here(tmp_path):
-    if gpu.unavailable() is None:
+def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
+    """The gpu suite's every case is listed as skipped; a run of one case of each GPU
+    benchmark records them unsupported, with the reason, and exits 0."""
+    why = gpu.unavailable()
+    if why is None:
         pytest.skip("this machine has a GPU")
-    r = cxlbench("run", "gpu", "--results-dir", str(tmp_path))
+    r = cxlbench("run", "gpu", "--dry-run", "--results-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert "UNSUPPORTED: " + gpu.unavailable() in r.stdout
-    assert len(run_dirs(tmp_path)) == 1
-    assert "(32 cases, 0 failed)" in r.stdout + r.stderr
+    cases = [line for line in r.stdout.splitlines() if "/" in line.split(" ")[0]]
+    nodes = len(Topology.read(probe_gpus=False).memory_nodes)      # copies: bind:*
+    assert len(cases) == 7 + 25 + 36 * nodes + 36
+    assert r.stderr.count(f"skipped: {why}") == len(cases)
+    suite = tmp_path / "two.toml"
+    suite.write_text('[stream]\nbench = "gpu_stream"\n[copy]\nbench = "gpu_copy"\n'
+                     'host = "pinned"\n')
+    r = cxlbench("run", str(suite), "--results-dir", str(tmp_path / "r"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("UNSUPPORTED: " + why) == 2
+    assert len(run_dirs(tmp_path / "r")) == 1
 
 
 # ---- the benchmark's arithmetic, on a stand-in for the library ------------------------------
 H200 = {"index": 0, "name": "NVIDIA H200", "major": 9, "minor": 0, "sms": 132,
-        "max_threads_per_sm": 2048, "l2_bytes": 50 << 20}
+        "max_threads_per_sm": 2048, "max_blocks_per_sm": 32, "l2_bytes": 50 << 20}
 
 
 def params(**over):
@@ -113,7 +125,8 @@ def fake(monkeypatch, ns, bad=0):
 
 
 @pytest.mark.parametrize("threads,per_sm,blocks", [(256, "full", 8 * 132), (1024, "full", 264),
-                                                   (64, 3, 396), (128, 32, 32 * 132)])
+                                                   (32, "full", 32 * 132), (64, 3, 396),
+                                                   (128, 32, 32 * 132)])
 def test_the_grid_is_blocks_per_sm_times_sms(threads, per_sm, blocks):
     assert gpu_stream.grid(params(threads=threads, blocks_per_sm=per_sm), H200) == blocks
 
@@ -149,9 +162,66 @@ def test_threads_must_be_whole_warps(monkeypatch):
     monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
     with pytest.raises(UserError, match="threads=48 is not whole warps"):
         gpu_stream.check(params(threads=48), None)
-    with pytest.raises(UserError, match="device=1, but this machine has 1 CUDA device"):
+    with pytest.raises(UserError, match="^device=1, but this machine has 1 CUDA device"):
         gpu_stream.check(params(device=1), None)
     gpu_stream.check(params(), None)
+
+
+# ---- copies --------------------------------------------------------------------------------
+def copy_params(**over):
+    p = {k: o.default for k, o in gpu_copy.OPTIONS.items()}
+    p.update(size=1 << 20, repeat=3, warmup=2, mem="local", page="4k")
+    p.update(over)
+    return p
+
+
+@pytest.mark.parametrize("host,placed", [("pageable", True), ("registered", True),
+                                         ("pinned", False), ("wc", False)])
+def test_only_pageable_and_registered_copies_place_a_host_buffer(host, placed):
+    p = copy_params(host=host)
+    assert gpu_copy.buffers_of(p) == (("host",) if placed else ())
+    assert set(gpu_copy.unused(p)) == (set() if placed else {"mem", "page"})
+
+
+@pytest.mark.parametrize("direction,each,moved", [("h2d", 1 << 20, 1 << 20),
+                                                  ("bidir", 2 << 20, 2 << 20)])
+def test_a_copy_times_every_repetition_in_one_call_from_the_placed_buffer(
+        monkeypatch, direction, each, moved):
+    """bidir's host side is twice the size (one half each way) and its GB/s counts both
+    halves; the warm-up copies are timed in the same call but not kept."""
+    calls = []
+
+    def copy(direction_, host, nbytes, reps, addr, device_index):
+        calls.append((direction_, host, nbytes, reps, addr, device_index))
+        return [5, 5, 1000, 2000, 4000], 0
+    monkeypatch.setattr(gpu, "copy", copy)
+    monkeypatch.setattr(gpu, "device", lambda i: {**H200, "index": i})
+    m = gpu_copy.run(copy_params(direction=direction))
+    ((d, host, nbytes, reps, addr, _),) = calls
+    assert (d, host, nbytes, reps) == (direction, "registered", 1 << 20, 5)
+    (v,) = m.placement["verified"]
+    assert v["buffer"] == "host" and v["ok"] and addr != 0
+    assert m.info["bytes"] == moved
+    assert [r["bandwidth"] for r in m.reps] == [moved / 1000, moved / 2000, moved / 4000]
+    assert [r["time"] for r in m.reps] == [1.0, 2.0, 4.0]
+
+
+def test_a_copy_with_wrong_bytes_fails_the_case(monkeypatch):
+    monkeypatch.setattr(gpu, "copy", lambda *a: ([1000] * 5, 3))
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    with pytest.raises(CheckError, match="gpu_copy h2d pinned: 3 of 1048576 bytes"):
+        gpu_copy.run(copy_params(host="pinned"))
+
+
+@needs_nvcc
+def test_the_library_refuses_bad_copy_arguments_and_reports_cuda_errors():
+    """Arguments out of range are refused before CUDA is asked; without a GPU the first
+    CUDA call's error comes back in words."""
+    with pytest.raises(gpu.GpuError, match="cxb_gpu_copy: direction, host kind, bytes"):
+        gpu.copy("h2d", "pageable", 4096, 1, 0)           # pageable needs memory
+    if gpu.unavailable() is not None:
+        with pytest.raises(gpu.GpuError, match=r"cudaSetDevice.*\(CUDA error \d+\)"):
+            gpu.copy("h2d", "pinned", 4096, 1)
 
 
 # ---- on a GPU ------------------------------------------------------------------------------
@@ -171,3 +241,32 @@ def test_read_sums_to_its_closed_form_on_the_gpu():
     """read over n elements of 0.1, reduced by blocks and then on the host: n x 0.1."""
     r = gpu.stream("read", 1 << 20, 132, 256, 2)
     assert r.bad == 0 and r.total == pytest.approx(0.1 * (1 << 20), rel=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("host", gpu.HOST_KINDS)
+@pytest.mark.parametrize("direction", gpu.DIRECTIONS)
+def test_every_copy_runs_and_checks_on_the_gpu(direction, host):
+    """16 MiB each way from the kind of host memory, every byte checked; any PCIe or
+    NVLink-C2C link moves more than 1 GB/s."""
+    m = gpu_copy.run(copy_params(direction=direction, host=host, size=16 << 20))
+    assert m.status == "ok", m.error
+    print(direction, host, [round(r["bandwidth"], 1) for r in m.reps], "GB/s")
+    assert min(r["bandwidth"] for r in m.reps) > 1
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_writes_nothing_is_caught(private_sources):
+    """add rebuilt to write nothing: c keeps its start value, which the static check holds
+    apart from add's result, so the case fails."""
+    src = private_sources / "stream.cu"
+    text = src.read_text()
+    body = "GRID_STRIDE(i, n) c[i] = a[i] + b[i];"
+    assert body in text
+    src.write_text(text.replace(body, "(void)a; (void)b; (void)c; (void)n;"))
+    gpu._loaded.cache_clear()
+    try:
+        with pytest.raises(CheckError, match="gpu_stream add: .* elements off"):
+            gpu_stream.run(params(kernel="add", size=16 << 20))
+    finally:
+        gpu._loaded.cache_clear()

@@ -1336,6 +1336,8 @@ def test_a_measured_tier_carries_its_loaded_latency_curve():
         (0.0, 100.0), (10.0, 100.0), (20.0, 150.0), (30.0, 400.0)))
     assert model.measured_tier(df, 1).curve == ((5.0, 300.0),)
     assert model.loaded_curve(measured(0), 0) == ()
+    idle_only = pd.DataFrame(measured(0).to_dict("records") + loaded_rows(0, [(0.0, 100.0)]))
+    assert model.loaded_curve(idle_only, 0) == ()      # one point at no load: no curve
 
 
 def test_tiers_from_a_run_with_curves_and_an_option_over_one(monkeypatch):

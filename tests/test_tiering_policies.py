@@ -560,14 +560,17 @@ def test_loaded_latency_and_balance():
 
 
 def test_loaded_latency_follows_a_measured_curve():
-    """Between the points, linear; below the first, the first's; past the last, stretched
-    in proportion to the load (saturated: Little's law); the idle figures unused."""
-    tier = Tier(100.0, 10.0, curve=((0.0, 90.0), (4.0, 110.0), (8.0, 200.0)))
+    """Between the points, linear; below the first, the first's; past the last, the
+    queueing curve from there (the tier's 10 GB/s: 1/(1-u)), and past the tier's bandwidth
+    stretched by the load as well (saturated: Little's law); the idle latency unused."""
+    tier = Tier(100.0, 10.0, curve=((0.0, 90.0), (4.0, 110.0), (6.0, 200.0)))
     assert base.loaded_latency(tier, 0.0) == 90.0
     assert base.loaded_latency(tier, 2.0) == pytest.approx(100.0)
-    assert base.loaded_latency(tier, 6.0) == pytest.approx(155.0)
-    assert base.loaded_latency(tier, 8.0) == pytest.approx(200.0)
-    assert base.loaded_latency(tier, 16.0) == pytest.approx(400.0)
+    assert base.loaded_latency(tier, 5.0) == pytest.approx(155.0)
+    assert base.loaded_latency(tier, 6.0) == pytest.approx(200.0)
+    # 8 GB/s: 200 x (1 / 0.2) / (1 / 0.4); 16 GB/s: capped at 0.95 busy, then x 1.6.
+    assert base.loaded_latency(tier, 8.0) == pytest.approx(400.0)
+    assert base.loaded_latency(tier, 16.0) == pytest.approx(200.0 * 20 / 2.5 * 1.6)
     assert base.loaded_latency(Tier(100.0, 10.0, curve=((2.0, 95.0),)), 1.0) == 95.0
 
 

@@ -112,10 +112,11 @@ def test_gpu_facts_from_nvidia_smi_and_the_runtime(machines, monkeypatch, tmp_pa
     facts of the device at the same PCI address (CUDA numbers devices its own way)."""
     from cxlbench import gpu as gpu_lib
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:17:00.0, "
-                   "Enabled, Disabled, 1980 MHz, 3201 MHz, 570.86'\n"
-                   "echo 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:9A:00.0, "
-                   "Enabled, Enabled, 1980 MHz, 3201 MHz, 570.86'\n")
+    smi.write_text("#!/bin/sh\ncase \"$1\" in *name*)\n"
+                   "echo 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:17:00.0'\n"
+                   "echo 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:9A:00.0';;\n*)\n"
+                   "echo 'Enabled, Disabled, 1980 MHz, 3201 MHz, 570.86'\n"
+                   "echo 'Enabled, Enabled, 1980 MHz, 3201 MHz, 570.86';;\nesac\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(gpu_lib, "unavailable", lambda: None)
@@ -133,6 +134,18 @@ def test_gpu_facts_from_nvidia_smi_and_the_runtime(machines, monkeypatch, tmp_pa
     assert (first["cuda"]["index"], first["cuda"]["sms"]) == (1, 66)       # bus 17
     assert (second["cuda"]["index"], second["cuda"]["sms"]) == (0, 132)    # bus 9A
     assert first["cuda"]["l2_bytes"] == 50 << 20
+    # A driver that refuses the settings' query keeps the GPUs, without settings; a device
+    # the runtime cannot describe keeps nvidia-smi's facts.
+    smi.write_text("#!/bin/sh\ncase \"$1\" in *name*)\n"
+                   "echo 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:17:00.0';;\n"
+                   "*) echo 'Field \"mig.mode.current\" is not a valid field'; exit 2;;\n"
+                   "esac\n")
+
+    def broken(i):
+        raise gpu_lib.GpuError("device 0: no")
+    monkeypatch.setattr(gpu_lib, "device", broken)
+    (only,) = Topology.read(root / "sys", root / "proc").gpus
+    assert only["pcie"] == "gen5 x16" and "mig" not in only and "cuda" not in only
 
 
 def test_render_reads_like_numactl(topo):

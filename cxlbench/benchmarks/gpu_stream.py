@@ -28,7 +28,7 @@ OPTIONS = {
     "threads": Option("threads", "int", 256, "threads per block (whole warps)", min=32,
                       max=1024, expand={"sweep": (64, 128, 256, 512, 1024)}),
     "blocks_per_sm": Option("blocks_per_sm", "int", "full", "blocks per SM (full: as many as "
-                            "the SM holds at these threads)", min=1, max=1 << 16,
+                            "the SM holds at once at these threads)", min=1, max=1 << 16,
                             words=("full",), expand={"sweep": (1, 2, 4, 8, 16, 32)}),
     "device": Option("device", "int", 0, "the CUDA device", min=0),
     **pick("repeat", "warmup", "timeout", repeat=20, warmup=2),
@@ -43,16 +43,14 @@ def check(params: dict, topology) -> None:
     if params["threads"] % 32:
         raise UserError(f"gpu_stream: threads={params['threads']} is not whole warps "
                         "(a multiple of 32)")
-    devices = gpu.runtime().devices
-    if params["device"] >= devices:
-        raise UserError(f"gpu_stream: device={params['device']}, but this machine has "
-                        f"{devices} CUDA device(s)")
+    gpu.check_device(params["device"])
 
 
 def grid(params: dict, dev: dict) -> int:
     per_sm = params["blocks_per_sm"]
-    if per_sm == "full":
-        per_sm = max(1, dev["max_threads_per_sm"] // params["threads"])
+    if per_sm == "full":        # resident at once: threads and the blocks' own limit
+        per_sm = max(1, min(dev["max_threads_per_sm"] // params["threads"],
+                            dev["max_blocks_per_sm"]))
     return per_sm * dev["sms"]
 
 

@@ -98,6 +98,12 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
     """Boot the guest, run `cxlbench COMMAND` inside, relay its output; its exit code."""
     topo = get(topology)
     params = topo.resolve(overrides)
+    if kernel_tiering and not topo.cxl_devices:
+        # Linux puts only dax/kmem memory (the CXL topologies') in a lower tier: an
+        # HMAT-only far node shares node 0's, and nothing would ever be demoted to it.
+        raise UserError(f"--kernel-tiering: topology {topology}'s far node is in the same "
+                        "memory tier as node 0 (Linux tiers only CXL (dax/kmem) memory "
+                        "lower): use a cxl topology")
     missing = missing_requirements(topology)
     if missing:
         raise UserError("emulation needs " + "; ".join(missing))

@@ -104,7 +104,8 @@ def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], .
     """The node's loaded-latency curve from the run's loaded_latency cases with both the
     chase and a read load bound to it: each case's median load (GB/s) and latency (ns),
     by rising load, each latency at least the one before (noise would otherwise make a
-    tier faster under more load). Empty where the run has no such cases."""
+    tier faster under more load). Empty where the run has no such cases, or only idle
+    ones."""
     sel = frame["benchmark"] == "loaded_latency"
     for column, value in (("mem", f"bind:{node}"), ("mix", "read")):
         sel &= frame[column].astype(str) == value if column in frame else False
@@ -117,6 +118,8 @@ def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], .
     if not {"latency", "bandwidth"} <= set(per.columns):
         return ()
     per = per.dropna(subset=["latency", "bandwidth"]).sort_values("bandwidth")
+    if per.empty or per["bandwidth"].iloc[-1] <= 0:     # idle cases only: no curve
+        return ()
     rising = np.maximum.accumulate(per["latency"].to_numpy())
     return tuple((float(g), float(n)) for g, n in zip(per["bandwidth"], rising))
 

@@ -21,6 +21,7 @@ struct cxb_gpu_device {
     int sms;
     int l2_bytes;
     int max_threads_per_sm;
+    int max_blocks_per_sm;
     int clock_khz;
     int memory_clock_khz;
     int bus_width_bits;
@@ -53,11 +54,30 @@ struct cxb_gpu_stream_args {
     double want_sum;            /* out: what that sum should be */
 };
 
+/* Host-device copies with cudaMemcpyAsync (the copy engines): direction 0 host to device, 1
+ * device to host, 2 both at once on two streams (host and host + bytes, two device buffers).
+ * host_kind 0: the caller's memory as it is (pageable), 1: the caller's memory registered
+ * (cudaHostRegister) for the call, 2: pinned memory the library allocates (cudaHostAlloc),
+ * 3: the same write-combined. Each repetition is timed from an event before the first copy
+ * to the last stream's event after its copy. The bytes are a pattern the library writes
+ * before the timing and compares, every byte, after it: bad counts those that differ. */
+struct cxb_gpu_copy_args {
+    int device;
+    int direction;
+    int host_kind;
+    void *host;                 /* kinds 0 and 1: bytes (x 2 for both directions) */
+    unsigned long long bytes;
+    int reps;
+    unsigned long long *ns;
+    unsigned long long bad;     /* out */
+};
+
 int cxb_gpu_kernel_count(void);
 int cxb_gpu_kernel_info(int i, struct cxb_gpu_kernel_row *out);
 int cxb_gpu_info(struct cxb_gpu_info *out);
 int cxb_gpu_device_info(int device, struct cxb_gpu_device *out);
 int cxb_gpu_stream(struct cxb_gpu_stream_args *args);
+int cxb_gpu_copy(struct cxb_gpu_copy_args *args);
 const char *cxb_gpu_error(void);
 
 #endif

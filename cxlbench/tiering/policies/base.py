@@ -166,16 +166,23 @@ def promote(fast: np.ndarray, capacity: int, want: np.ndarray, scores: np.ndarra
     return moves
 
 
+def queueing(tier: Tier, offered_gbs: float) -> float:
+    """How much a load stretches latency: 1 / (1 - utilisation), the utilisation capped at
+    0.95 so that an overloaded tier is slow (20x) but finite."""
+    return 1.0 / (1.0 - min(0.95, offered_gbs / tier.bandwidth))
+
+
 def loaded_latency(tier: Tier, offered_gbs: float) -> float:
     """A tier's latency under `offered_gbs` of load. From its measured curve where it has
-    one: between its points, linearly (below the first, the first's); past the last, the
-    last's latency stretched in proportion to the load (a saturated tier serves no more,
-    so by Little's law each access waits that much longer). Else its idle latency
-    stretched by a queueing curve, 1 / (1 - utilisation), with the utilisation capped at
-    0.95 so that an overloaded tier is slow (20x) but finite."""
-    if tier.curve:
-        gbs, ns = zip(*tier.curve)
-        if offered_gbs > gbs[-1]:
-            return ns[-1] * offered_gbs / gbs[-1]
+    one: between its points, linearly (below the first, the first's). Past its last point
+    (the load generators may not have reached the tier's bandwidth), the queueing curve
+    from there on, and past the tier's bandwidth, stretched in proportion to the load too
+    (a saturated tier serves no more: by Little's law each access waits that much
+    longer). Without a curve, the idle latency stretched by the queueing curve."""
+    if not tier.curve:
+        return tier.latency_ns * queueing(tier, offered_gbs)
+    gbs, ns = zip(*tier.curve)
+    if offered_gbs <= gbs[-1]:
         return float(np.interp(offered_gbs, gbs, ns))
-    return tier.latency_ns / (1.0 - min(0.95, offered_gbs / tier.bandwidth))
+    stretched = ns[-1] * queueing(tier, offered_gbs) / queueing(tier, gbs[-1])
+    return stretched * max(1.0, offered_gbs / tier.bandwidth)

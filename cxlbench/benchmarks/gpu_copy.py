@@ -1,0 +1,92 @@
+"""Host-device copies by the GPU's copy engines (cudaMemcpyAsync): host to device, device to
+host, or both at once, from host memory of four kinds. pageable and registered copy a
+cxlbench buffer placed, and verified, on the node `mem` names (a CXL node included):
+pageable as it is (the driver stages it through pinned buffers of its own), registered
+pinned where it lies (cudaHostRegister) for the case. pinned and wc are cudaHostAlloc'd by
+the driver, plain or write-combined, where the worker's CPU node puts them (not verified).
+Every repetition is timed by CUDA events around the copies alone; every byte is checked
+after the timing. GB/s counts the bytes copied (both directions' for bidir)."""
+from __future__ import annotations
+
+from .. import gpu
+from ..errors import CheckError
+from ..options import Option, pick
+from .common import Measurement, check_placement, measure, place, resolve_cpus
+
+NAME = "gpu_copy"
+BUFFERS = ("host",)
+DESCRIPTION = "host-device copies by the copy engines from host memory on each node, pinned, " \
+              "registered, pageable or write-combined (GB/s)"
+PLACED = ("pageable", "registered")     # the kinds whose host side is a placed buffer
+
+OPTIONS = {
+    "direction": Option("direction", "choice", "h2d", "h2d, d2h, or bidir (both at once on "
+                        "two streams)", choices=gpu.DIRECTIONS, expand={"all": gpu.DIRECTIONS}),
+    "host": Option("host", "choice", "registered", "the host memory: pageable, registered "
+                   "(a placed buffer pinned where it is), pinned or wc (cudaHostAlloc'd, "
+                   "plain or write-combined)", choices=gpu.HOST_KINDS,
+                   expand={"all": gpu.HOST_KINDS}),
+    "size": Option("size", "size", 256 << 20, "bytes copied each way", "bytes", min=4096,
+                   expand={"sweep": (4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20,
+                                     1 << 30)}),
+    "device": Option("device", "int", 0, "the CUDA device", min=0),
+    **pick("mem", "page", "cpus", "repeat", "warmup", "tolerance", "timeout", repeat=10,
+           warmup=2),
+}
+
+
+def buffers_of(params: dict) -> tuple[str, ...]:
+    return BUFFERS if params.get("host") in PLACED else ()
+
+
+def unused(params: dict) -> dict[str, str]:
+    if params["host"] in PLACED:
+        return {}
+    why = f"host={params['host']} is allocated by the CUDA driver, not placed"
+    return {"mem": why, "page": why}
+
+
+def sizes(params: dict) -> dict[str, int]:
+    return {"host": params["size"] * (2 if params["direction"] == "bidir" else 1)}
+
+
+def skip(params: dict, topology) -> str | None:
+    return gpu.unavailable()
+
+
+def check(params: dict, topology) -> None:
+    gpu.check_device(params["device"])
+    if params["host"] in PLACED:
+        check_placement(params, resolve_cpus({**params, "threads": 1}), topology,
+                        sizes(params))
+
+
+def run(params: dict) -> Measurement:
+    cpus = resolve_cpus({**params, "threads": 1})
+    bufs = place(params, cpus, sizes(params)) if params["host"] in PLACED else []
+    dev = gpu.device(params["device"])
+    moved = params["size"] * (2 if params["direction"] == "bidir" else 1)
+    reps: list[int] = []
+
+    def once() -> dict[str, float]:
+        # One library call times every repetition (the copies back to back, events
+        # around each); the rest hand out its figures in order.
+        if not reps:
+            ns, bad = gpu.copy(params["direction"], params["host"], params["size"],
+                               params["warmup"] + params["repeat"],
+                               bufs[0].addr if bufs else 0, params["device"])
+            if bad:
+                raise CheckError(f"gpu_copy {params['direction']} {params['host']}: {bad} of "
+                                 f"{moved} bytes were not what was copied")
+            if min(ns) == 0:
+                raise CheckError(f"gpu_copy: a copy of {params['size']} bytes took under "
+                                 "the events' resolution")
+            reps.extend(reversed(ns))
+        ns = reps.pop()
+        return {"bandwidth": moved / ns, "time": ns / 1e3}
+
+    m = Measurement(kernel=f"gpu_copy_{params['direction']}",
+                    isa=f"sm_{dev['major']}{dev['minor']}", cpus=cpus,
+                    units={"bandwidth": "GB/s", "time": "us"},
+                    info={"device": dev, "bytes": moved, "host": params["host"]})
+    return measure(m, params, bufs, once)

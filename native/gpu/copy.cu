@@ -1,0 +1,133 @@
+// Host-device copies by the copy engines (cudaMemcpyAsync), from host memory of four
+// kinds: the caller's as it is (pageable: the driver stages it through its own pinned
+// buffers), the caller's registered for the call (its pages pinned where they are: a
+// cxlbench buffer placed on any node, CXL nodes included), or pinned memory the library
+// allocates, plain or write-combined. Each repetition is timed by events: one before the
+// copies, one after each stream's copy; every byte is checked after the timing.
+#include <string.h>
+
+#include "internal.h"
+
+extern "C" {
+#include "cxb_gpu.h"
+}
+
+namespace {
+
+enum { H2D, D2H, BOTH };
+enum { PAGEABLE, REGISTERED, PINNED, WRITE_COMBINED };
+
+// What one case holds, released however it ends.
+struct Copy {
+    char *host = nullptr;           // the host side: bytes, or 2 x bytes for BOTH
+    bool owned = false, registered = false;
+    char *dev[2] = {nullptr, nullptr};
+    cudaStream_t stream[2] = {nullptr, nullptr};
+    cudaEvent_t start = nullptr, stop[2] = {nullptr, nullptr};
+    ~Copy() {
+        for (int i = 0; i < 2; i++) {
+            cudaFree(dev[i]);
+            if (stream[i]) cudaStreamDestroy(stream[i]);
+            if (stop[i]) cudaEventDestroy(stop[i]);
+        }
+        if (start) cudaEventDestroy(start);
+        if (registered) cudaHostUnregister(host);
+        if (owned) cudaFreeHost(host);
+    }
+};
+
+// The pattern byte at offset i of copy `which` (0: host to device, 1: device to host).
+__host__ __device__ inline unsigned char pattern(unsigned long long i, int which) {
+    return (unsigned char)((i * 131u + (i >> 12) * 7u + which * 61u + 17u) & 0xff);
+}
+
+__global__ void fill(unsigned char *p, unsigned long long n, int which) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        p[i] = pattern(i, which);
+}
+
+__global__ void count_wrong(const unsigned char *p, unsigned long long n, int which,
+                            unsigned long long *bad) {
+    unsigned long long mine = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        mine += p[i] != pattern(i, which);
+    if (mine) atomicAdd(bad, mine);
+}
+
+}  // namespace
+
+int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
+    if (a->direction < H2D || a->direction > BOTH || a->host_kind < PAGEABLE ||
+        a->host_kind > WRITE_COMBINED || a->bytes == 0 || a->reps < 1 ||
+        (a->host_kind <= REGISTERED && a->host == nullptr))
+        return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: direction, host kind, "
+                            "bytes, reps or host memory out of range");
+    CK(cudaSetDevice(a->device));
+    const unsigned long long n = a->bytes;
+    const size_t host_bytes = a->direction == BOTH ? 2 * n : n;
+    Copy c;
+    if (a->host_kind <= REGISTERED) {
+        c.host = (char *)a->host;
+        if (a->host_kind == REGISTERED) {
+            CK(cudaHostRegister(c.host, host_bytes, cudaHostRegisterDefault));
+            c.registered = true;
+        }
+    } else {
+        CK(cudaHostAlloc((void **)&c.host, host_bytes,
+                         a->host_kind == WRITE_COMBINED ? cudaHostAllocWriteCombined
+                                                        : cudaHostAllocDefault));
+        c.owned = true;
+    }
+    // Copy 0 goes host to device (host[0, n) -> dev[0]), copy 1 device to host
+    // (dev[1] -> host[n, 2n) for BOTH, host[0, n) for D2H).
+    const bool up = a->direction != D2H, down = a->direction != H2D;
+    char *down_host = c.host + (a->direction == BOTH ? n : 0);
+    if (up) {
+        for (unsigned long long i = 0; i < n; i++) c.host[i] = (char)pattern(i, 0);
+        CK(cudaMalloc((void **)&c.dev[0], n));
+    }
+    if (down) {
+        CK(cudaMalloc((void **)&c.dev[1], n));
+        fill<<<256, 256>>>((unsigned char *)c.dev[1], n, 1);
+        CK(cudaGetLastError());
+        memset(down_host, 0, n);
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaEventCreate(&c.start));
+    for (int i = 0; i < 2; i++) {
+        CK(cudaStreamCreateWithFlags(&c.stream[i], cudaStreamNonBlocking));
+        CK(cudaEventCreate(&c.stop[i]));
+    }
+    for (int r = 0; r < a->reps; r++) {
+        CK(cudaEventRecord(c.start, c.stream[0]));
+        CK(cudaStreamWaitEvent(c.stream[1], c.start, 0));
+        if (up) CK(cudaMemcpyAsync(c.dev[0], c.host, n, cudaMemcpyHostToDevice, c.stream[0]));
+        if (down)
+            CK(cudaMemcpyAsync(down_host, c.dev[1], n, cudaMemcpyDeviceToHost, c.stream[1]));
+        CK(cudaEventRecord(c.stop[0], c.stream[0]));
+        CK(cudaEventRecord(c.stop[1], c.stream[1]));
+        float ms[2] = {0, 0};
+        for (int i = 0; i < 2; i++) {
+            CK(cudaEventSynchronize(c.stop[i]));
+            CK(cudaEventElapsedTime(&ms[i], c.start, c.stop[i]));
+        }
+        a->ns[r] = (unsigned long long)((ms[0] > ms[1] ? ms[0] : ms[1]) * 1e6 + 0.5);
+    }
+    // The check reads on the device: the host side comes back by DMA first (a CPU reading
+    // write-combined memory would take minutes for a large copy).
+    unsigned long long *bad;
+    CK(cudaMalloc((void **)&bad, sizeof *bad));
+    cudaError_t e = cudaMemset(bad, 0, sizeof *bad);
+    if (e == cudaSuccess && up) count_wrong<<<256, 256>>>((unsigned char *)c.dev[0], n, 0, bad);
+    if (e == cudaSuccess && down) {
+        e = cudaMemcpy(c.dev[1], down_host, n, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) count_wrong<<<256, 256>>>((unsigned char *)c.dev[1], n, 1, bad);
+    }
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpy(&a->bad, bad, sizeof *bad, cudaMemcpyDeviceToHost);
+    cudaFree(bad);
+    CK(e);
+    return 0;
+}
