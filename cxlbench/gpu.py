@@ -221,3 +221,19 @@ def copy(direction: str, host_kind: str, nbytes: int, reps: int, host_addr: int 
     a.bytes, a.reps, a.ns = nbytes, reps, ns
     _check(cuda.cxb_gpu_copy(a), f"gpu copy {direction} {host_kind}")
     return list(ns), int(a.bad)
+
+
+ZERO_COPY_OPS = ("read", "write", "chase")
+
+
+def zero_copy(op: str, host_addr: int, nbytes: int, reps: int, blocks: int = 1,
+              threads: int = 32, hops: int = 0, device_index: int = 0) -> tuple[list[int], int]:
+    """reps timed launches of the GPU reading, writing or chasing through nbytes of host
+    memory at host_addr (the caller's, placed): (each launch's ns, the check's bad count)."""
+    cuda = lib()
+    a = ffi.new("struct cxb_gpu_zero_copy_args *")
+    ns = ffi.new("unsigned long long[]", reps)
+    a.device, a.op, a.host = device_index, ZERO_COPY_OPS.index(op), ffi.cast("void *", host_addr)
+    a.bytes, a.blocks, a.threads, a.hops, a.reps, a.ns = nbytes, blocks, threads, hops, reps, ns
+    _check(cuda.cxb_gpu_zero_copy(a), f"gpu zero-copy {op}")
+    return list(ns), int(a.bad)

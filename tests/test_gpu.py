@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from cxlbench import gpu
-from cxlbench.benchmarks import gpu_copy, gpu_stream
+from cxlbench.benchmarks import gpu_copy, gpu_stream, gpu_zero_copy
 from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
@@ -90,7 +90,7 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
     assert r.returncode == 0, r.stderr
     cases = [line for line in r.stdout.splitlines() if "/" in line.split(" ")[0]]
     nodes = len(Topology.read(probe_gpus=False).memory_nodes)      # copies: bind:*
-    assert len(cases) == 7 + 25 + 36 * nodes + 36
+    assert len(cases) == 7 + 25 + 36 * nodes + 36 + 3 * nodes
     assert r.stderr.count(f"skipped: {why}") == len(cases)
     suite = tmp_path / "two.toml"
     suite.write_text('[stream]\nbench = "gpu_stream"\n[copy]\nbench = "gpu_copy"\n'
@@ -154,7 +154,7 @@ def test_a_kernel_off_its_value_fails_the_case(monkeypatch):
 
 def test_a_launch_below_the_events_resolution_fails_the_case(monkeypatch):
     fake(monkeypatch, [1000, 1000, 0, 1000, 1000])
-    with pytest.raises(CheckError, match="under the events' resolution"):
+    with pytest.raises(CheckError, match="under the CUDA events. resolution"):
         gpu_stream.run(params())
 
 
@@ -224,6 +224,48 @@ def test_the_library_refuses_bad_copy_arguments_and_reports_cuda_errors():
             gpu.copy("h2d", "pinned", 4096, 1)
 
 
+# ---- zero-copy -------------------------------------------------------------------------------
+def zc_params(**over):
+    p = {k: o.default for k, o in gpu_zero_copy.OPTIONS.items()}
+    p.update(size=1 << 20, repeat=3, warmup=1, mem="local", page="4k")
+    p.update(over)
+    return p
+
+
+@pytest.mark.parametrize("op,blocks,threads,figure", [
+    ("read", 8 * 132, 256, {"bandwidth": (1 << 20) / 2000}),
+    ("write", 8 * 132, 256, {"bandwidth": (1 << 20) / 2000}),
+    ("chase", 1, 32, {"latency": 2000 / 20000})])
+def test_zero_copy_figures_from_one_call_over_the_placed_buffer(monkeypatch, op, blocks,
+                                                                 threads, figure):
+    """read and write: the buffer's bytes over each launch; chase: each launch over its
+    hops, one thread (the library takes whole warps, launches one)."""
+    calls = []
+
+    def zero_copy(op_, addr, nbytes, reps, blocks_, threads_, hops, device_index):
+        calls.append((op_, nbytes, reps, blocks_, threads_, hops))
+        assert addr != 0
+        return [9, 2000, 2000, 2000], 0
+    monkeypatch.setattr(gpu, "zero_copy", zero_copy)
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    m = gpu_zero_copy.run(zc_params(op=op))
+    assert calls == [(op, 1 << 20, 4, blocks, threads, 20000)]
+    assert m.reps == [figure] * 3 and m.status == "ok"
+    assert m.placement["verified"][0]["buffer"] == "host"
+    assert set(gpu_zero_copy.unused(zc_params(op=op))) == (
+        {"threads", "blocks_per_sm"} if op == "chase" else {"hops"})
+
+
+@pytest.mark.parametrize("op,words", [("read", "read a sum other"),
+                                      ("write", "left 5 doubles unwritten"),
+                                      ("chase", "ended its chase elsewhere")])
+def test_a_zero_copy_check_that_fails_fails_the_case(monkeypatch, op, words):
+    monkeypatch.setattr(gpu, "zero_copy", lambda *a: ([1000] * 4, 5))
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    with pytest.raises(CheckError, match=f"gpu_zero_copy {op}: the GPU {words}"):
+        gpu_zero_copy.run(zc_params(op=op))
+
+
 # ---- on a GPU ------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", list(gpu_stream.KERNELS))
@@ -270,3 +312,17 @@ def test_a_kernel_that_writes_nothing_is_caught(private_sources):
             gpu_stream.run(params(kernel="add", size=16 << 20))
     finally:
         gpu._loaded.cache_clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", gpu.ZERO_COPY_OPS)
+def test_zero_copy_runs_and_checks_on_the_gpu(op):
+    """16 MiB of local host memory read, written and chased in place by the GPU; a load
+    across any link takes over 100 ns and the streams move over 0.5 GB/s."""
+    m = gpu_zero_copy.run(zc_params(op=op, size=16 << 20, hops=2000))
+    assert m.status == "ok", m.error
+    print(op, m.reps)
+    if op == "chase":
+        assert min(r["latency"] for r in m.reps) > 100
+    else:
+        assert min(r["bandwidth"] for r in m.reps) > 0.5

@@ -162,6 +162,23 @@ def place(params: dict, cpus: list[int], buffers: tuple[str, ...] | dict[str, in
     return out
 
 
+def replay(timed: Callable[[], list], figures: Callable[[object], dict[str, float]]
+           ) -> Callable[[], dict[str, float]]:
+    """once() for measure() where one call of C times every repetition itself (the GPU's
+    launches, events around each): the first once() makes that call (`timed()`, each
+    repetition's time in order, warm-ups first), each once() hands out the next's figures."""
+    left: list = []
+    started = False
+
+    def once() -> dict[str, float]:
+        nonlocal started
+        if not started:
+            started = True
+            left.extend(reversed(timed()))
+        return figures(left.pop())
+    return once
+
+
 def measure(m: Measurement, params: dict, buffers: list[Buffer],
             once: Callable[[], dict[str, float]]) -> Measurement:
     """Warm up, repeat, then verify placement again. A placement that drifted, or huge

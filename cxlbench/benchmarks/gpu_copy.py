@@ -9,9 +9,10 @@ after the timing. GB/s counts the bytes copied (both directions' for bidir)."""
 from __future__ import annotations
 
 from .. import gpu
+from .gpu_stream import checked_times
 from ..errors import CheckError
 from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
 
 NAME = "gpu_copy"
 BUFFERS = ("host",)
@@ -66,27 +67,19 @@ def run(params: dict) -> Measurement:
     bufs = place(params, cpus, sizes(params)) if params["host"] in PLACED else []
     dev = gpu.device(params["device"])
     moved = params["size"] * (2 if params["direction"] == "bidir" else 1)
-    reps: list[int] = []
 
-    def once() -> dict[str, float]:
-        # One library call times every repetition (the copies back to back, events
-        # around each); the rest hand out its figures in order.
-        if not reps:
-            ns, bad = gpu.copy(params["direction"], params["host"], params["size"],
-                               params["warmup"] + params["repeat"],
-                               bufs[0].addr if bufs else 0, params["device"])
-            if bad:
-                raise CheckError(f"gpu_copy {params['direction']} {params['host']}: {bad} of "
-                                 f"{moved} bytes were not what was copied")
-            if min(ns) == 0:
-                raise CheckError(f"gpu_copy: a copy of {params['size']} bytes took under "
-                                 "the events' resolution")
-            reps.extend(reversed(ns))
-        ns = reps.pop()
-        return {"bandwidth": moved / ns, "time": ns / 1e3}
+    def timed() -> list[int]:
+        ns, bad = gpu.copy(params["direction"], params["host"], params["size"],
+                           params["warmup"] + params["repeat"], bufs[0].addr if bufs else 0,
+                           params["device"])
+        if bad:
+            raise CheckError(f"gpu_copy {params['direction']} {params['host']}: {bad} of "
+                             f"{moved} bytes were not what was copied")
+        return checked_times(ns, f"gpu_copy: a copy of {params['size']} bytes")
 
     m = Measurement(kernel=f"gpu_copy_{params['direction']}",
                     isa=f"sm_{dev['major']}{dev['minor']}", cpus=cpus,
                     units={"bandwidth": "GB/s", "time": "us"},
                     info={"device": dev, "bytes": moved, "host": params["host"]})
-    return measure(m, params, bufs, once)
+    return measure(m, params, bufs,
+                   replay(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))

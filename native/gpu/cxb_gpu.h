@@ -72,12 +72,32 @@ struct cxb_gpu_copy_args {
     unsigned long long bad;     /* out */
 };
 
+/* The GPU reading or writing host memory directly (zero-copy): the caller's memory,
+ * placed where it chose, registered mapped for the call. op 0 read (a sum over n doubles,
+ * checked), 1 write (every double set, checked on the host), 2 chase: one GPU thread
+ * follows a random cycle through the buffer's 64-byte lines (built by the library, one
+ * cycle through every line), `hops` dependent loads a repetition, its end checked. Each
+ * repetition is one launch between two events. */
+struct cxb_gpu_zero_copy_args {
+    int device;
+    int op;
+    void *host;
+    unsigned long long bytes;
+    int blocks;
+    int threads;
+    unsigned long long hops;
+    int reps;
+    unsigned long long *ns;
+    unsigned long long bad;     /* out */
+};
+
 int cxb_gpu_kernel_count(void);
 int cxb_gpu_kernel_info(int i, struct cxb_gpu_kernel_row *out);
 int cxb_gpu_info(struct cxb_gpu_info *out);
 int cxb_gpu_device_info(int device, struct cxb_gpu_device *out);
 int cxb_gpu_stream(struct cxb_gpu_stream_args *args);
 int cxb_gpu_copy(struct cxb_gpu_copy_args *args);
+int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *args);
 const char *cxb_gpu_error(void);
 
 #endif

@@ -1,10 +1,30 @@
-/* Shared by the library's .cu files: failing with a message cxb_gpu_error() returns. */
+/* Shared by the library's .cu files: failing with a message cxb_gpu_error() returns, the
+ * grid-stride loop and a block's sum. */
 #ifndef CXB_GPU_INTERNAL_H
 #define CXB_GPU_INTERNAL_H
 #include <cuda_runtime.h>
 
 /* Records "what: CUDA's words (CUDA error e)" and returns e. */
 int cxb_gpu_fail(cudaError_t e, const char *what);
+
+typedef unsigned long long u64;
+
+// A grid-stride loop over [0, n).
+#define GRID_STRIDE(i, n)                                              \
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < (n); \
+         i += (u64)gridDim.x * blockDim.x)
+
+// The sum of v over the block, in thread 0 (blockDim.x a multiple of 32, at most 1024).
+__device__ inline double block_sum(double v) {
+    __shared__ double warps[32];
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.0;
+    if (threadIdx.x < 32)
+        for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    return v;
+}
 
 #define CK(call)                                                   \
     do {                                                           \

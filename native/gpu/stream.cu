@@ -23,24 +23,6 @@ static_assert(apart(W, A) > 0.01 && apart(A, C) > 0.01 && apart(SCALAR * C, B) >
               apart(A + B, C) > 0.01 && apart(B + SCALAR * C, A) > 0.01,
               "a kernel's result equals its array's start value");
 
-using u64 = unsigned long long;
-
-// The sum of v over the block, in thread 0 (blockDim.x a multiple of 32, at most 1024).
-__device__ double block_sum(double v) {
-    __shared__ double warps[32];
-    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
-    if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.0;
-    if (threadIdx.x < 32)
-        for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
-    return v;
-}
-
-#define GRID_STRIDE(i, n)                                              \
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < (n); \
-         i += (u64)gridDim.x * blockDim.x)
-
 __global__ void init(double *a, double *b, double *c, u64 n) {
     GRID_STRIDE(i, n) { a[i] = A; b[i] = B; c[i] = C; }
 }

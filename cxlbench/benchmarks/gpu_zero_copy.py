@@ -1,0 +1,80 @@
+"""The GPU reading and writing host memory in place (zero-copy): a buffer placed, and
+verified, on the node `mem` names (local DRAM, a remote socket, a CXL node), registered
+mapped, then read or written by a grid of GPU threads (GB/s), or chased by one GPU thread
+through a random cycle of its 64-byte lines (ns a dependent load, across the link). Each
+repetition is one launch between two CUDA events; reads are checked by their sum, writes
+by every double, the chase by where the host, following the same cycle, ends."""
+from __future__ import annotations
+
+from .. import gpu
+from ..errors import CheckError
+from ..options import Option, pick
+from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
+from .gpu_stream import OPTIONS as STREAM_OPTIONS
+from .gpu_stream import checked_times, grid
+
+NAME = "gpu_zero_copy"
+BUFFERS = ("host",)
+DESCRIPTION = "a GPU reading, writing and chasing host memory placed on each node, in place " \
+              "(GB/s, ns a load)"
+
+OPTIONS = {
+    "op": Option("op", "choice", "read", "read or write: a grid of threads streams the "
+                 "buffer; chase: one thread's dependent loads", choices=gpu.ZERO_COPY_OPS,
+                 expand={"all": gpu.ZERO_COPY_OPS}),
+    "size": Option("size", "size", 256 << 20, "bytes of host memory", "bytes", min=4096,
+                   multiple=64),
+    "hops": Option("hops", "int", 20000, "chase: dependent loads a repetition", min=1,
+                   max=1 << 40),
+    "threads": STREAM_OPTIONS["threads"],
+    "blocks_per_sm": STREAM_OPTIONS["blocks_per_sm"],
+    "device": STREAM_OPTIONS["device"],
+    **pick("mem", "page", "cpus", "repeat", "warmup", "tolerance", "timeout", repeat=10,
+           warmup=1),
+}
+
+
+def skip(params: dict, topology) -> str | None:
+    return gpu.unavailable()
+
+
+def unused(params: dict) -> dict[str, str]:
+    if params["op"] == "chase":
+        why = "the chase is one thread"
+        return {"threads": why, "blocks_per_sm": why}
+    return {"hops": f"op={params['op']} streams the buffer once a repetition"}
+
+
+def check(params: dict, topology) -> None:
+    gpu.check_device(params["device"])
+    check_placement(params, resolve_cpus({**params, "threads": 1}), topology,
+                    {"host": params["size"]})
+
+
+def run(params: dict) -> Measurement:
+    cpus = resolve_cpus({**params, "threads": 1})
+    (buf,) = place(params, cpus, {"host": params["size"]})
+    dev = gpu.device(params["device"])
+    op, size = params["op"], params["size"]
+    blocks = grid(params, dev) if op != "chase" else 1
+    threads = params["threads"] if op != "chase" else 1
+
+    def timed() -> list[int]:
+        ns, bad = gpu.zero_copy(op, buf.addr, size, params["warmup"] + params["repeat"],
+                                blocks, max(threads, 32), params["hops"], params["device"])
+        if bad:
+            raise CheckError(f"gpu_zero_copy {op}: the GPU " + (
+                f"left {bad} doubles unwritten" if op == "write" else
+                "read a sum other than what the buffer holds" if op == "read" else
+                "ended its chase elsewhere than the host following the same cycle"))
+        return checked_times(ns, f"gpu_zero_copy {op}: a launch over {size} bytes")
+
+    if op == "chase":
+        units, figures = {"latency": "ns"}, (lambda ns: {"latency": ns / params["hops"]})
+    else:
+        units, figures = {"bandwidth": "GB/s"}, (lambda ns: {"bandwidth": size / ns})
+    m = Measurement(kernel=f"gpu_zero_copy_{op}", isa=f"sm_{dev['major']}{dev['minor']}",
+                    cpus=cpus, units=units,
+                    info={"device": dev, "bytes": size, "blocks": blocks, "threads": threads,
+                          **({"hops": params["hops"]} if op == "chase" else {})})
+    return measure(m, params, [buf], replay(timed, figures))

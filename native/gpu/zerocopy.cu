@@ -1,0 +1,124 @@
+// The GPU reading and writing host memory in place (zero-copy), over the link: the caller's
+// buffer, placed on whichever node it chose (DRAM or CXL), registered mapped for the call.
+// Bandwidth by a grid of threads, latency by one thread chasing a random cycle of lines.
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+extern "C" {
+#include "cxb_gpu.h"
+}
+
+namespace {
+
+enum { READ, WRITE, CHASE };
+constexpr double START = 0.1, WRITTEN = 0.5;
+constexpr u64 LINE_WORDS = 8;       // a 64-byte line of u64 words; a line's first word links
+
+__global__ void zc_read(const double *__restrict__ a, double *__restrict__ part, u64 n) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += a[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+__global__ void zc_write(double *__restrict__ a, u64 n) {
+    GRID_STRIDE(i, n) a[i] = WRITTEN;
+}
+
+// One thread, hops dependent loads from line `at`; where it ends, so nothing is dropped.
+__global__ void zc_chase(const volatile u64 *lines, u64 at, u64 hops, u64 *end) {
+    for (u64 h = 0; h < hops; h++) at = lines[at * LINE_WORDS];
+    *end = at;
+}
+
+// A random single cycle through all `count` lines (Sattolo's shuffle, xorshift64*).
+void link_cycle(u64 *words, u64 count) {
+    u64 *order = (u64 *)malloc(count * sizeof *order);
+    u64 x = 0x9E3779B97F4A7C15ull;
+    for (u64 i = 0; i < count; i++) order[i] = i;
+    for (u64 i = count - 1; i > 0; i--) {
+        x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+        u64 j = (x * 0x2545F4914F6CDD1Dull) % i;       // j < i: one cycle, not several
+        u64 t = order[i]; order[i] = order[j]; order[j] = t;
+    }
+    for (u64 i = 0; i < count; i++) words[order[i] * LINE_WORDS] = order[(i + 1) % count];
+    free(order);
+}
+
+// What the caller's memory holds for the call: registered, mapped, unregistered at the end.
+struct Mapped {
+    void *host = nullptr;
+    double *part = nullptr;
+    u64 *end = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Mapped() {
+        cudaFree(part);
+        cudaFree(end);
+        if (start) cudaEventDestroy(start);
+        if (stop) cudaEventDestroy(stop);
+        if (host) cudaHostUnregister(host);
+    }
+};
+
+}  // namespace
+
+int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
+    const u64 n = a->bytes / sizeof(double), lines = a->bytes / (LINE_WORDS * 8);
+    if (a->op < READ || a->op > CHASE || a->host == nullptr || lines < 2 || a->reps < 1 ||
+        a->blocks < 1 || a->threads < 32 || a->threads > 1024 || a->threads % 32 ||
+        (a->op == CHASE && a->hops == 0))
+        return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_zero_copy: op, memory, bytes "
+                            "(two lines at least), reps, grid or hops out of range");
+    CK(cudaSetDevice(a->device));
+    double *host = (double *)a->host;
+    u64 *words = (u64 *)a->host;
+    if (a->op == CHASE) link_cycle(words, lines);
+    else for (u64 i = 0; i < n; i++) host[i] = START;
+    Mapped m;
+    CK(cudaHostRegister(a->host, a->bytes, cudaHostRegisterMapped));
+    m.host = a->host;
+    void *dev = nullptr;
+    CK(cudaHostGetDevicePointer(&dev, a->host, 0));
+    CK(cudaMalloc((void **)&m.part, a->blocks * sizeof(double)));
+    CK(cudaMalloc((void **)&m.end, sizeof(u64)));
+    CK(cudaEventCreate(&m.start));
+    CK(cudaEventCreate(&m.stop));
+    auto launch = [&]() {
+        if (a->op == READ) zc_read<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
+        else if (a->op == WRITE) zc_write<<<a->blocks, a->threads>>>((double *)dev, n);
+        else zc_chase<<<1, 1>>>((const volatile u64 *)dev, 0, a->hops, m.end);
+    };
+    launch();                   // untimed: the module's kernels load at their first launch
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    for (int r = 0; r < a->reps; r++) {
+        CK(cudaEventRecord(m.start));
+        launch();
+        CK(cudaEventRecord(m.stop));
+        CK(cudaEventSynchronize(m.stop));
+        CK(cudaGetLastError());
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, m.start, m.stop));
+        a->ns[r] = (u64)(ms * 1e6 + 0.5);
+    }
+    a->bad = 0;
+    if (a->op == READ) {
+        double *part = (double *)malloc(a->blocks * sizeof(double)), sum = 0;
+        cudaError_t e = cudaMemcpy(part, m.part, a->blocks * sizeof(double),
+                                   cudaMemcpyDeviceToHost);
+        for (int i = 0; e == cudaSuccess && i < a->blocks; i++) sum += part[i];
+        free(part);
+        CK(e);
+        a->bad = !(fabs(sum - START * n) <= 1e-9 * START * n);
+    } else if (a->op == WRITE) {
+        for (u64 i = 0; i < n; i++) a->bad += host[i] != WRITTEN;
+    } else {                    // the host follows the same cycle as far
+        u64 end = 0, at = 0;
+        CK(cudaMemcpy(&end, m.end, sizeof end, cudaMemcpyDeviceToHost));
+        for (u64 h = 0; h < a->hops; h++) at = words[at * LINE_WORDS];
+        a->bad = end != at;
+    }
+    return 0;
+}
