@@ -326,3 +326,44 @@ def test_zero_copy_runs_and_checks_on_the_gpu(op):
         assert min(r["latency"] for r in m.reps) > 100
     else:
         assert min(r["bandwidth"] for r in m.reps) > 0.5
+
+
+# ---- report figures, from rows shaped as a run's summary (synthetic figures) ----------------
+def summary_rows(bench, metric, unit, cases):
+    import pandas as pd
+    rows = []
+    for i, (params, value) in enumerate(cases):
+        rows.append({"label": "lab", "machine": "lab", "run": "r1", "case": f"{bench}/{i:03}",
+                     "job": bench, "benchmark": bench, "kernel": bench, "isa": "sm_90",
+                     "cpus_used": "0", "placement_ok": True, "verified": "", "params": params,
+                     "info": {}, "metric": metric, "unit": unit, "values": [value] * 3,
+                     "median": value, "ci_low": value * 0.99, "ci_high": value * 1.01, "n": 3,
+                     "cv": 0.01, "noisy": False})
+    return pd.DataFrame(rows)
+
+
+def test_the_gpu_families_draw_their_figures():
+    """Each GPU family's figures, from rows as a run's summary holds them: the stream
+    kernels at a full grid and the occupancy sweep apart, copies against size, zero-copy
+    bandwidth and latency."""
+    import pandas as pd
+    from cxlbench.report import figures
+    stream = summary_rows("gpu_stream", "bandwidth", "GB/s", [
+        ({"kernel": k, "blocks_per_sm": "full", "threads": 256}, 4000.0)
+        for k in gpu_stream.KERNELS] + [
+        ({"kernel": "triad", "blocks_per_sm": b, "threads": t}, 1000.0 * b)
+        for b in (1, 2) for t in (128, 256)])
+    got = figures.figures_for("gpu_stream", stream, [])
+    assert [f.key for f in got] == ["gpu-stream", "gpu-occupancy"]
+    assert all(f.png.startswith(b"\x89PNG") for f in got)
+    copies = summary_rows("gpu_copy", "bandwidth", "GB/s", [
+        ({"direction": d, "host": "registered", "mem": f"bind:{n}", "size": s}, 50.0 / (n + 1))
+        for d in ("h2d", "d2h") for n in (0, 2) for s in (4096, 1 << 20, 1 << 30)])
+    assert [f.key for f in figures.figures_for("gpu_copy", copies, [])] == ["gpu-copy"]
+    zc = pd.concat([summary_rows("gpu_zero_copy", "bandwidth", "GB/s", [
+        ({"op": op, "mem": f"bind:{n}"}, 20.0) for op in ("read", "write") for n in (0, 2)]),
+        summary_rows("gpu_zero_copy", "latency", "ns", [
+            ({"op": "chase", "mem": f"bind:{n}"}, 900.0 + 300 * n) for n in (0, 2)])],
+        ignore_index=True)
+    assert [f.key for f in figures.figures_for("gpu_zero_copy", zc, [])] == \
+        ["gpu-zero-copy", "gpu-zero-copy-latency"]

@@ -636,6 +636,45 @@ def _tiering_matrix(scenarios, many: bool) -> Figure | None:
                   _png(fig))
 
 
+def gpu_stream(frame, runs):
+    """HBM bandwidth by kernel at a full grid; triad against threads per block, a line per
+    number of blocks per SM (the occupancy sweep)."""
+    full = frame["params"].map(lambda p: p.get("blocks_per_sm") == "full")
+    yield bars(frame[full], ("kernel",), "bandwidth", key="gpu-stream", family="gpu_stream",
+               title="GPU memory bandwidth by kernel",
+               measured="Bandwidth (GB/s of the bytes each kernel's row declares) of one "
+                        "launch over arrays in device memory, timed by CUDA events, at as "
+                        "many blocks as the SMs hold at once")
+    yield lines(frame[~full], "threads", "bandwidth", logx=True, xlabel="threads per block",
+                key="gpu-occupancy", family="gpu_stream", exclude=("kernel",),
+                title="GPU memory bandwidth against occupancy",
+                measured="Bandwidth (GB/s) of one kernel's launch against threads per block, "
+                         "a line per number of blocks per SM")
+
+
+def gpu_copy(frame, runs):
+    """Copy bandwidth against size, a line per direction, host memory kind and node."""
+    yield lines(frame, "size", "bandwidth", logx=True, xsize=True, xlabel="bytes each way",
+                key="gpu-copy", family="gpu_copy",
+                title="Host-device copies against size",
+                measured="Bandwidth (GB/s: bytes copied, both ways' for bidir) of "
+                         "cudaMemcpyAsync between device memory and host memory of each kind, "
+                         "placed on each node where it is a cxlbench buffer, timed by CUDA "
+                         "events")
+
+
+def gpu_zero_copy(frame, runs):
+    """The GPU streaming host memory in place, by node; its chase latency, by node."""
+    yield bars(frame, ("op",), "bandwidth", key="gpu-zero-copy", family="gpu_zero_copy",
+               title="GPU reading and writing host memory in place",
+               measured="Bandwidth (GB/s) of a grid of GPU threads reading or writing "
+                        "registered host memory placed on each node, over the link")
+    yield bars(frame, ("op",), "latency", key="gpu-zero-copy-latency",
+               family="gpu_zero_copy", title="GPU load latency to host memory",
+               measured="Time of one dependent load (ns) of one GPU thread chasing a random "
+                        "cycle of 64-byte lines through host memory placed on each node")
+
+
 def generic(frame, runs):
     family = frame["benchmark"].iloc[0]
     metric = frame["metric"].iloc[0]
