@@ -32,4 +32,37 @@ __device__ inline double block_sum(double v) {
         if (e_ != cudaSuccess) return cxb_gpu_fail(e_, #call);     \
     } while (0)
 
+// Events freed however the timing ends.
+struct Events {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+        if (start) cudaEventDestroy(start);
+        if (stop) cudaEventDestroy(stop);
+    }
+};
+
+// launch() once untimed (CUDA loads a module's kernels at their first launch, which no
+// repetition should pay for), then reps times, each between two events of its own on the
+// default stream: ns[r] each. 0, or the CUDA error.
+template <typename Launch>
+int timed_launches(Launch launch, int reps, u64 *ns) {
+    Events ev;
+    CK(cudaEventCreate(&ev.start));
+    CK(cudaEventCreate(&ev.stop));
+    launch();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(ev.start));
+        launch();
+        CK(cudaEventRecord(ev.stop));
+        CK(cudaEventSynchronize(ev.stop));
+        CK(cudaGetLastError());
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+        ns[r] = (u64)(ms * 1e6 + 0.5);
+    }
+    return 0;
+}
+
 #endif

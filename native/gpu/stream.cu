@@ -106,12 +106,7 @@ constexpr int KERNELS = sizeof TABLE / sizeof TABLE[0];
 struct Arrays {
     double *a = nullptr, *b = nullptr, *c = nullptr, *part = nullptr;
     u64 *bad = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ~Arrays() {
-        cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(part); cudaFree(bad);
-        if (start) cudaEventDestroy(start);
-        if (stop) cudaEventDestroy(stop);
-    }
+    ~Arrays() { cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(part); cudaFree(bad); }
 };
 
 }  // namespace
@@ -178,25 +173,12 @@ int cxb_gpu_stream(struct cxb_gpu_stream_args *s) {
     CK(cudaMalloc(&m.c, bytes));
     CK(cudaMalloc(&m.part, s->blocks * sizeof(double)));
     CK(cudaMalloc(&m.bad, sizeof(u64)));
-    CK(cudaEventCreate(&m.start));
-    CK(cudaEventCreate(&m.stop));
     init<<<s->blocks, s->threads>>>(m.a, m.b, m.c, s->n);
     CK(cudaGetLastError());
-    // One launch untimed: CUDA loads a module's kernels at their first launch (lazy
-    // loading), which no repetition should pay for.
-    row.launch(m.a, m.b, m.c, m.part, s->n, s->blocks, s->threads);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    for (int r = 0; r < s->reps; r++) {
-        CK(cudaEventRecord(m.start));
-        row.launch(m.a, m.b, m.c, m.part, s->n, s->blocks, s->threads);
-        CK(cudaEventRecord(m.stop));
-        CK(cudaEventSynchronize(m.stop));
-        CK(cudaGetLastError());
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, m.start, m.stop));
-        s->ns[r] = (u64)(ms * 1e6 + 0.5);
-    }
+    int rc = timed_launches(
+        [&] { row.launch(m.a, m.b, m.c, m.part, s->n, s->blocks, s->threads); }, s->reps,
+        s->ns);
+    if (rc) return rc;
     s->bad = 0;
     s->sum = 0;
     s->want_sum = 0;

@@ -52,12 +52,9 @@ struct Mapped {
     void *host = nullptr;
     double *part = nullptr;
     u64 *end = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
     ~Mapped() {
         cudaFree(part);
         cudaFree(end);
-        if (start) cudaEventDestroy(start);
-        if (stop) cudaEventDestroy(stop);
         if (host) cudaHostUnregister(host);
     }
 };
@@ -83,26 +80,12 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
     CK(cudaHostGetDevicePointer(&dev, a->host, 0));
     CK(cudaMalloc((void **)&m.part, a->blocks * sizeof(double)));
     CK(cudaMalloc((void **)&m.end, sizeof(u64)));
-    CK(cudaEventCreate(&m.start));
-    CK(cudaEventCreate(&m.stop));
-    auto launch = [&]() {
+    int rc = timed_launches([&] {
         if (a->op == READ) zc_read<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
         else if (a->op == WRITE) zc_write<<<a->blocks, a->threads>>>((double *)dev, n);
         else zc_chase<<<1, 1>>>((const volatile u64 *)dev, 0, a->hops, m.end);
-    };
-    launch();                   // untimed: the module's kernels load at their first launch
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    for (int r = 0; r < a->reps; r++) {
-        CK(cudaEventRecord(m.start));
-        launch();
-        CK(cudaEventRecord(m.stop));
-        CK(cudaEventSynchronize(m.stop));
-        CK(cudaGetLastError());
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, m.start, m.stop));
-        a->ns[r] = (u64)(ms * 1e6 + 0.5);
-    }
+    }, a->reps, a->ns);
+    if (rc) return rc;
     a->bad = 0;
     if (a->op == READ) {
         double *part = (double *)malloc(a->blocks * sizeof(double)), sum = 0;
