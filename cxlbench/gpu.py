@@ -155,6 +155,45 @@ def unavailable() -> str | None:
     return None
 
 
+def movable_only_nodes(proc_root: str = "/proc") -> set[int]:
+    """Nodes whose memory is all in ZONE_MOVABLE (CXL memory onlined by dax/kmem usually
+    is). Pinning a page for the GPU (cudaHostRegister: the driver's FOLL_LONGTERM pin)
+    first migrates it out of ZONE_MOVABLE, to a node with a normal zone: memory there can
+    be copied to and from, but not registered or read in place where it lies."""
+    present: dict[int, dict[str, int]] = {}
+    node = zone = None
+    try:
+        with open(Path(proc_root) / "zoneinfo") as f:
+            for line in f:
+                words = line.split()
+                if line.startswith("Node ") and len(words) >= 4:
+                    node, zone = int(words[1].rstrip(",")), words[3]
+                elif words[:1] == ["present"] and node is not None:
+                    present.setdefault(node, {})[zone] = int(words[1])
+    except (OSError, ValueError):
+        return set()
+    return {n for n, zones in present.items()
+            if zones.get("Movable", 0) > 0 and not any(v for z, v in zones.items()
+                                                      if z != "Movable")}
+
+
+def pinnable(mem: str, proc_root: str = "/proc") -> str | None:
+    """Why memory placed by `mem` cannot be pinned where it lies, or None."""
+    from .placement import Placement
+    movable = movable_only_nodes(proc_root)
+    nodes = sorted(set(Placement.parse(mem).nodes) & movable)
+    if not nodes:
+        return None
+    return (f"mem={mem}: node {', '.join(map(str, nodes))} holds only movable memory, which "
+            "the GPU driver migrates to another node when it pins it (cudaHostRegister): "
+            "measured, the pages would not be where they were placed")
+
+
+def check_threads(threads: int) -> None:
+    if threads % 32:
+        raise UserError(f"threads={threads} is not whole warps (a multiple of 32)")
+
+
 def check_device(index: int) -> None:
     devices = runtime().devices
     if index >= devices:

@@ -91,7 +91,9 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
     cases = [line for line in r.stdout.splitlines() if "/" in line.split(" ")[0]]
     nodes = len(Topology.read(probe_gpus=False).memory_nodes)      # copies: bind:*
     assert len(cases) == 7 + 25 + 36 * nodes + 36 + 3 * nodes
-    assert r.stderr.count(f"skipped: {why}") == len(cases)
+    pageable_bidir = "pageable copies are staged by the driver synchronously"
+    assert r.stderr.count(f"skipped: {why}") == len(cases) - 6 * nodes
+    assert r.stderr.count(f"skipped: {pageable_bidir}") == 6 * nodes
     suite = tmp_path / "two.toml"
     suite.write_text('[stream]\nbench = "gpu_stream"\n[copy]\nbench = "gpu_copy"\n'
                      'host = "pinned"\n')
@@ -367,3 +369,49 @@ def test_the_gpu_families_draw_their_figures():
         ignore_index=True)
     assert [f.key for f in figures.figures_for("gpu_zero_copy", zc, [])] == \
         ["gpu-zero-copy", "gpu-zero-copy-latency"]
+
+
+ZONEINFO = """Node 0, zone      DMA
+  pages free     3840
+        present  3998
+Node 0, zone   Normal
+  pages free     100
+        present  6000000
+Node 1, zone   Normal
+        present  0
+Node 1, zone  Movable
+  pages free     10
+        present  131072
+Node 2, zone   Normal
+        present  4096
+Node 2, zone  Movable
+        present  4096
+"""
+
+
+def test_pinning_is_refused_where_a_node_holds_only_movable_memory(tmp_path):
+    """Node 1 (CXL onlined movable, as dax/kmem does by default) would have its pages
+    migrated by the driver's long-term pin; nodes 0 and 2 have a normal zone."""
+    (tmp_path / "zoneinfo").write_text(ZONEINFO)
+    assert gpu.movable_only_nodes(str(tmp_path)) == {1}
+    assert gpu.pinnable("bind:0", str(tmp_path)) is None
+    assert gpu.pinnable("interleave:0,2", str(tmp_path)) is None
+    why = gpu.pinnable("bind:1", str(tmp_path))
+    assert why.startswith("mem=bind:1: node 1 holds only movable memory")
+    assert gpu.pinnable("weighted:0=3,1=1", str(tmp_path)).startswith("mem=weighted")
+    assert gpu.movable_only_nodes(str(tmp_path / "none")) == set()
+
+
+def test_pageable_copies_both_ways_skip_with_why():
+    p = copy_params(host="pageable", direction="bidir")
+    assert "the two directions would run one after the other" in gpu_copy.skip(p, None)
+    assert gpu_copy.skip(copy_params(host="pinned"), None) == gpu.unavailable()
+
+
+def test_the_drivers_pinned_memory_is_recorded_as_not_placed(monkeypatch):
+    monkeypatch.setattr(gpu, "copy", lambda *a: ([1000] * 5, 0))
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    m = gpu_copy.run(copy_params(host="wc"))
+    assert m.status == "ok" and len(m.reps) == 3
+    assert m.placement == {"spec": "cudaHostAlloc (wc)", "page": None, "method": None,
+                           "verified": []}

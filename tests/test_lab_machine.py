@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from cxlbench import benchmarks, gpu, native, suite
+from cxlbench import benchmarks, native, suite
 from cxlbench.benchmarks import common
 from cxlbench.benchmarks.coherence import ATOMIC_MODES, LINE_WORDS, Atomics
 from cxlbench.errors import UserError
@@ -22,9 +22,8 @@ def test_every_shipped_suite_passes_its_precheck(lab, name):
     cases = suite.expand_for(suite.load(name), lab)
     notes = benchmarks.precheck(cases, lab)
     # The GPU's cases skip, with the reason, where no GPU is (here, say).
-    why = gpu.unavailable()
-    skipped = [f"{c.id}: skipped: {why}" for c in cases if c.bench.startswith("gpu_")] \
-        if why else []
+    skipped = [f"{c.id}: skipped: {why}" for c in cases if c.bench.startswith("gpu_")
+               and (why := benchmarks.get(c.bench).skip(c.params, lab))]
     assert [n for n in notes if "skipped" in n] == skipped
     notes = [n for n in notes if n not in skipped]
     clipped = [c for c in cases if c.bench == "atomics" and c.params["threads"] == "all"

@@ -1,8 +1,9 @@
 """Host-device copies by the GPU's copy engines (cudaMemcpyAsync): host to device, device to
 host, or both at once, from host memory of four kinds. pageable and registered copy a
-cxlbench buffer placed, and verified, on the node `mem` names (a CXL node included):
-pageable as it is (the driver stages it through pinned buffers of its own), registered
-pinned where it lies (cudaHostRegister) for the case. pinned and wc are cudaHostAlloc'd by
+cxlbench buffer placed, and verified, on the node `mem` names: pageable as it is (the
+driver stages it through pinned buffers of its own; any node, CXL included), registered
+pinned where it lies (cudaHostRegister) for the case (not on a node of movable memory
+only, as CXL memory onlined by dax/kmem usually is: pinning migrates it elsewhere). pinned and wc are cudaHostAlloc'd by
 the driver, plain or write-combined, where the worker's CPU node puts them (not verified).
 Every repetition is timed by CUDA events around the copies alone; every byte is checked
 after the timing. GB/s counts the bytes copied (both directions' for bidir)."""
@@ -23,9 +24,10 @@ PLACED = ("pageable", "registered")     # the kinds whose host side is a placed 
 OPTIONS = {
     "direction": Option("direction", "choice", "h2d", "h2d, d2h, or bidir (both at once on "
                         "two streams)", choices=gpu.DIRECTIONS, expand={"all": gpu.DIRECTIONS}),
-    "host": Option("host", "choice", "registered", "the host memory: pageable, registered "
-                   "(a placed buffer pinned where it is), pinned or wc (cudaHostAlloc'd, "
-                   "plain or write-combined)", choices=gpu.HOST_KINDS,
+    "host": Option("host", "choice", "registered", "the host memory: pageable (a placed "
+                   "buffer), registered (the same pinned where it is, on a node not all "
+                   "movable), pinned or wc (cudaHostAlloc'd, plain or write-combined)",
+                   choices=gpu.HOST_KINDS,
                    expand={"all": gpu.HOST_KINDS}),
     "size": Option("size", "size", 256 << 20, "bytes copied each way", "bytes", min=4096,
                    expand={"sweep": (4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20,
@@ -52,7 +54,11 @@ def sizes(params: dict) -> dict[str, int]:
 
 
 def skip(params: dict, topology) -> str | None:
-    return gpu.unavailable()
+    if params["host"] == "pageable" and params["direction"] == "bidir":
+        return ("pageable copies are staged by the driver synchronously: the two directions "
+                "would run one after the other, not at once")
+    return gpu.unavailable() or (gpu.pinnable(params["mem"]) if params["host"] == "registered"
+                                 else None)
 
 
 def check(params: dict, topology) -> None:
@@ -81,5 +87,9 @@ def run(params: dict) -> Measurement:
                     isa=f"sm_{dev['major']}{dev['minor']}", cpus=cpus,
                     units={"bandwidth": "GB/s", "time": "us"},
                     info={"device": dev, "bytes": moved, "host": params["host"]})
-    return measure(m, params, bufs,
-                   replay(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))
+    m = measure(m, params, bufs,
+                replay(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))
+    if not bufs:        # the driver's memory: neither placed nor verified
+        m.placement = {"spec": f"cudaHostAlloc ({params['host']})", "page": None,
+                       "method": None, "verified": []}
+    return m

@@ -40,9 +40,7 @@ def skip(params: dict, topology) -> str | None:
 
 
 def check(params: dict, topology) -> None:
-    if params["threads"] % 32:
-        raise UserError(f"gpu_stream: threads={params['threads']} is not whole warps "
-                        "(a multiple of 32)")
+    gpu.check_threads(params["threads"])
     gpu.check_device(params["device"])
 
 

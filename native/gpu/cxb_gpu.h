@@ -76,8 +76,9 @@ struct cxb_gpu_copy_args {
  * placed where it chose, registered mapped for the call. op 0 read (a sum over n doubles,
  * checked), 1 write (every double set, checked on the host), 2 chase: one GPU thread
  * follows a random cycle through the buffer's 64-byte lines (built by the library, one
- * cycle through every line), `hops` dependent loads a repetition, its end checked. Each
- * repetition is one launch between two events. */
+ * cycle through every line), `hops` dependent loads a repetition, each launch going on
+ * where the last stopped, the end checked. One launch untimed, then each repetition one
+ * launch between two events. */
 struct cxb_gpu_zero_copy_args {
     int device;
     int op;

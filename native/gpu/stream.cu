@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <new>
+
 #include "internal.h"
 
 extern "C" {
@@ -172,6 +174,7 @@ int cxb_gpu_stream(struct cxb_gpu_stream_args *s) {
     CK(cudaMalloc(&m.b, bytes));
     CK(cudaMalloc(&m.c, bytes));
     CK(cudaMalloc(&m.part, s->blocks * sizeof(double)));
+    CK(cudaMemset(m.part, 0xff, s->blocks * sizeof(double)));    // NaN until a sum lands
     CK(cudaMalloc(&m.bad, sizeof(u64)));
     init<<<s->blocks, s->threads>>>(m.a, m.b, m.c, s->n);
     CK(cudaGetLastError());
@@ -183,7 +186,8 @@ int cxb_gpu_stream(struct cxb_gpu_stream_args *s) {
     s->sum = 0;
     s->want_sum = 0;
     if (row.writes < 0) {       // the blocks' partial sums, added here
-        double *part = new double[s->blocks];
+        double *part = new (std::nothrow) double[s->blocks];
+        if (!part) return cxb_gpu_fail(cudaErrorMemoryAllocation, "partial sums");
         cudaError_t e = cudaMemcpy(part, m.part, s->blocks * sizeof(double),
                                    cudaMemcpyDeviceToHost);
         for (int i = 0; e == cudaSuccess && i < s->blocks; i++) s->sum += part[i];

@@ -27,15 +27,18 @@ __global__ void zc_write(double *__restrict__ a, u64 n) {
     GRID_STRIDE(i, n) a[i] = WRITTEN;
 }
 
-// One thread, hops dependent loads from line `at`; where it ends, so nothing is dropped.
-__global__ void zc_chase(const volatile u64 *lines, u64 at, u64 hops, u64 *end) {
-    for (u64 h = 0; h < hops; h++) at = lines[at * LINE_WORDS];
-    *end = at;
+// One thread, hops dependent loads on from where the last launch stopped (*at), so each
+// launch walks lines the last did not; where it stops, so nothing is dropped.
+__global__ void zc_chase(const volatile u64 *lines, u64 hops, u64 *at) {
+    u64 line = *at;
+    for (u64 h = 0; h < hops; h++) line = lines[line * LINE_WORDS];
+    *at = line;
 }
 
 // A random single cycle through all `count` lines (Sattolo's shuffle, xorshift64*).
-void link_cycle(u64 *words, u64 count) {
+bool link_cycle(u64 *words, u64 count) {
     u64 *order = (u64 *)malloc(count * sizeof *order);
+    if (!order) return false;
     u64 x = 0x9E3779B97F4A7C15ull;
     for (u64 i = 0; i < count; i++) order[i] = i;
     for (u64 i = count - 1; i > 0; i--) {
@@ -45,6 +48,7 @@ void link_cycle(u64 *words, u64 count) {
     }
     for (u64 i = 0; i < count; i++) words[order[i] * LINE_WORDS] = order[(i + 1) % count];
     free(order);
+    return true;
 }
 
 // What the caller's memory holds for the call: registered, mapped, unregistered at the end.
@@ -71,24 +75,31 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
     CK(cudaSetDevice(a->device));
     double *host = (double *)a->host;
     u64 *words = (u64 *)a->host;
-    if (a->op == CHASE) link_cycle(words, lines);
-    else for (u64 i = 0; i < n; i++) host[i] = START;
+    if (a->op == CHASE) {
+        if (!link_cycle(words, lines))
+            return cxb_gpu_fail(cudaErrorMemoryAllocation, "the chase's order of lines");
+    } else {
+        for (u64 i = 0; i < n; i++) host[i] = START;
+    }
     Mapped m;
     CK(cudaHostRegister(a->host, a->bytes, cudaHostRegisterMapped));
     m.host = a->host;
     void *dev = nullptr;
     CK(cudaHostGetDevicePointer(&dev, a->host, 0));
     CK(cudaMalloc((void **)&m.part, a->blocks * sizeof(double)));
+    CK(cudaMemset(m.part, 0xff, a->blocks * sizeof(double)));    // NaN until a sum lands
     CK(cudaMalloc((void **)&m.end, sizeof(u64)));
+    CK(cudaMemset(m.end, 0, sizeof(u64)));                      // the chase starts at line 0
     int rc = timed_launches([&] {
         if (a->op == READ) zc_read<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
         else if (a->op == WRITE) zc_write<<<a->blocks, a->threads>>>((double *)dev, n);
-        else zc_chase<<<1, 1>>>((const volatile u64 *)dev, 0, a->hops, m.end);
+        else zc_chase<<<1, 1>>>((const volatile u64 *)dev, a->hops, m.end);
     }, a->reps, a->ns);
     if (rc) return rc;
     a->bad = 0;
     if (a->op == READ) {
         double *part = (double *)malloc(a->blocks * sizeof(double)), sum = 0;
+        if (!part) return cxb_gpu_fail(cudaErrorMemoryAllocation, "partial sums");
         cudaError_t e = cudaMemcpy(part, m.part, a->blocks * sizeof(double),
                                    cudaMemcpyDeviceToHost);
         for (int i = 0; e == cudaSuccess && i < a->blocks; i++) sum += part[i];
@@ -97,10 +108,10 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
         a->bad = !(fabs(sum - START * n) <= 1e-9 * START * n);
     } else if (a->op == WRITE) {
         for (u64 i = 0; i < n; i++) a->bad += host[i] != WRITTEN;
-    } else {                    // the host follows the same cycle as far
-        u64 end = 0, at = 0;
+    } else {                    // the host follows the same cycle as far: every launch's
+        u64 end = 0, at = 0;    // hops, the untimed one's too
         CK(cudaMemcpy(&end, m.end, sizeof end, cudaMemcpyDeviceToHost));
-        for (u64 h = 0; h < a->hops; h++) at = words[at * LINE_WORDS];
+        for (u64 h = 0; h < (a->reps + 1ull) * a->hops; h++) at = words[at * LINE_WORDS];
         a->bad = end != at;
     }
     return 0;
