@@ -218,6 +218,11 @@ class Buffer:
         return {"none": "mbind", "kernel": "MPOL_WEIGHTED_INTERLEAVE",
                 "manual": "mbind page ranges"}[self.method]
 
+    def release_policy(self) -> None:
+        """Drop the range's own NUMA policy, pages left where they are: the kernel's
+        NUMA balancing then may scan and move them (it skips a range bound by mbind)."""
+        self.alloc.release_policy()
+
     def verify(self) -> Verification:
         step = self.alloc.page_size if self.page in HUGETLB_DIRS else 4096
         maxnode = max([n.id for n in self.topology.nodes] + list(self.nodes)) + 1

@@ -186,6 +186,9 @@ class Allocation:
         cpus = list(cpus)
         _check("cxb_prefault", lib.cxb_prefault(self._handle, _int_array(cpus), len(cpus)))
 
+    def release_policy(self) -> None:
+        _check("cxb_release_policy", lib.cxb_release_policy(self._handle))
+
     def fill_index(self, cpus) -> None:
         cpus = list(cpus)
         _check("cxb_fill_index", lib.cxb_fill_index(self._mem, self.size - self.size % 8,

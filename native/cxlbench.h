@@ -60,6 +60,10 @@ int cxb_alloc(size_t size, int page_kind, int policy, const int *nodes, const in
 void cxb_free(struct cxb_buffer *buf);
 /* Touch every page, split across threads pinned to cpus[0..ncpus). */
 int cxb_prefault(struct cxb_buffer *buf, const int *cpus, int ncpus);
+/* Drop the buffer's own NUMA policy (mbind MPOL_DEFAULT): its pages stay where they are,
+ * and the task's default policy governs them, which lets NUMA balancing scan and move
+ * them (it skips a range whose own policy does not ask for migrate-on-fault). */
+int cxb_release_policy(struct cxb_buffer *buf);
 /* The node of each page of [addr, addr + pages * page): nodes[i] is page i's node as
  * move_pages(2) reports it, or -errno (-ENOENT: not present, -EFAULT: not mapped). page
  * is 4096 (THP regions too: every base page answers with its huge page's node) or a

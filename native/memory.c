@@ -198,6 +198,11 @@ static int touch_slice(void *p, int t)
     return 0;
 }
 
+int cxb_release_policy(struct cxb_buffer *b)
+{
+    return bind_range(b->addr, b->map_size, MPOL_DEFAULT_, NULL, 0);
+}
+
 int cxb_prefault(struct cxb_buffer *b, const int *cpus, int ncpus)
 {
     if (!b)

@@ -223,3 +223,23 @@ def test_numpy_array_verification_reports_the_huge_fraction():
     assert memory.verify(memory.array(1000, "u1")).huge == 0
     with pytest.raises(PlacementError, match="made by cxlbench.memory.array"):
         memory.verify(np.zeros(4))
+
+
+def vma_policy(addr: int) -> str:
+    """The policy /proc/self/numa_maps shows for the mapping at addr."""
+    for line in Path("/proc/self/numa_maps").read_text().splitlines():
+        start, policy = line.split()[:2]
+        if int(start, 16) == addr:
+            return policy
+    raise AssertionError(f"no mapping at {addr:#x} in numa_maps")
+
+
+def test_release_policy_leaves_the_pages_and_drops_the_ranges_policy():
+    """What lets NUMA balancing scan a tiering buffer: after release the range shows the
+    default policy (the task's), its pages where they were."""
+    b = Buffer(1 << 20, mem="bind:0", page="4k", name="x")
+    assert vma_policy(b.addr) == "bind:0"
+    before = memory.node_map(b)
+    b.release_policy()
+    assert vma_policy(b.addr) == "default"
+    assert (memory.node_map(b) == before).all() and b.verify().ok

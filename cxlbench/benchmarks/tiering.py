@@ -244,6 +244,8 @@ def run(params: dict) -> Measurement:
     if real:
         buffers = place(buffer_params(params, fast_node, slow_node), cpus, work.sizes(),
                         topology)
+        if policy_cls.KERNEL:       # NUMA balancing skips a range with a policy of its own
+            buffers[0].release_policy()
         isa = work.resolve_isa(params["isa"])
         work.prepare(buffers, isa, cpus)
     before = vmstat()
