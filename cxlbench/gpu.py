@@ -276,3 +276,18 @@ def zero_copy(op: str, host_addr: int, nbytes: int, reps: int, blocks: int = 1,
     a.bytes, a.blocks, a.threads, a.hops, a.reps, a.ns = nbytes, blocks, threads, hops, reps, ns
     _check(cuda.cxb_gpu_zero_copy(a), f"gpu zero-copy {op}")
     return list(ns), int(a.bad)
+
+
+def chase(nbytes: int, stride: int, hops: int, reps: int,
+          device_index: int = 0) -> tuple[list[int], list[int], int]:
+    """reps launches of one thread chasing hops dependent loads through a random cycle of
+    elements `stride` apart in nbytes of device memory: (each launch's ns, each launch's
+    clock64 cycles around its loop, the check's bad count)."""
+    cuda = lib()
+    a = ffi.new("struct cxb_gpu_chase_args *")
+    ns = ffi.new("unsigned long long[]", reps)
+    cycles = ffi.new("unsigned long long[]", reps)
+    a.device, a.bytes, a.stride, a.hops, a.reps = device_index, nbytes, stride, hops, reps
+    a.ns, a.cycles = ns, cycles
+    _check(cuda.cxb_gpu_chase(a), "gpu chase")
+    return list(ns), list(cycles), int(a.bad)

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from cxlbench import gpu
-from cxlbench.benchmarks import gpu_copy, gpu_stream, gpu_zero_copy
+from cxlbench.benchmarks import gpu_chase, gpu_copy, gpu_stream, gpu_zero_copy
 from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
@@ -90,7 +90,7 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
     assert r.returncode == 0, r.stderr
     cases = [line for line in r.stdout.splitlines() if "/" in line.split(" ")[0]]
     nodes = len(Topology.read(probe_gpus=False).memory_nodes)      # copies: bind:*
-    assert len(cases) == 7 + 25 + 36 * nodes + 36 + 3 * nodes
+    assert len(cases) == 7 + 25 + 9 + 23 + 7 + 36 * nodes + 36 + 3 * nodes
     pageable_bidir = "pageable copies are staged by the driver synchronously"
     assert r.stderr.count(f"skipped: {why}") == len(cases) - 6 * nodes
     assert r.stderr.count(f"skipped: {pageable_bidir}") == 6 * nodes
@@ -224,6 +224,43 @@ def test_the_library_refuses_bad_copy_arguments_and_reports_cuda_errors():
     if gpu.unavailable() is not None:
         with pytest.raises(gpu.GpuError, match=r"cudaSetDevice.*\(CUDA error \d+\)"):
             gpu.copy("h2d", "pinned", 4096, 1)
+
+
+# ---- device-memory latency ---------------------------------------------------------------------
+def chase_params(**over):
+    p = {k: o.default for k, o in gpu_chase.OPTIONS.items()}
+    p.update(size=1 << 20, repeat=3, warmup=1)
+    p.update(over)
+    return p
+
+
+def test_chase_latency_and_cycles_per_load_warmups_dropped(monkeypatch):
+    calls = []
+
+    def chase(nbytes, stride, hops, reps, device_index):
+        calls.append((nbytes, stride, hops, reps, device_index))
+        return [5, 20000, 40000, 60000], [9, 30000, 30000, 60000], 0
+    monkeypatch.setattr(gpu, "chase", chase)
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    m = gpu_chase.run(chase_params(stride=256))
+    assert calls == [(1 << 20, 256, 20000, 4, 0)]
+    assert m.reps == [{"latency": 1.0, "cycles": 1.5}, {"latency": 2.0, "cycles": 1.5},
+                      {"latency": 3.0, "cycles": 3.0}]
+    assert m.info["elements"] == 4096 and m.units == {"latency": "ns", "cycles": "cycles"}
+    monkeypatch.setattr(gpu, "chase", lambda *a: ([1] * 4, [1] * 4, 1))
+    with pytest.raises(CheckError, match="ended elsewhere than the host"):
+        gpu_chase.run(chase_params())
+
+
+def test_a_chase_needs_two_elements():
+    with pytest.raises(UserError, match="size=2097152 holds fewer than two elements"):
+        gpu_chase.check(chase_params(size=2 << 20, stride=2 << 20), None)
+
+
+@needs_nvcc
+def test_the_library_refuses_a_chase_of_one_element():
+    with pytest.raises(gpu.GpuError, match="cxb_gpu_chase: stride"):
+        gpu.chase(4096, 4096, 1000, 1)
 
 
 # ---- zero-copy -------------------------------------------------------------------------------
@@ -362,6 +399,10 @@ def test_the_gpu_families_draw_their_figures():
         ({"direction": d, "host": "registered", "mem": f"bind:{n}", "size": s}, 50.0 / (n + 1))
         for d in ("h2d", "d2h") for n in (0, 2) for s in (4096, 1 << 20, 1 << 30)])
     assert [f.key for f in figures.figures_for("gpu_copy", copies, [])] == ["gpu-copy"]
+    chases = summary_rows("gpu_chase", "latency", "ns", [
+        ({"size": s, "stride": st}, 30.0 if s < 1 << 20 else 600.0)
+        for st in (128, 2 << 20) for s in (4 << 20, 1 << 30)])
+    assert [f.key for f in figures.figures_for("gpu_chase", chases, [])] == ["gpu-latency"]
     zc = pd.concat([summary_rows("gpu_zero_copy", "bandwidth", "GB/s", [
         ({"op": op, "mem": f"bind:{n}"}, 20.0) for op in ("read", "write") for n in (0, 2)]),
         summary_rows("gpu_zero_copy", "latency", "ns", [
@@ -415,3 +456,17 @@ def test_the_drivers_pinned_memory_is_recorded_as_not_placed(monkeypatch):
     assert m.status == "ok" and len(m.reps) == 3
     assert m.placement == {"spec": "cudaHostAlloc (wc)", "page": None, "method": None,
                            "verified": []}
+
+
+@pytest.mark.gpu
+def test_latency_steps_up_from_l1_to_hbm():
+    """16 KiB sits in L1, 1 GiB in HBM: the second's load takes several times longer, and
+    clock64's cycles agree with the events' ns in direction."""
+    small = gpu_chase.run(chase_params(size=16 << 10))
+    large = gpu_chase.run(chase_params(size=1 << 30))
+    med = {name: sorted(r["latency"] for r in m.reps)[1] for name, m in (("s", small),
+                                                                        ("l", large))}
+    print(small.reps, large.reps)
+    assert med["l"] > 3 * med["s"]
+    assert sorted(r["cycles"] for r in large.reps)[1] > sorted(r["cycles"] for r in
+                                                               small.reps)[1]

@@ -14,7 +14,7 @@ from . import (bandwidth, chase, common, embedding, flush, interleave_sweep, loa
 from . import checkpoint
 from . import kvcache
 from . import tiering
-from . import gpu_copy, gpu_stream, gpu_zero_copy
+from . import gpu_chase, gpu_copy, gpu_stream, gpu_zero_copy
 from .coherence import Atomics, PingPong
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -127,6 +127,7 @@ _ALL = {b.name: b for b in (
     _record(kvcache, "Paged KV-cache"),
     _record(tiering, "Tiering policies"),
     _record(gpu_stream, "GPU HBM streaming"),
+    _record(gpu_chase, "GPU memory latency"),
     _record(gpu_copy, "Host-device copies"),
     _record(gpu_zero_copy, "GPU zero-copy access to host memory"),
     _record(selftest, "selftest"),

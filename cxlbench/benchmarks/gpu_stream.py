@@ -23,8 +23,9 @@ OPTIONS = {
     "kernel": Option("kernel", "choice", "triad", "the streaming kernel",
                      choices=tuple(KERNELS), expand={"all": tuple(KERNELS)}),
     # 1 GiB an array: 20x an H200's L2 (50 MiB), so each launch streams from HBM.
-    "size": Option("size", "size", 1 << 30, "bytes of each of the three arrays", "bytes",
-                   min=64 << 10, multiple=8),
+    "size": Option("size", "size", 1 << 30, "bytes of each of the three arrays (sweep: 64 "
+                   "KiB to 4 GiB, L1 and L2 to HBM)", "bytes", min=64 << 10, multiple=8,
+                   expand={"sweep": tuple(1 << k for k in range(16, 33, 2))}),
     "threads": Option("threads", "int", 256, "threads per block (whole warps)", min=32,
                       max=1024, expand={"sweep": (64, 128, 256, 512, 1024)}),
     "blocks_per_sm": Option("blocks_per_sm", "int", "full", "blocks per SM (full: as many as "

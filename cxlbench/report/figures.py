@@ -652,6 +652,16 @@ def gpu_stream(frame, runs):
                          "a line per number of blocks per SM")
 
 
+def gpu_chase(frame, runs):
+    """Latency against working set, a line per stride: the steps are L1, L2 and HBM (a
+    line's stride) or the TLBs' reach (a page's)."""
+    yield lines(frame, "size", "latency", logx=True, logy=True, xsize=True,
+                xlabel="working set", key="gpu-latency", family="gpu_chase",
+                title="GPU memory latency against working set",
+                measured="Time of one dependent load (ns, CUDA events around a launch of one "
+                         "thread's chase through a random cycle, over its loads)")
+
+
 def gpu_copy(frame, runs):
     """Copy bandwidth against size, a line per direction, host memory kind and node."""
     yield lines(frame, "size", "bandwidth", logx=True, xsize=True, xlabel="bytes each way",

@@ -92,6 +92,23 @@ struct cxb_gpu_zero_copy_args {
     unsigned long long bad;     /* out */
 };
 
+/* Device-memory latency: one GPU thread chasing a random cycle through `bytes` of device
+ * memory, one element every `stride` bytes (128: a line each; 2 MiB: a page each, for TLB
+ * reach). One launch untimed walks the whole cycle (caches and TLBs warm), then each
+ * repetition `hops` dependent loads going on where the last stopped, timed by clock64()
+ * around the loop (cycles) and by events around the launch (ns); the end checked against
+ * the cycle followed on the host. */
+struct cxb_gpu_chase_args {
+    int device;
+    unsigned long long bytes;
+    unsigned long long stride;
+    unsigned long long hops;
+    int reps;
+    unsigned long long *ns;
+    unsigned long long *cycles;
+    unsigned long long bad;     /* out */
+};
+
 int cxb_gpu_kernel_count(void);
 int cxb_gpu_kernel_info(int i, struct cxb_gpu_kernel_row *out);
 int cxb_gpu_info(struct cxb_gpu_info *out);
@@ -99,6 +116,7 @@ int cxb_gpu_device_info(int device, struct cxb_gpu_device *out);
 int cxb_gpu_stream(struct cxb_gpu_stream_args *args);
 int cxb_gpu_copy(struct cxb_gpu_copy_args *args);
 int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *args);
+int cxb_gpu_chase(struct cxb_gpu_chase_args *args);
 const char *cxb_gpu_error(void);
 
 #endif

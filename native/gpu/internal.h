@@ -3,6 +3,7 @@
 #ifndef CXB_GPU_INTERNAL_H
 #define CXB_GPU_INTERNAL_H
 #include <cuda_runtime.h>
+#include <stdlib.h>
 
 /* Records "what: CUDA's words (CUDA error e)" and returns e. */
 int cxb_gpu_fail(cudaError_t e, const char *what);
@@ -31,6 +32,27 @@ __device__ inline double block_sum(double v) {
         cudaError_t e_ = (call);                                   \
         if (e_ != cudaSuccess) return cxb_gpu_fail(e_, #call);     \
     } while (0)
+
+// A random single cycle through `count` elements (Sattolo's shuffle, xorshift64*): next[i]
+// is the element after i. nullptr where memory ran out; the caller frees it.
+inline u64 *random_cycle(u64 count) {
+    u64 *order = (u64 *)malloc(count * sizeof *order), *next = (u64 *)malloc(count * 8);
+    if (!order || !next) {
+        free(order);
+        free(next);
+        return nullptr;
+    }
+    u64 x = 0x9E3779B97F4A7C15ull;
+    for (u64 i = 0; i < count; i++) order[i] = i;
+    for (u64 i = count - 1; i > 0; i--) {
+        x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+        u64 j = (x * 0x2545F4914F6CDD1Dull) % i;       // j < i: one cycle, not several
+        u64 t = order[i]; order[i] = order[j]; order[j] = t;
+    }
+    for (u64 i = 0; i < count; i++) next[order[i]] = order[(i + 1) % count];
+    free(order);
+    return next;
+}
 
 // Events freed however the timing ends.
 struct Events {

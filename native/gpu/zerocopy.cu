@@ -35,19 +35,12 @@ __global__ void zc_chase(const volatile u64 *lines, u64 hops, u64 *at) {
     *at = line;
 }
 
-// A random single cycle through all `count` lines (Sattolo's shuffle, xorshift64*).
+// A random single cycle through all `count` lines, each line's first word the next's index.
 bool link_cycle(u64 *words, u64 count) {
-    u64 *order = (u64 *)malloc(count * sizeof *order);
-    if (!order) return false;
-    u64 x = 0x9E3779B97F4A7C15ull;
-    for (u64 i = 0; i < count; i++) order[i] = i;
-    for (u64 i = count - 1; i > 0; i--) {
-        x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-        u64 j = (x * 0x2545F4914F6CDD1Dull) % i;       // j < i: one cycle, not several
-        u64 t = order[i]; order[i] = order[j]; order[j] = t;
-    }
-    for (u64 i = 0; i < count; i++) words[order[i] * LINE_WORDS] = order[(i + 1) % count];
-    free(order);
+    u64 *next = random_cycle(count);
+    if (!next) return false;
+    for (u64 i = 0; i < count; i++) words[i * LINE_WORDS] = next[i];
+    free(next);
     return true;
 }
 

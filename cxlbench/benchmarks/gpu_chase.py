@@ -1,0 +1,58 @@
+"""Device-memory latency by working set: one GPU thread chasing a random cycle through
+`size` bytes of device memory, an element every `stride` bytes (128: a line each, so the
+sweep shows L1, L2 and HBM; 2 MiB: one element a page, so it shows the TLBs' reach). Each
+repetition is `hops` dependent loads, going on where the last stopped, after one untimed
+walk of the cycle: ns a load from CUDA events around the launch, and cycles a load from
+clock64() around the loop on the SM. The end is checked against the cycle followed on
+the host."""
+from __future__ import annotations
+
+from .. import gpu
+from ..errors import CheckError, UserError
+from ..options import Option, pick
+from .common import Measurement
+from .gpu_stream import checked_times
+
+NAME = "gpu_chase"
+BUFFERS = ()            # device memory, allocated by the library
+DESCRIPTION = "GPU memory latency by working set, a random chase (ns and cycles a load)"
+
+OPTIONS = {
+    "size": Option("size", "size", 1 << 30, "bytes of device memory the cycle runs through",
+                   "bytes", min=1024, multiple=8,
+                   expand={"sweep": tuple(1 << k for k in range(10, 33))}),   # 1 KiB-4 GiB
+    "stride": Option("stride", "size", 128, "bytes between the chased elements (128: a "
+                     "line each; 2M: a page each, for TLB reach)", "bytes", min=8,
+                     multiple=8),
+    "hops": Option("hops", "int", 20000, "dependent loads a repetition", min=1000,
+                   max=1 << 40),
+    "device": Option("device", "int", 0, "the CUDA device", min=0),
+    **pick("repeat", "warmup", "timeout", repeat=10, warmup=1),
+}
+
+
+def skip(params: dict, topology) -> str | None:
+    return gpu.unavailable()
+
+
+def check(params: dict, topology) -> None:
+    if params["size"] < 2 * params["stride"]:
+        raise UserError(f"gpu_chase: size={params['size']} holds fewer than two elements "
+                        f"{params['stride']} bytes apart")
+    gpu.check_device(params["device"])
+
+
+def run(params: dict) -> Measurement:
+    dev = gpu.device(params["device"])
+    hops, warm = params["hops"], params["warmup"]
+    ns, cycles, bad = gpu.chase(params["size"], params["stride"], hops,
+                                warm + params["repeat"], params["device"])
+    if bad:
+        raise CheckError("gpu_chase: the GPU's chase ended elsewhere than the host following "
+                         "the same cycle")
+    checked_times(ns, f"gpu_chase: {hops} loads")
+    reps = [{"latency": t / hops, "cycles": c / hops} for t, c in zip(ns[warm:], cycles[warm:])]
+    return Measurement(kernel="gpu_chase", isa=f"sm_{dev['major']}{dev['minor']}", cpus=[],
+                       units={"latency": "ns", "cycles": "cycles"}, reps=reps,
+                       info={"device": dev, "elements": params["size"] // params["stride"],
+                             "hops": hops})
