@@ -748,6 +748,40 @@ def test_the_first_placement_is_not_boxed_nor_counted(monkeypatch):
     assert out.fast_share == [3 / 8] * 3
 
 
+def test_under_the_kernels_tiering_a_page_mid_migration_is_read_again(monkeypatch):
+    """move_pages(2) reports a page the kernel is migrating as not present (-ENOENT): with
+    Linux moving the pages the engine reads again after a wait; a page still absent after
+    the waits, or absent under any other policy, fails as astray."""
+    buf = table()
+    real = memory.node_map
+    reads = []
+
+    def migrating(b, settles_after):
+        where = real(b).copy()
+        reads.append(1)
+        if len(reads) <= settles_after:
+            where[2] = -2
+        return where
+    waits = []
+    monkeypatch.setattr(engine.time, "sleep", waits.append)
+    patient = engine.Pages(buf, 0, 1, 0, patient=True)
+    monkeypatch.setattr(engine, "node_map", lambda b: migrating(b, 2))
+    reads.clear()
+    assert patient.read().all() and len(reads) == 3 and waits == list(engine.SETTLE_S[:2])
+    reads.clear()
+    monkeypatch.setattr(engine, "node_map", lambda b: migrating(b, 99))
+    with pytest.raises(CheckError, match="page 2 of the table buffer is on node -2"):
+        patient.read()
+    assert len(reads) == 1 + len(engine.SETTLE_S)
+    reads.clear()
+    monkeypatch.setattr(engine, "node_map", lambda b: migrating(b, 1))
+    strict = engine.Pages.__new__(engine.Pages)
+    strict.buf, strict.nodes, strict.patient = buf, (0, 1), False
+    with pytest.raises(CheckError, match="page 2 of the table buffer is on node -2"):
+        strict.read()
+    assert len(reads) == 1
+
+
 def test_a_page_astray_is_caught_by_its_index(monkeypatch):
     buf = table()
     real = memory.node_map

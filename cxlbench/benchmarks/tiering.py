@@ -253,7 +253,8 @@ def run(params: dict) -> Measurement:
     last = None
     for r in range(params["warmup"] + params["repeat"]):
         policy = policy_cls(pages, cap, knobs, profile)
-        hands = engine.Pages(buffers[0], fast_node, slow_node, params["move_ms"] * 1e6) \
+        hands = engine.Pages(buffers[0], fast_node, slow_node, params["move_ms"] * 1e6,
+                             patient=policy_cls.KERNEL) \
             if real else engine.Paper(pages, page, rate)
         out = engine.drive(policy, work, hands, counts, tiers, params["mlp"], len(cpus), real)
         if r >= params["warmup"]:

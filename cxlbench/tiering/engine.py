@@ -6,6 +6,7 @@ promotions, promotions only into room the demotions made, every page's node read
 before every epoch) or on paper."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +18,7 @@ from .policies.base import Epoch, Policy, Tier
 
 PINGPONG_WINDOW = 4     # epochs: a page moved back within this many counts as ping-pong
 MOVE_CHUNK = 1024       # pages a move call, so a time box can stop between calls
+SETTLE_S = (0.001, 0.01, 0.1, 1.0)  # waits for pages the kernel is migrating to land
 
 
 @dataclass
@@ -77,12 +79,22 @@ class Pages:
     """The real engine's hands: the tiered buffer's pages moved between two nodes, within
     an optional time box per epoch, and read back before every epoch."""
 
-    def __init__(self, buf: Buffer, fast_node: int, slow_node: int, budget_ns: float):
+    def __init__(self, buf: Buffer, fast_node: int, slow_node: int, budget_ns: float,
+                 patient: bool = False):
         self.buf, self.nodes, self.budget = buf, (fast_node, slow_node), budget_ns
+        self.patient = patient
         self.fast = self.read()
 
     def read(self) -> np.ndarray:
+        """Each page on the fast node or not. `patient` (Linux's own tiering moving the
+        pages): a page caught mid-migration, which move_pages(2) reports as not present,
+        is read again after a wait until it lands."""
         where = node_map(self.buf)
+        for wait in SETTLE_S if self.patient else ():
+            if not (where < 0).any():
+                break
+            time.sleep(wait)
+            where = node_map(self.buf)
         stray = np.flatnonzero((where != self.nodes[0]) & (where != self.nodes[1]))
         if len(stray):
             raise CheckError(f"tiering: page {int(stray[0])} of the {self.buf.name} buffer is "
