@@ -145,9 +145,8 @@ class KvCache:
             raise UserError(f"kvcache: kv_active={params['kv_active']} sessions cannot decode "
                             f"out of kv_batch={self.lay.batch}")
         self.active, self.alpha = params["kv_active"], params["kv_alpha"]
-        self.fragmentation, self.seed = params["kv_fragmentation"], params["seed"]
-        self.epochs, self.phase = params["epochs"], params["phase"]
-        self.table = kvcache.block_table(self.lay, self.fragmentation, self.seed)
+        self.seed, self.epochs, self.phase = params["seed"], params["epochs"], params["phase"]
+        self.table = kvcache.block_table(self.lay, params["kv_fragmentation"], self.seed)
 
     @functools.cached_property
     def _active(self) -> list[np.ndarray]:
@@ -167,16 +166,13 @@ class KvCache:
     def sizes(self) -> dict[str, int]:
         return self.lay.sizes()
 
-    def _token_bytes_all(self) -> int:
-        """One token, every layer, K and V."""
-        return self.lay.layers * 2 * self.lay.token_bytes
-
     def epoch_bytes(self) -> int:
         """Bytes an epoch reads and writes: every step reads all tokens so far of each
         active session and writes its new one."""
         lay = self.lay
         reads = sum(lay.seq_len + i + 1 for i in range(lay.steps))
-        return self._token_bytes_all() * self.active * (reads + lay.steps)
+        every_layer = lay.layers * 2 * lay.token_bytes      # one token, every layer, K and V
+        return every_layer * self.active * (reads + lay.steps)
 
     def units(self) -> int:
         """Tokens an epoch decodes."""
