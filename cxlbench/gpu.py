@@ -244,22 +244,86 @@ def stream(kernel: str, n: int, blocks: int, threads: int, reps: int,
 
 
 DIRECTIONS = ("h2d", "d2h", "bidir")
+ENGINES = ("ce", "sm")          # the copy engines (cudaMemcpyAsync), or a kernel on the SMs
 HOST_KINDS = ("pageable", "registered", "pinned", "wc")
 
 
-def copy(direction: str, host_kind: str, nbytes: int, reps: int, host_addr: int = 0,
-         device_index: int = 0) -> tuple[list[int], int]:
-    """reps timed copies of nbytes (each way, for bidir) between the device and host memory
-    of host_kind; pageable and registered copy from host_addr (2 x nbytes for bidir),
-    memory the caller placed. (each repetition's ns, bytes found wrong after them)."""
-    cuda = lib()
-    a = ffi.new("struct cxb_gpu_copy_args *")
+def _timed(call: str, fill, reps: int, what: str) -> tuple[list[int], int]:
+    """Calls cxb_gpu_<call> with its args struct (filled by fill(args)) and reps slots of ns:
+    (each repetition's ns, the check's bad count)."""
+    cuda = lib()                # (declares the structs too)
+    a = ffi.new(f"struct cxb_gpu_{call}_args *")
     ns = ffi.new("unsigned long long[]", reps)
-    a.device, a.direction = device_index, DIRECTIONS.index(direction)
-    a.host_kind, a.host = HOST_KINDS.index(host_kind), ffi.cast("void *", host_addr)
-    a.bytes, a.reps, a.ns = nbytes, reps, ns
-    _check(cuda.cxb_gpu_copy(a), f"gpu copy {direction} {host_kind}")
+    a.reps, a.ns = reps, ns
+    fill(a)
+    _check(getattr(cuda, f"cxb_gpu_{call}")(a), what)
     return list(ns), int(a.bad)
+
+
+def copy(direction: str, host_kind: str, nbytes: int, reps: int, host_addr: int = 0,
+         device_index: int = 0, engine: str = "ce", blocks: int = 0,
+         threads: int = 0) -> tuple[list[int], int]:
+    """reps timed copies of nbytes (each way, for bidir) between the device and host memory
+    of host_kind, by the copy engines or by a kernel of blocks x threads (engine sm);
+    pageable and registered copy from host_addr (2 x nbytes for bidir), memory the caller
+    placed. (each repetition's ns, bytes found wrong after them)."""
+    def fill(a):
+        a.device, a.direction = device_index, DIRECTIONS.index(direction)
+        a.engine, a.host_kind = ENGINES.index(engine), HOST_KINDS.index(host_kind)
+        a.host, a.bytes = ffi.cast("void *", host_addr), nbytes
+        a.blocks, a.threads = blocks, threads
+    return _timed("copy", fill, reps, f"gpu copy {direction} {host_kind} {engine}")
+
+
+MANAGED_MODES = ("fault", "prefetch", "resident", "first-touch")
+
+
+def managed(mode: str, nbytes: int, reps: int, blocks: int, threads: int,
+            device_index: int = 0) -> tuple[list[int], int]:
+    """reps timed launches through nbytes of managed memory in one of MANAGED_MODES:
+    (each repetition's ns, the check's bad count)."""
+    def fill(a):
+        a.device, a.mode, a.bytes = device_index, MANAGED_MODES.index(mode), nbytes
+        a.blocks, a.threads = blocks, threads
+    return _timed("managed", fill, reps, f"gpu managed {mode}")
+
+
+EMBEDDING_TABLES = ("hbm", "pinned", "registered")
+
+
+def embedding(table: str, rows: int, dim: int, indices, pooling: int, reps: int,
+              blocks: int, threads: int, host_addr: int = 0,
+              device_index: int = 0) -> tuple[list[int], int]:
+    """reps timed launches of an embedding-bag gather: len(indices) / pooling bags of
+    `pooling` rows (indices: a C-contiguous int64 numpy array) from a table of rows x dim
+    fp32 in one of EMBEDDING_TABLES (registered: at host_addr, placed by the caller).
+    (each launch's ns, output elements found wrong)."""
+    def fill(a):
+        a.device, a.table = device_index, EMBEDDING_TABLES.index(table)
+        a.host, a.rows, a.dim = ffi.cast("void *", host_addr), rows, dim
+        a.indices = ffi.cast("const long long *", indices.ctypes.data)
+        a.bags, a.pooling = len(indices) // pooling, pooling
+        a.blocks, a.threads = blocks, threads
+    return _timed("embedding", fill, reps, f"gpu embedding ({table})")
+
+
+KV_DIRECTIONS = ("in", "out")
+KV_METHODS = ("copies", "kernel")   # one cudaMemcpyAsync per block, or one gather kernel
+
+
+def kv_swap(direction: str, method: str, host_addr: int, pool_blocks: int, block_bytes: int,
+            slots, reps: int, grid: int = 0, threads: int = 0,
+            device_index: int = 0) -> tuple[list[int], int]:
+    """reps timed swaps of the KV blocks at host pool slots `slots` (a C-contiguous uint64
+    numpy array) between the caller's pool at host_addr (pool_blocks x block_bytes) and the
+    device: (each swap's ns, bytes found wrong)."""
+    def fill(a):
+        a.device, a.direction = device_index, KV_DIRECTIONS.index(direction)
+        a.method, a.host = KV_METHODS.index(method), ffi.cast("void *", host_addr)
+        a.pool_blocks, a.block_bytes = pool_blocks, block_bytes
+        a.slots = ffi.cast("const unsigned long long *", slots.ctypes.data)
+        a.blocks, a.grid, a.threads = len(slots), grid, threads
+    return _timed("kv_swap", fill, reps, f"gpu kv swap {direction} {method}")
 
 
 ZERO_COPY_OPS = ("read", "write", "chase")
@@ -269,13 +333,11 @@ def zero_copy(op: str, host_addr: int, nbytes: int, reps: int, blocks: int = 1,
               threads: int = 32, hops: int = 0, device_index: int = 0) -> tuple[list[int], int]:
     """reps timed launches of the GPU reading, writing or chasing through nbytes of host
     memory at host_addr (the caller's, placed): (each launch's ns, the check's bad count)."""
-    cuda = lib()
-    a = ffi.new("struct cxb_gpu_zero_copy_args *")
-    ns = ffi.new("unsigned long long[]", reps)
-    a.device, a.op, a.host = device_index, ZERO_COPY_OPS.index(op), ffi.cast("void *", host_addr)
-    a.bytes, a.blocks, a.threads, a.hops, a.reps, a.ns = nbytes, blocks, threads, hops, reps, ns
-    _check(cuda.cxb_gpu_zero_copy(a), f"gpu zero-copy {op}")
-    return list(ns), int(a.bad)
+    def fill(a):
+        a.device, a.op = device_index, ZERO_COPY_OPS.index(op)
+        a.host, a.bytes = ffi.cast("void *", host_addr), nbytes
+        a.blocks, a.threads, a.hops = blocks, threads, hops
+    return _timed("zero_copy", fill, reps, f"gpu zero-copy {op}")
 
 
 def chase(nbytes: int, stride: int, hops: int, reps: int,

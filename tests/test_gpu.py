@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from cxlbench import gpu
-from cxlbench.benchmarks import gpu_chase, gpu_copy, gpu_stream, gpu_zero_copy
+from cxlbench.benchmarks import gpu_chase, gpu_copy, gpu_managed, gpu_stream, gpu_zero_copy
 from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
@@ -182,7 +182,10 @@ def copy_params(**over):
 def test_only_pageable_and_registered_copies_place_a_host_buffer(host, placed):
     p = copy_params(host=host)
     assert gpu_copy.buffers_of(p) == (("host",) if placed else ())
-    assert set(gpu_copy.unused(p)) == (set() if placed else {"mem", "page"})
+    grid_ = {"threads", "blocks_per_sm"}            # the copy engines take no grid
+    assert set(gpu_copy.unused(p)) == grid_ | (set() if placed else {"mem", "page"})
+    assert set(gpu_copy.unused({**p, "engine": "sm"})) == (set() if placed else
+                                                           {"mem", "page"})
 
 
 @pytest.mark.parametrize("direction,each,moved", [("h2d", 1 << 20, 1 << 20),
@@ -193,8 +196,9 @@ def test_a_copy_times_every_repetition_in_one_call_from_the_placed_buffer(
     halves; the warm-up copies are timed in the same call but not kept."""
     calls = []
 
-    def copy(direction_, host, nbytes, reps, addr, device_index):
+    def copy(direction_, host, nbytes, reps, addr, device_index, engine, blocks, threads):
         calls.append((direction_, host, nbytes, reps, addr, device_index))
+        assert (engine, blocks, threads) == ("ce", 0, 0)
         return [5, 5, 1000, 2000, 4000], 0
     monkeypatch.setattr(gpu, "copy", copy)
     monkeypatch.setattr(gpu, "device", lambda i: {**H200, "index": i})
@@ -211,7 +215,7 @@ def test_a_copy_times_every_repetition_in_one_call_from_the_placed_buffer(
 def test_a_copy_with_wrong_bytes_fails_the_case(monkeypatch):
     monkeypatch.setattr(gpu, "copy", lambda *a: ([1000] * 5, 3))
     monkeypatch.setattr(gpu, "device", lambda i: H200)
-    with pytest.raises(CheckError, match="gpu_copy h2d pinned: 3 of 1048576 bytes"):
+    with pytest.raises(CheckError, match="gpu_copy h2d pinned ce: 3 of 1048576 bytes"):
         gpu_copy.run(copy_params(host="pinned"))
 
 
@@ -219,11 +223,90 @@ def test_a_copy_with_wrong_bytes_fails_the_case(monkeypatch):
 def test_the_library_refuses_bad_copy_arguments_and_reports_cuda_errors():
     """Arguments out of range are refused before CUDA is asked; without a GPU the first
     CUDA call's error comes back in words."""
-    with pytest.raises(gpu.GpuError, match="cxb_gpu_copy: direction, host kind, bytes"):
+    with pytest.raises(gpu.GpuError, match="cxb_gpu_copy: direction, engine, host kind"):
         gpu.copy("h2d", "pageable", 4096, 1, 0)           # pageable needs memory
+    with pytest.raises(gpu.GpuError, match="an SM copy needs mapped .* whole warps"):
+        gpu.copy("h2d", "pinned", 4096, 1, engine="sm", blocks=1, threads=48)
+    with pytest.raises(gpu.GpuError, match="an SM copy needs mapped"):
+        gpu.copy("h2d", "pinned", 4100, 1, engine="sm", blocks=1, threads=64)
+    with pytest.raises(gpu.GpuError, match="cxb_gpu_managed: mode, bytes"):
+        gpu.managed("fault", 4100, 1, 1, 64)              # not whole doubles
     if gpu.unavailable() is not None:
         with pytest.raises(gpu.GpuError, match=r"cudaSetDevice.*\(CUDA error \d+\)"):
             gpu.copy("h2d", "pinned", 4096, 1)
+
+
+def test_an_sm_copy_runs_a_grid_and_refuses_pageable_memory(monkeypatch):
+    """engine=sm: a full grid of the device at the threads asked, 16-byte steps (the size
+    a multiple of 16); pageable memory is not mapped, so it skips with why."""
+    calls = []
+
+    def copy(*args):
+        calls.append(args)
+        return [1000] * 5, 0
+    monkeypatch.setattr(gpu, "copy", copy)
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    m = gpu_copy.run(copy_params(host="pinned", engine="sm", threads=512))
+    (args,) = calls
+    assert args[-3:] == ("sm", 132 * 4, 512)        # 2048 threads an SM: 4 blocks of 512
+    assert m.kernel == "gpu_copy_h2d_sm" and m.info["blocks"] == 528
+    assert "not mapped into the device's space" in gpu_copy.skip(
+        copy_params(host="pageable", engine="sm"), None)
+    monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
+    with pytest.raises(UserError, match="size=4104: an SM copy moves 16 bytes"):
+        gpu_copy.check(copy_params(host="pinned", engine="sm", size=4104), None)
+    with pytest.raises(UserError, match="threads=40 is not whole warps"):
+        gpu_copy.check(copy_params(host="pinned", engine="sm", threads=40), None)
+    gpu_copy.check(copy_params(host="pinned", engine="sm"), None)
+    gpu_copy.check(copy_params(host="pinned", size=4104, threads=40), None)    # ce: no grid
+
+
+# ---- managed memory ---------------------------------------------------------------------------
+def managed_params(**over):
+    p = {k: o.default for k, o in gpu_managed.OPTIONS.items()}
+    p.update(size=1 << 20, repeat=3, warmup=1)
+    p.update(over)
+    return p
+
+
+def test_managed_memory_times_in_one_call_from_the_cpu_asked_and_drops_warmups(monkeypatch):
+    """The host writes from the case's CPU (its pages land on that CPU's node), the worker's
+    affinity is given back after, and the warm-up's time is not kept."""
+    import os
+    seen = []
+
+    def managed(mode, nbytes, reps, blocks, threads, device_index):
+        seen.append((mode, nbytes, reps, blocks, threads, sorted(os.sched_getaffinity(0))))
+        return [9, 1000, 2000, 4000], 0
+    monkeypatch.setattr(gpu, "managed", managed)
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    allowed = sorted(os.sched_getaffinity(0))
+    m = gpu_managed.run(managed_params(mode="prefetch", cpus=str(allowed[-1])))
+    assert seen == [("prefetch", 1 << 20, 4, 132 * 8, 256, [allowed[-1]])]
+    assert sorted(os.sched_getaffinity(0)) == allowed
+    assert [r["bandwidth"] for r in m.reps] == [(1 << 20) / 1000, (1 << 20) / 2000,
+                                                (1 << 20) / 4000]
+    assert m.kernel == "gpu_managed_prefetch" and m.cpus == [allowed[-1]]
+
+
+@pytest.mark.parametrize("mode,words", [("first-touch", "5 doubles not what the GPU wrote"),
+                                        ("fault", "sum is not that of what the host wrote")])
+def test_managed_memory_that_fails_its_check_fails_the_case(monkeypatch, mode, words):
+    import os
+    allowed = os.sched_getaffinity(0)
+    monkeypatch.setattr(gpu, "managed", lambda *a: ([1000] * 4, 5))
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    with pytest.raises(CheckError, match=f"gpu_managed {mode}: .*{words}"):
+        gpu_managed.run(managed_params(mode=mode))
+    assert os.sched_getaffinity(0) == allowed
+
+
+def test_managed_memory_is_never_oversubscribed(monkeypatch):
+    monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
+    monkeypatch.setattr(gpu, "device", lambda i: {**H200, "memory_bytes": 100 << 30})
+    gpu_managed.check(managed_params(size=90 << 30), None)
+    with pytest.raises(UserError, match=r"over 90% of device 0's .* oversubscribed"):
+        gpu_managed.check(managed_params(size=91 << 30), None)
 
 
 # ---- device-memory latency ---------------------------------------------------------------------
@@ -337,6 +420,34 @@ def test_every_copy_runs_and_checks_on_the_gpu(direction, host):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("host", ["registered", "pinned", "wc"])
+@pytest.mark.parametrize("direction", gpu.DIRECTIONS)
+def test_every_sm_copy_runs_and_checks_on_the_gpu(direction, host):
+    m = gpu_copy.run(copy_params(direction=direction, host=host, engine="sm", size=16 << 20))
+    assert m.status == "ok", m.error
+    print(direction, host, "sm", [round(r["bandwidth"], 1) for r in m.reps], "GB/s")
+    assert min(r["bandwidth"] for r in m.reps) > 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", gpu.MANAGED_MODES)
+def test_managed_memory_runs_and_checks_on_the_gpu(mode):
+    """64 MiB: faulted in is slower than prefetched, both slower than resident pages."""
+    m = gpu_managed.run(managed_params(mode=mode, size=64 << 20))
+    assert m.status == "ok", m.error
+    print(mode, [round(r["bandwidth"], 1) for r in m.reps], "GB/s")
+    assert min(r["bandwidth"] for r in m.reps) > 0.5
+
+
+@pytest.mark.gpu
+def test_managed_pages_already_on_the_device_read_faster_than_faulted_ones():
+    med = {mode: sorted(r["bandwidth"] for r in gpu_managed.run(
+        managed_params(mode=mode, size=256 << 20)).reps)[1] for mode in ("fault", "resident")}
+    print(med)
+    assert med["resident"] > 3 * med["fault"]
+
+
+@pytest.mark.gpu
 def test_a_kernel_that_writes_nothing_is_caught(private_sources):
     """add rebuilt to write nothing: c keeps its start value, which the static check holds
     apart from add's result, so the case fails."""
@@ -403,6 +514,9 @@ def test_the_gpu_families_draw_their_figures():
         ({"size": s, "stride": st}, 30.0 if s < 1 << 20 else 600.0)
         for st in (128, 2 << 20) for s in (4 << 20, 1 << 30)])
     assert [f.key for f in figures.figures_for("gpu_chase", chases, [])] == ["gpu-latency"]
+    managed = summary_rows("gpu_managed", "bandwidth", "GB/s", [
+        ({"mode": m}, 10.0 * (i + 1)) for i, m in enumerate(gpu.MANAGED_MODES)])
+    assert [f.key for f in figures.figures_for("gpu_managed", managed, [])] == ["gpu-managed"]
     zc = pd.concat([summary_rows("gpu_zero_copy", "bandwidth", "GB/s", [
         ({"op": op, "mem": f"bind:{n}"}, 20.0) for op in ("read", "write") for n in (0, 2)]),
         summary_rows("gpu_zero_copy", "latency", "ns", [
@@ -410,6 +524,26 @@ def test_the_gpu_families_draw_their_figures():
         ignore_index=True)
     assert [f.key for f in figures.figures_for("gpu_zero_copy", zc, [])] == \
         ["gpu-zero-copy", "gpu-zero-copy-latency"]
+
+
+def test_the_latency_figure_marks_the_devices_l2_and_the_steps_measured():
+    """A line-stride sweep over an H200's levels: the L2 the device reports (50 MiB) and
+    the steps the curve shows are marked; the page-stride sweep is left out of both."""
+    from cxlbench.report import figures
+    sizes = [1 << k for k in range(10, 31)]
+
+    def ns(s):          # L1 to 128 KiB, L2 to 32 MiB (of the near half), HBM beyond
+        return 35.0 if s <= 128 << 10 else 250.0 if s <= 32 << 20 else 600.0
+    rows = summary_rows("gpu_chase", "latency", "ns", [({"size": s, "stride": 128}, ns(s))
+                                                       for s in sizes] +
+                        [({"size": s, "stride": 2 << 20}, 900.0) for s in sizes[-4:]])
+    rows["info"] = [{"device": H200}] * len(rows)
+    marks = figures._gpu_marks(rows)
+    assert marks[0] == (50 << 20, "L2 50M (device)")
+    assert [at for at, _ in marks[1:]] == [128 << 10, 32 << 20]
+    assert all(text.endswith("(measured)") for _, text in marks[1:])
+    (fig,) = figures.figures_for("gpu_chase", rows, [])
+    assert "dotted lines mark the device's L2" in fig.caption
 
 
 ZONEINFO = """Node 0, zone      DMA

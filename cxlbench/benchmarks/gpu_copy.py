@@ -1,5 +1,7 @@
-"""Host-device copies by the GPU's copy engines (cudaMemcpyAsync): host to device, device to
-host, or both at once, from host memory of four kinds. pageable and registered copy a
+"""Host-device copies: host to device, device to host, or both at once, by the GPU's copy
+engines (cudaMemcpyAsync; engine=ce) or by a kernel on the SMs reading and writing the host
+memory mapped into the device's space (engine=sm, as NCCL and nvbandwidth's SM copies do),
+from host memory of four kinds. pageable and registered copy a
 cxlbench buffer placed, and verified, on the node `mem` names: pageable as it is (the
 driver stages it through pinned buffers of its own; any node, CXL included), registered
 pinned where it lies (cudaHostRegister) for the case (not on a node of movable memory
@@ -10,15 +12,16 @@ after the timing. GB/s counts the bytes copied (both directions' for bidir)."""
 from __future__ import annotations
 
 from .. import gpu
-from .gpu_stream import checked_times
-from ..errors import CheckError
+from .gpu_stream import OPTIONS as STREAM_OPTIONS
+from .gpu_stream import checked_times, grid
+from ..errors import CheckError, UserError
 from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
 
 NAME = "gpu_copy"
 BUFFERS = ("host",)
-DESCRIPTION = "host-device copies by the copy engines from host memory on each node, pinned, " \
-              "registered, pageable or write-combined (GB/s)"
+DESCRIPTION = "host-device copies by the copy engines or the SMs from host memory on each " \
+              "node, pinned, registered, pageable or write-combined (GB/s)"
 PLACED = ("pageable", "registered")     # the kinds whose host side is a placed buffer
 
 OPTIONS = {
@@ -29,10 +32,15 @@ OPTIONS = {
                    "movable), pinned or wc (cudaHostAlloc'd, plain or write-combined)",
                    choices=gpu.HOST_KINDS,
                    expand={"all": gpu.HOST_KINDS}),
+    "engine": Option("engine", "choice", "ce", "ce: the copy engines (cudaMemcpyAsync); sm: a "
+                     "kernel copying 16 bytes a thread through the mapped host memory (not "
+                     "pageable)", choices=gpu.ENGINES, expand={"all": gpu.ENGINES}),
     "size": Option("size", "size", 256 << 20, "bytes copied each way", "bytes", min=4096,
                    expand={"sweep": (4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20,
                                      1 << 30)}),
-    "device": Option("device", "int", 0, "the CUDA device", min=0),
+    "threads": STREAM_OPTIONS["threads"],
+    "blocks_per_sm": STREAM_OPTIONS["blocks_per_sm"],
+    "device": STREAM_OPTIONS["device"],
     **pick("mem", "page", "cpus", "repeat", "warmup", "tolerance", "timeout", repeat=10,
            warmup=2),
 }
@@ -43,10 +51,14 @@ def buffers_of(params: dict) -> tuple[str, ...]:
 
 
 def unused(params: dict) -> dict[str, str]:
-    if params["host"] in PLACED:
-        return {}
-    why = f"host={params['host']} is allocated by the CUDA driver, not placed"
-    return {"mem": why, "page": why}
+    out = {}
+    if params["engine"] == "ce":
+        why = "engine=ce: the copy engines, not a kernel"
+        out |= {"threads": why, "blocks_per_sm": why}
+    if params["host"] not in PLACED:
+        why = f"host={params['host']} is allocated by the CUDA driver, not placed"
+        out |= {"mem": why, "page": why}
+    return out
 
 
 def sizes(params: dict) -> dict[str, int]:
@@ -54,6 +66,9 @@ def sizes(params: dict) -> dict[str, int]:
 
 
 def skip(params: dict, topology) -> str | None:
+    if params["host"] == "pageable" and params["engine"] == "sm":
+        return ("pageable memory is not mapped into the device's space: only the copy "
+                "engines (through the driver's staging) copy it")
     if params["host"] == "pageable" and params["direction"] == "bidir":
         return ("pageable copies are staged by the driver synchronously: the two directions "
                 "would run one after the other, not at once")
@@ -62,6 +77,11 @@ def skip(params: dict, topology) -> str | None:
 
 
 def check(params: dict, topology) -> None:
+    if params["engine"] == "sm":
+        gpu.check_threads(params["threads"])
+        if params["size"] % 16:
+            raise UserError(f"size={params['size']}: an SM copy moves 16 bytes a thread, so "
+                            "the size must be a multiple of 16")
     gpu.check_device(params["device"])
     if params["host"] in PLACED:
         check_placement(params, resolve_cpus({**params, "threads": 1}), topology,
@@ -73,20 +93,24 @@ def run(params: dict) -> Measurement:
     bufs = place(params, cpus, sizes(params)) if params["host"] in PLACED else []
     dev = gpu.device(params["device"])
     moved = params["size"] * (2 if params["direction"] == "bidir" else 1)
+    engine = params["engine"]
+    blocks = grid(params, dev) if engine == "sm" else 0
+    threads = params["threads"] if engine == "sm" else 0
+    what = f"gpu_copy {params['direction']} {params['host']} {engine}"
 
     def timed() -> list[int]:
         ns, bad = gpu.copy(params["direction"], params["host"], params["size"],
                            params["warmup"] + params["repeat"], bufs[0].addr if bufs else 0,
-                           params["device"])
+                           params["device"], engine, blocks, threads)
         if bad:
-            raise CheckError(f"gpu_copy {params['direction']} {params['host']}: {bad} of "
-                             f"{moved} bytes were not what was copied")
+            raise CheckError(f"{what}: {bad} of {moved} bytes were not what was copied")
         return checked_times(ns, f"gpu_copy: a copy of {params['size']} bytes")
 
-    m = Measurement(kernel=f"gpu_copy_{params['direction']}",
+    m = Measurement(kernel=f"gpu_copy_{params['direction']}_{engine}",
                     isa=f"sm_{dev['major']}{dev['minor']}", cpus=cpus,
                     units={"bandwidth": "GB/s", "time": "us"},
-                    info={"device": dev, "bytes": moved, "host": params["host"]})
+                    info={"device": dev, "bytes": moved, "host": params["host"],
+                          **({"blocks": blocks, "threads": threads} if blocks else {})})
     m = measure(m, params, bufs,
                 replay(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))
     if not bufs:        # the driver's memory: neither placed nor verified

@@ -652,14 +652,33 @@ def gpu_stream(frame, runs):
                          "a line per number of blocks per SM")
 
 
+def _gpu_marks(lat: pd.DataFrame) -> list[tuple[float, str]]:
+    """The latency figure's marks: the L2 the device reports, and the steps the line-stride
+    sweep itself shows (L1 is not reported: it shares its SRAM with shared memory, so its
+    size is the carve-out's)."""
+    line = lat[lat["params"].map(lambda p: int(p.get("stride") or 128) <= 128)]
+    l2 = {int(i["device"]["l2_bytes"]) for i in line["info"]
+          if isinstance(i, dict) and i.get("device", {}).get("l2_bytes")}
+    marks = [(b, f"L2 {format_size(b)} (device)") for b in sorted(l2)]
+    if len(l2) <= 1 and line["machine"].nunique() <= 1:     # one device's curve
+        points = [(int(p["size"]), float(v)) for p, v in zip(line["params"], line["median"])]
+        marks += [(lv["capacity"], f"step {format_size(lv['capacity'])} (measured)")
+                  for lv in analysis.cache_levels(points) if lv["capacity"]]
+    return marks
+
+
 def gpu_chase(frame, runs):
     """Latency against working set, a line per stride: the steps are L1, L2 and HBM (a
     line's stride) or the TLBs' reach (a page's)."""
+    lat = _metric(frame, "latency")
     yield lines(frame, "size", "latency", logx=True, logy=True, xsize=True,
                 xlabel="working set", key="gpu-latency", family="gpu_chase",
+                marks=_gpu_marks(lat),
                 title="GPU memory latency against working set",
                 measured="Time of one dependent load (ns, CUDA events around a launch of one "
-                         "thread's chase through a random cycle, over its loads)")
+                         "thread's chase through a random cycle, over its loads); dotted "
+                         "lines mark the device's L2 and the steps the line-stride sweep "
+                         "shows")
 
 
 def gpu_copy(frame, runs):
@@ -667,10 +686,10 @@ def gpu_copy(frame, runs):
     yield lines(frame, "size", "bandwidth", logx=True, xsize=True, xlabel="bytes each way",
                 key="gpu-copy", family="gpu_copy",
                 title="Host-device copies against size",
-                measured="Bandwidth (GB/s: bytes copied, both ways' for bidir) of "
-                         "cudaMemcpyAsync between device memory and host memory of each kind, "
-                         "placed on each node where it is a cxlbench buffer, timed by CUDA "
-                         "events")
+                measured="Bandwidth (GB/s: bytes copied, both ways' for bidir) between "
+                         "device memory and host memory of each kind, placed on each node "
+                         "where it is a cxlbench buffer, by the copy engines (cudaMemcpyAsync) "
+                         "or by a kernel on the SMs, timed by CUDA events")
 
 
 def gpu_zero_copy(frame, runs):
@@ -683,6 +702,16 @@ def gpu_zero_copy(frame, runs):
                family="gpu_zero_copy", title="GPU load latency to host memory",
                measured="Time of one dependent load (ns) of one GPU thread chasing a random "
                         "cycle of 64-byte lines through host memory placed on each node")
+
+
+def gpu_managed(frame, runs):
+    """Managed memory's read by mode: faulted in, prefetched, resident; and first touch."""
+    yield bars(frame, ("mode",), "bandwidth", key="gpu-managed", family="gpu_managed",
+               title="GPU managed memory: faults against prefetch",
+               measured="Bandwidth (GB/s of the managed buffer) of a grid of GPU threads "
+                        "reading pages the host wrote (migrated on fault, or prefetched "
+                        "first, timed with the read), pages already on the device, or "
+                        "writing memory never touched, timed by CUDA events")
 
 
 def generic(frame, runs):

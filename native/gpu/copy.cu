@@ -1,10 +1,11 @@
-// Host-device copies by the copy engines (cudaMemcpyAsync), from host memory of four
-// kinds: the caller's as it is (pageable: the driver stages it through its own pinned
-// buffers), the caller's registered for the call (its pages pinned where they are: a
-// cxlbench buffer placed on any node, CXL nodes included), or pinned memory the library
-// allocates, plain or write-combined. One round untimed, then each repetition timed by
-// events: one before the copies, one after each stream's copy; every byte is checked after
-// the timing.
+// Host-device copies by the copy engines (cudaMemcpyAsync) or by a kernel on the SMs
+// reading and writing the host memory mapped into the device's space (as NCCL and
+// nvbandwidth's SM copies do), from host memory of four kinds: the caller's as it is
+// (pageable: the driver stages it through its own pinned buffers; copy engines only), the
+// caller's registered for the call (its pages pinned where they are: a cxlbench buffer
+// placed on any node, CXL nodes included), or pinned memory the library allocates, plain
+// or write-combined. One round untimed, then each repetition timed by events: one before
+// the copies, one after each stream's copy; every byte is checked after the timing.
 #include <string.h>
 
 #include "internal.h"
@@ -16,6 +17,7 @@ extern "C" {
 namespace {
 
 enum { H2D, D2H, BOTH };
+enum { COPY_ENGINE, SM };
 enum { PAGEABLE, REGISTERED, PINNED, WRITE_COMBINED };
 
 // What one case holds, released however it ends.
@@ -42,29 +44,37 @@ __host__ __device__ inline unsigned char pattern(unsigned long long i, int which
     return (unsigned char)((i * 131u + (i >> 12) * 7u + which * 61u + 17u) & 0xff);
 }
 
-__global__ void fill(unsigned char *p, unsigned long long n, int which) {
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
-        p[i] = pattern(i, which);
+__global__ void fill(unsigned char *p, u64 n, int which) {
+    GRID_STRIDE(i, n) p[i] = pattern(i, which);
 }
 
-__global__ void count_wrong(const unsigned char *p, unsigned long long n, int which,
-                            unsigned long long *bad) {
-    unsigned long long mine = 0;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
-        mine += p[i] != pattern(i, which);
+// The SMs' copy: 16 bytes a thread a step (n16 of them), between the device's view of
+// mapped host memory and device memory.
+__global__ void sm_copy(const uint4 *__restrict__ from, uint4 *__restrict__ to, u64 n16) {
+    GRID_STRIDE(i, n16) to[i] = from[i];
+}
+
+__global__ void count_wrong(const unsigned char *p, u64 n, int which, u64 *bad) {
+    u64 mine = 0;
+    GRID_STRIDE(i, n) mine += p[i] != pattern(i, which);
     if (mine) atomicAdd(bad, mine);
 }
 
 }  // namespace
 
 int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
+    const bool sm = a->engine == SM;
     if (a->direction < H2D || a->direction > BOTH || a->host_kind < PAGEABLE ||
         a->host_kind > WRITE_COMBINED || a->bytes == 0 || a->reps < 1 ||
-        (a->host_kind <= REGISTERED && a->host == nullptr))
-        return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: direction, host kind, "
-                            "bytes, reps or host memory out of range");
+        (a->host_kind <= REGISTERED && a->host == nullptr) || a->engine < COPY_ENGINE ||
+        a->engine > SM)
+        return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: direction, engine, host "
+                            "kind, bytes, reps or host memory out of range");
+    if (sm && (a->host_kind == PAGEABLE || a->bytes % 16 || a->blocks < 1 ||
+               a->threads < 32 || a->threads > 1024 || a->threads % 32))
+        return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: an SM copy needs mapped "
+                            "(not pageable) host memory, bytes a multiple of 16 and a grid "
+                            "of whole warps");
     CK(cudaSetDevice(a->device));
     const unsigned long long n = a->bytes;
     const size_t host_bytes = a->direction == BOTH ? 2 * n : n;
@@ -72,13 +82,15 @@ int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
     if (a->host_kind <= REGISTERED) {
         c.host = (char *)a->host;
         if (a->host_kind == REGISTERED) {
-            CK(cudaHostRegister(c.host, host_bytes, cudaHostRegisterDefault));
+            CK(cudaHostRegister(c.host, host_bytes,
+                                sm ? cudaHostRegisterMapped : cudaHostRegisterDefault));
             c.registered = true;
         }
     } else {
         CK(cudaHostAlloc((void **)&c.host, host_bytes,
-                         a->host_kind == WRITE_COMBINED ? cudaHostAllocWriteCombined
-                                                        : cudaHostAllocDefault));
+                         (a->host_kind == WRITE_COMBINED ? cudaHostAllocWriteCombined
+                                                         : cudaHostAllocDefault) |
+                             (sm ? cudaHostAllocMapped : 0)));
         c.owned = true;
     }
     // Copy 0 goes host to device (host[0, n) -> dev[0]), copy 1 device to host
@@ -97,6 +109,10 @@ int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
         CK(cudaGetLastError());
         memset(down_host, 0, n);
     }
+    // What the SMs see of the host side (the same pages, through the device's mapping).
+    char *mapped = nullptr;
+    if (sm) CK(cudaHostGetDevicePointer((void **)&mapped, c.host, 0));
+    char *down_mapped = sm ? mapped + (a->direction == BOTH ? n : 0) : nullptr;
     CK(cudaDeviceSynchronize());
     CK(cudaEventCreate(&c.start));
     for (int i = 0; i < 2; i++) {
@@ -107,9 +123,21 @@ int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
     for (int r = -1; r < a->reps; r++) {
         CK(cudaEventRecord(c.start, c.stream[0]));
         CK(cudaStreamWaitEvent(c.stream[1], c.start, 0));
-        if (up) CK(cudaMemcpyAsync(c.dev[0], c.host, n, cudaMemcpyHostToDevice, c.stream[0]));
-        if (down)
-            CK(cudaMemcpyAsync(down_host, c.dev[1], n, cudaMemcpyDeviceToHost, c.stream[1]));
+        if (sm) {
+            if (up)
+                sm_copy<<<a->blocks, a->threads, 0, c.stream[0]>>>(
+                    (const uint4 *)mapped, (uint4 *)c.dev[0], n / 16);
+            if (down)
+                sm_copy<<<a->blocks, a->threads, 0, c.stream[1]>>>(
+                    (const uint4 *)c.dev[1], (uint4 *)down_mapped, n / 16);
+            CK(cudaGetLastError());
+        } else {
+            if (up)
+                CK(cudaMemcpyAsync(c.dev[0], c.host, n, cudaMemcpyHostToDevice, c.stream[0]));
+            if (down)
+                CK(cudaMemcpyAsync(down_host, c.dev[1], n, cudaMemcpyDeviceToHost,
+                                   c.stream[1]));
+        }
         CK(cudaEventRecord(c.stop[0], c.stream[0]));
         CK(cudaEventRecord(c.stop[1], c.stream[1]));
         float ms[2] = {0, 0};

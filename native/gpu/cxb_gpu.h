@@ -54,19 +54,94 @@ struct cxb_gpu_stream_args {
     double want_sum;            /* out: what that sum should be */
 };
 
-/* Host-device copies with cudaMemcpyAsync (the copy engines): direction 0 host to device, 1
- * device to host, 2 both at once on two streams (host and host + bytes, two device buffers).
- * host_kind 0: the caller's memory as it is (pageable), 1: the caller's memory registered
- * (cudaHostRegister) for the call, 2: pinned memory the library allocates (cudaHostAlloc),
- * 3: the same write-combined. Each repetition is timed from an event before the first copy
- * to the last stream's event after its copy. The bytes are a pattern the library writes
- * before the timing and compares, every byte, after it: bad counts those that differ. */
+/* Host-device copies: direction 0 host to device, 1 device to host, 2 both at once on two
+ * streams (host and host + bytes, two device buffers). engine 0: cudaMemcpyAsync (the copy
+ * engines); 1: a kernel of blocks x threads (the SMs) copying 16 bytes a thread a step
+ * through the host memory mapped into the device's space (bytes a multiple of 16; not
+ * pageable memory). host_kind 0: the caller's memory as it is (pageable), 1: the caller's
+ * memory registered (cudaHostRegister) for the call, 2: pinned memory the library
+ * allocates (cudaHostAlloc), 3: the same write-combined. Each repetition is timed from an
+ * event before the first copy to the last stream's event after its copy. The bytes are a
+ * pattern the library writes before the timing and compares, every byte, after it: bad
+ * counts those that differ. */
 struct cxb_gpu_copy_args {
     int device;
     int direction;
+    int engine;
     int host_kind;
     void *host;                 /* kinds 0 and 1: bytes (x 2 for both directions) */
     unsigned long long bytes;
+    int blocks;                 /* engine 1's grid */
+    int threads;
+    int reps;
+    unsigned long long *ns;
+    unsigned long long bad;     /* out */
+};
+
+/* Managed memory (cudaMallocManaged) of `bytes`, never more than the device has free, and
+ * a grid of blocks x threads going through it once a repetition. mode 0 fault: the host
+ * has written every page (they live in host memory) and the timed launch reads them (a
+ * sum, checked), each page migrating to the device on its fault; 1 prefetch: the same with
+ * cudaMemPrefetchAsync to the device inside the timed region, before the launch; 2
+ * resident: the pages already on the device (prefetched untimed), the read alone; 3 first
+ * touch: memory allocated anew and never touched, which the timed launch writes (every
+ * double checked). Before each repetition of modes 0 and 1 the host writes every page
+ * again, moving them back. */
+struct cxb_gpu_managed_args {
+    int device;
+    int mode;
+    unsigned long long bytes;
+    int blocks;
+    int threads;
+    int reps;
+    unsigned long long *ns;
+    unsigned long long bad;     /* out */
+};
+
+/* Embedding-bag gather on the GPU: `bags` bags, each the fp32 sum of the `pooling` rows
+ * (of `dim` floats) of a table of `rows` rows that indices[bag * pooling + k] name, into an
+ * output in device memory. table 0: the table in device memory (HBM); 1: in pinned host
+ * memory the library allocates (cudaHostAlloc, mapped); 2: in the caller's memory at
+ * `host` (placed on a node, rows x dim x 4 bytes), registered mapped for the call; 1 and
+ * 2 are read in place over the link. The library fills the table with values whose sums
+ * are exact in fp32, copies the indices to the device, and launches blocks x threads
+ * (whole warps) untimed once and then reps times, each between two events; every output
+ * element is then checked against the host's sum: bad counts those that differ. */
+struct cxb_gpu_embedding_args {
+    int device;
+    int table;
+    void *host;
+    unsigned long long rows;
+    int dim;
+    const long long *indices;   /* bags x pooling row numbers, each < rows */
+    unsigned long long bags;
+    int pooling;
+    int blocks;
+    int threads;
+    int reps;
+    unsigned long long *ns;
+    unsigned long long bad;     /* out */
+};
+
+/* Paged-KV block swaps between device memory and a host pool (the caller's memory at
+ * `host`, placed on a node, pool_blocks x block_bytes, registered for the call): the
+ * `blocks` host blocks at slots[j] (distinct, each < pool_blocks) move to device block j
+ * (direction 0, swap in) or from it (1, swap out). method 0: one cudaMemcpyAsync per
+ * block; 1: one kernel of grid x threads copying every block through the block table
+ * (the host pool mapped into the device's space; block_bytes a multiple of 16). Each
+ * repetition is one swap timed by events around all its copies; every byte is checked
+ * after the timing: bad counts those that differ. */
+struct cxb_gpu_kv_swap_args {
+    int device;
+    int direction;
+    int method;
+    void *host;
+    unsigned long long pool_blocks;
+    unsigned long long block_bytes;
+    const unsigned long long *slots;
+    unsigned long long blocks;
+    int grid;
+    int threads;
     int reps;
     unsigned long long *ns;
     unsigned long long bad;     /* out */
@@ -117,6 +192,9 @@ int cxb_gpu_stream(struct cxb_gpu_stream_args *args);
 int cxb_gpu_copy(struct cxb_gpu_copy_args *args);
 int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *args);
 int cxb_gpu_chase(struct cxb_gpu_chase_args *args);
+int cxb_gpu_managed(struct cxb_gpu_managed_args *args);
+int cxb_gpu_embedding(struct cxb_gpu_embedding_args *args);
+int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *args);
 const char *cxb_gpu_error(void);
 
 #endif

@@ -3,6 +3,7 @@
 #ifndef CXB_GPU_INTERNAL_H
 #define CXB_GPU_INTERNAL_H
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdlib.h>
 
 /* Records "what: CUDA's words (CUDA error e)" and returns e. */
@@ -25,6 +26,25 @@ __device__ inline double block_sum(double v) {
     if (threadIdx.x < 32)
         for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
     return v;
+}
+
+// Each block's sum of n elements into part[blockIdx.x], for host_sum to add up. A template
+// with internal linkage: each .cu launching it compiles its own (no kernel shared across
+// files, which nvcc's whole-program mode would not link), and none where it is unused.
+template <typename T>
+static __global__ void sum_blocks(const T *__restrict__ a, double *__restrict__ part, u64 n) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += a[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// Elements of x further than tol x |want| from want (NaN included) added to *bad.
+template <typename T>
+static __global__ void count_off(const T *x, double want, double tol, u64 n, u64 *bad) {
+    u64 mine = 0;
+    GRID_STRIDE(i, n) mine += !(fabs(x[i] - want) <= tol * fabs(want));
+    if (mine) atomicAdd(bad, mine);
 }
 
 #define CK(call)                                                   \
@@ -84,6 +104,18 @@ int timed_launches(Launch launch, int reps, u64 *ns) {
         CK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
         ns[r] = (u64)(ms * 1e6 + 0.5);
     }
+    return 0;
+}
+
+// *sum = the sum of `blocks` partial sums in device memory. 0, or the CUDA error.
+inline int host_sum(const double *part, int blocks, double *sum) {
+    double *h = (double *)malloc(blocks * sizeof(double));
+    if (!h) return cxb_gpu_fail(cudaErrorMemoryAllocation, "partial sums");
+    cudaError_t e = cudaMemcpy(h, part, blocks * sizeof(double), cudaMemcpyDeviceToHost);
+    *sum = 0;
+    for (int i = 0; e == cudaSuccess && i < blocks; i++) *sum += h[i];
+    free(h);
+    CK(e);
     return 0;
 }
 

@@ -6,8 +6,6 @@
 #include <math.h>
 #include <string.h>
 
-#include <new>
-
 #include "internal.h"
 
 extern "C" {
@@ -27,14 +25,6 @@ static_assert(apart(W, A) > 0.01 && apart(A, C) > 0.01 && apart(SCALAR * C, B) >
 
 __global__ void init(double *a, double *b, double *c, u64 n) {
     GRID_STRIDE(i, n) { a[i] = A; b[i] = B; c[i] = C; }
-}
-
-__global__ void k_read(const double *__restrict__ a, const double *, double *,
-                       double *__restrict__ part, u64 n) {
-    double s = 0.0;
-    GRID_STRIDE(i, n) s += a[i];
-    s = block_sum(s);
-    if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 __global__ void k_write(double *__restrict__ a, const double *, double *, double *, u64 n) {
@@ -69,13 +59,6 @@ __global__ void k_dot(const double *__restrict__ a, const double *__restrict__ b
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-// Elements of x further than tol x |want| from want (NaN included).
-__global__ void count_off(const double *x, double want, double tol, u64 n, u64 *bad) {
-    u64 mine = 0;
-    GRID_STRIDE(i, n) mine += !(fabs(x[i] - want) <= tol * fabs(want));
-    if (mine) atomicAdd(bad, mine);
-}
-
 // The table: name, bytes per element, the launch, which array it writes (0 a, 1 b, 2 c;
 // -1: a sum) and that array's value afterwards. One row a kernel.
 struct Row {
@@ -88,7 +71,7 @@ struct Row {
 
 const Row TABLE[] = {
     {"read", 8, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
-         k_read<<<g, t>>>(a, b, c, p, n); }, -1, A},
+         sum_blocks<<<g, t>>>(a, p, n); }, -1, A},
     {"write", 8, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          k_write<<<g, t>>>(a, b, c, p, n); }, 0, W},
     {"copy", 16, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
@@ -186,13 +169,7 @@ int cxb_gpu_stream(struct cxb_gpu_stream_args *s) {
     s->sum = 0;
     s->want_sum = 0;
     if (row.writes < 0) {       // the blocks' partial sums, added here
-        double *part = new (std::nothrow) double[s->blocks];
-        if (!part) return cxb_gpu_fail(cudaErrorMemoryAllocation, "partial sums");
-        cudaError_t e = cudaMemcpy(part, m.part, s->blocks * sizeof(double),
-                                   cudaMemcpyDeviceToHost);
-        for (int i = 0; e == cudaSuccess && i < s->blocks; i++) s->sum += part[i];
-        delete[] part;
-        CK(e);
+        if (int rc = host_sum(m.part, s->blocks, &s->sum)) return rc;
         s->want_sum = row.want * (double)s->n;
         s->bad = !(fabs(s->sum - s->want_sum) <= 1e-9 * s->want_sum);
     } else {

@@ -16,13 +16,6 @@ enum { READ, WRITE, CHASE };
 constexpr double START = 0.1, WRITTEN = 0.5;
 constexpr u64 LINE_WORDS = 8;       // a 64-byte line of u64 words; a line's first word links
 
-__global__ void zc_read(const double *__restrict__ a, double *__restrict__ part, u64 n) {
-    double s = 0.0;
-    GRID_STRIDE(i, n) s += a[i];
-    s = block_sum(s);
-    if (threadIdx.x == 0) part[blockIdx.x] = s;
-}
-
 __global__ void zc_write(double *__restrict__ a, u64 n) {
     GRID_STRIDE(i, n) a[i] = WRITTEN;
 }
@@ -84,20 +77,15 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
     CK(cudaMalloc((void **)&m.end, sizeof(u64)));
     CK(cudaMemset(m.end, 0, sizeof(u64)));                      // the chase starts at line 0
     int rc = timed_launches([&] {
-        if (a->op == READ) zc_read<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
+        if (a->op == READ) sum_blocks<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
         else if (a->op == WRITE) zc_write<<<a->blocks, a->threads>>>((double *)dev, n);
         else zc_chase<<<1, 1>>>((const volatile u64 *)dev, a->hops, m.end);
     }, a->reps, a->ns);
     if (rc) return rc;
     a->bad = 0;
     if (a->op == READ) {
-        double *part = (double *)malloc(a->blocks * sizeof(double)), sum = 0;
-        if (!part) return cxb_gpu_fail(cudaErrorMemoryAllocation, "partial sums");
-        cudaError_t e = cudaMemcpy(part, m.part, a->blocks * sizeof(double),
-                                   cudaMemcpyDeviceToHost);
-        for (int i = 0; e == cudaSuccess && i < a->blocks; i++) sum += part[i];
-        free(part);
-        CK(e);
+        double sum;
+        if (int rc = host_sum(m.part, a->blocks, &sum)) return rc;
         a->bad = !(fabs(sum - START * n) <= 1e-9 * START * n);
     } else if (a->op == WRITE) {
         for (u64 i = 0; i < n; i++) a->bad += host[i] != WRITTEN;
