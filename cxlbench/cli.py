@@ -73,6 +73,7 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
         runner.check_resumable(run_)        # before repair rewrites anything
         for note in run_.repair():
             echo(f"{run_.path}: {note}")
+        runner.record_resume(run_)
     else:
         if bench and suite_name:
             raise UserError("give a suite or --bench, not both")
@@ -517,3 +518,152 @@ def list_():
         for opt in b.options.values():
             click.echo(f"    {opt.describe()}")
     click.echo("\nsuites: " + ", ".join(suite.shipped_names()))
+
+
+@main.group()
+def fleet():
+    """A suite on many machines of a SLURM cluster: one run per machine under a shared
+    results folder (see README: Fleets)."""
+
+
+RESULTS_HELP = "the shared results folder (on a file system every machine mounts)"
+
+
+@fleet.command("submit")
+@click.argument("suite_name")
+@click.option("--partition", "-p", help="the SLURM partition")
+@click.option("--nodelist", "-w", help="these machines (a SLURM node list: a,b or n[1-4])")
+@click.option("--nodes", "-N", type=int, help="any N machines")
+@click.option("--constraint", "-C", help="only machines with this SLURM feature")
+@click.option("--results", "--results-dir", "results_dir", default="results",
+              show_default=True, help=RESULTS_HELP)
+@click.option("--time", "-t", "time_limit", help="SLURM time limit, e.g. 2:00:00")
+@click.option("--var", "variables", multiple=True, metavar="KEY=VALUE",
+              help="a suite variable from its [vars] (repeatable)")
+@click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
+              help="any other sbatch option, e.g. --sbatch-arg=--qos=lab (repeatable)")
+@click.option("--dry-run", is_flag=True, help="print the sbatch script and stop")
+@_errors
+def fleet_submit(suite_name, partition, nodelist, nodes, constraint, results_dir,
+                 time_limit, variables, sbatch_args, dry_run):
+    """Run SUITE_NAME once on each machine, each allocated whole, through sbatch; print
+    the job id. The script is kept in RESULTS/fleet/<stamp>/."""
+    from .fleet import script, submit
+
+    options = script.Options(nodes=nodes, nodelist=nodelist, partition=partition,
+                             constraint=constraint, time=time_limit,
+                             sbatch_args=list(sbatch_args))
+    fleet_, text = submit.prepare(suite_name, suite.parse_pairs(variables, "--var"), options,
+                                  results_dir, dry_run=dry_run)
+    if fleet_ is None:
+        click.echo(text, nl=False)
+        return
+    job = submit.submit(fleet_, text)
+    click.echo(f"fleet {fleet_.path}: job {job}", err=True)
+    click.echo(job)
+
+
+def _fleet(job, results_dir):
+    from .fleet import record
+    return record.find(job, results_dir)
+
+
+@fleet.command("status")
+@click.argument("job")
+@click.option("--results", "--results-dir", "results_dir", default="results",
+              show_default=True, help=RESULTS_HELP)
+@click.option("--json", "as_json", is_flag=True, help="print one object per machine as JSON")
+@_errors
+def fleet_status(job, results_dir, as_json):
+    """Each machine of JOB's fleet (a job id, or the fleet's folder): pending, running (the
+    case it is on), done, or failed (why, and the end of its log)."""
+    from .fleet import status
+
+    fleet_ = _fleet(job, results_dir)
+    found = status.machines(fleet_)
+    if as_json:
+        click.echo(json.dumps([m.to_dict() for m in found], indent=1))
+        return
+    click.echo(f"fleet {fleet_.path}: suite {fleet_.data['suite']}, job(s) "
+               f"{', '.join(fleet_.job_ids())}")
+    _print_machines(found)
+
+
+def _print_machines(found) -> None:
+    width = max((len(m.node) for m in found), default=4)
+    for m in found:
+        counts = f"{m.finished}/{m.cases} cases" if m.cases is not None else ""
+        failed = f", {m.failed_cases} failed" if m.failed_cases else ""
+        if m.state == "running":
+            what = f"on {m.case} ({counts} done)" if m.case else "starting"
+        elif m.state == "done":
+            what = counts + failed
+        else:
+            what = m.reason or ""
+        click.echo(f"  {m.node:<{width}}  {m.state:<8} job {m.job:<8} {what}"
+                   + (f"  {m.run}" if m.run and m.state != "failed" else ""))
+        if m.state == "failed":
+            if m.run:
+                click.echo(f"  {'':<{width}}  run: {m.run}")
+            if m.log:
+                click.echo(f"  {'':<{width}}  log: {m.log}")
+            for line in m.log_tail:
+                click.echo(f"  {'':<{width}}    | {line}")
+
+
+@fleet.command("resume")
+@click.argument("job")
+@click.option("--results", "--results-dir", "results_dir", default="results",
+              show_default=True, help=RESULTS_HELP)
+@click.option("--time", "-t", "time_limit", help="a new SLURM time limit for the resume")
+@click.option("--dry-run", is_flag=True, help="print the sbatch script and stop")
+@_errors
+def fleet_resume(job, results_dir, time_limit, dry_run):
+    """Submit JOB's fleet again on the machines whose runs are unfinished: each finishes
+    its run with `cxlbench run --resume`; print the new job id."""
+    from .fleet import submit
+
+    fleet_ = _fleet(job, results_dir)
+    machines = submit.resumable(fleet_)
+    if not machines:
+        click.echo("nothing to resume: every machine's run finished", err=True)
+        return
+    if dry_run:
+        click.echo(submit.resume_script(fleet_, machines, time_limit), nl=False)
+        return
+    new_job = submit.resume(fleet_, machines, time_limit)
+    click.echo(f"fleet {fleet_.path}: job {new_job} resumes {', '.join(machines)}", err=True)
+    click.echo(new_job)
+
+
+@fleet.command("collect")
+@click.argument("job")
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="folder for the report (e.g. reports/NAME)")
+@click.option("--against", help="the reference machine (default: the first by name)")
+@click.option("--results", "--results-dir", "results_dir", default="results",
+              show_default=True, help=RESULTS_HELP)
+@click.option("--interval", default=10.0, show_default=True, type=click.FloatRange(0.1),
+              help="seconds between looks at the jobs while waiting")
+@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0.0001, 0.5),
+              help="significance level of the comparisons")
+@click.option("--title", help="the report's title")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
+@_errors
+def fleet_collect(job, output, against, results_dir, interval, alpha, title, force):
+    """Wait until JOB's fleet has ended, then report on every machine's run, each machine
+    compared with the reference (--against)."""
+    from .fleet import collect
+
+    fleet_ = _fleet(job, results_dir)
+    tty = sys.stderr.isatty()
+    found = collect.wait(fleet_, lambda line: click.echo(
+        f"\rjob(s) {', '.join(fleet_.job_ids())}: {line}   ", err=True, nl=not tty),
+        interval)
+    if tty:
+        click.echo(err=True)
+    _print_machines(found)
+    click.echo("building the report ...", err=True)
+    html_path, md_path = collect.build(fleet_, found, output, against=against, alpha=alpha,
+                                       force=force, title=title)
+    click.echo(f"report: {html_path}\nmarkdown: {md_path}")

@@ -66,6 +66,20 @@ def new_run_id() -> str:
     return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
+def new_folder(base: Path) -> Path:
+    """A new folder in base named by the time (a run's id), -1, -2... where one is taken."""
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = new_run_id()
+    for n in range(1000):
+        path = base / (stamp if n == 0 else f"{stamp}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise ResultsError(f"{base} has no free folder name for {stamp}")
+
+
 def columns_for(param_names) -> list[str]:
     return FIRST_COLUMNS + sorted(set(param_names) - RESOLVED) + LAST_COLUMNS
 
@@ -101,17 +115,7 @@ class Run:
     def create(cls, root: str | os.PathLike, meta: dict) -> "Run":
         """A new run folder, locked by this process, its files in place and empty."""
         base = Path(root) / machine_id()
-        base.mkdir(parents=True, exist_ok=True)
-        run_id = new_run_id()
-        for n in range(1000):
-            path = base / (run_id if n == 0 else f"{run_id}-{n}")
-            try:
-                path.mkdir()
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise ResultsError(f"{base} has no free run folder name for {run_id}")
+        path = new_folder(base)
         meta = {"format_version": FORMAT_VERSION, "run_id": path.name,
                 "machine_id": base.name, **meta}
         try:

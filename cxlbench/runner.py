@@ -14,6 +14,7 @@ from typing import Callable
 
 from . import PACKAGE_PARENT, __version__, benchmarks, lifetime, native, stats, system
 from .errors import UserError
+from .fleet import slurm
 from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
@@ -41,6 +42,7 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
         "suite": {"name": suite.name, "source": suite.source, "text": suite.text,
                   "jobs": suite.data},
         "emulated": topo.machine.get("emulated"),
+        "slurm": slurm.run_fields(),          # the job, node and partition, under SLURM
         "build": native.build_info(),
         "settings": {**topo.settings, **system.read_settings()},
         "topology": topo.to_dict(),
@@ -50,6 +52,14 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
         "cases": [c.to_dict() for c in cases],
     }
     return Run.create(root, meta)
+
+
+def record_resume(run: Run) -> None:
+    """A run resumed under SLURM keeps the job that started it in "slurm" and adds the
+    job that resumes it to "slurm_resumed"."""
+    fields = slurm.run_fields()
+    if fields is not None:
+        run.update_meta(slurm_resumed=[*run.meta.get("slurm_resumed", []), fields])
 
 
 def run_worker(case: Case) -> dict:

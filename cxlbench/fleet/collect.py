@@ -1,0 +1,102 @@
+"""`cxlbench fleet collect`: wait for a fleet's jobs to end, then one report over every
+machine's run, with each machine compared against a reference machine by compare's own
+statistics and setting differences, and a table of the machines with their SLURM fields."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from .. import report as rep
+from .. import results
+from ..errors import ResultsError, UserError
+from ..report.document import Heading, Para, Table
+from . import record, status
+
+
+def wait(fleet: record.Fleet, progress: Callable[[str], None], interval: float = 10.0,
+         timeout: float | None = None) -> list[status.Machine]:
+    """Poll until no machine is pending or running; progress gets one line each poll."""
+    start = time.monotonic()
+    while True:
+        found = status.machines(fleet)
+        counts = {s: sum(1 for m in found if m.state == s)
+                  for s in ("pending", "running", "done", "failed")}
+        progress(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no machines yet")
+        if not counts["pending"] and not counts["running"]:
+            return found
+        if timeout is not None and time.monotonic() - start > timeout:
+            raise UserError(f"job(s) {', '.join(fleet.job_ids())} still running after "
+                            f"{timeout:g} s")
+        time.sleep(interval)
+
+
+def fleet_table(fleet: record.Fleet, found: list[status.Machine]) -> Table:
+    """Each machine: its state, its SLURM fields as its run recorded them, its run."""
+    rows = []
+    for m in found:
+        try:
+            meta = results.read_meta(m.run) if m.run is not None else {}
+        except ResultsError:
+            meta = {}
+        slurm = meta.get("slurm") or {}
+        resumed = [r.get("job_id") or "" for r in meta.get("slurm_resumed", [])]
+        cases = f"{m.finished}/{m.cases}" if m.cases is not None else ""
+        rows.append([m.node, m.state, slurm.get("job_id") or m.job,
+                     ", ".join(filter(None, resumed)), slurm.get("array_task_id") or "",
+                     slurm.get("partition") or "", slurm.get("cluster") or "", cases,
+                     m.reason or "", str(m.run or "")])
+    return Table(["machine", "state", "SLURM job", "resumed by", "array task", "partition",
+                  "cluster", "cases", "why", "run"], rows)
+
+
+def reference(found: list[status.Machine], against: str | None) -> status.Machine:
+    with_runs = [m for m in found if m.run is not None and m.finished]
+    if not with_runs:
+        raise UserError("no machine of the fleet finished a case: nothing to report")
+    if against is None:
+        return with_runs[0]
+    for m in with_runs:
+        if m.node == against:
+            return m
+    raise UserError(f"--against {against}: not a machine of the fleet with results "
+                    f"({', '.join(m.node for m in with_runs)})")
+
+
+def against_blocks(ref: status.Machine, other: status.Machine, alpha: float) -> list:
+    """One machine against the reference: the settings that differ, then compare's table."""
+    runs, _, table, unpaired = rep.comparison(ref.run, other.run, alpha)
+    sig = int(table["significant"].sum()) if len(table) else 0
+    blocks = [Heading(3, f"{other.node} against {ref.node}")]
+    blocks += rep.settings_blocks(*runs)[1:]        # under this heading, not its own
+    blocks += [Para(f"{len(table)} metrics compared, {sig} changed significantly "
+                    f"(p < {alpha}); B/A is {other.node} over {ref.node}."
+                    + (f" {len(unpaired)} case(s) without a partner left out."
+                       if unpaired else "")),
+               rep.comparison_table(table)]
+    return blocks
+
+
+def build(fleet: record.Fleet, found: list[status.Machine], out_dir: str | Path,
+          against: str | None = None, alpha: float = rep.ALPHA, force: bool = False,
+          title: str | None = None) -> tuple[Path, Path]:
+    ref = reference(found, against)
+    with_runs = [m for m in found if m.run is not None and m.finished]
+    runs = rep.load_runs([m.run for m in with_runs])
+    blocks: list = [Heading(2, "Fleet"),
+                    Para(f"Suite {fleet.data['suite']} on {len(found)} machine(s) through "
+                         f"SLURM job(s) {', '.join(fleet.job_ids())}; fleet folder "
+                         f"{fleet.path}."),
+                    fleet_table(fleet, found)]
+    missing = [m.node for m in found if m not in with_runs]
+    if missing:
+        blocks.append(Para(f"No results from {', '.join(missing)}: see why above.", "note"))
+    blocks.append(Heading(2, f"Each machine against {ref.node}"))
+    others = [m for m in with_runs if m is not ref]
+    if not others:
+        blocks.append(Para("Only one machine has results: nothing to compare it with."))
+    for m in others:
+        blocks += against_blocks(ref, m, alpha)
+    blocks += rep.report_blocks(runs, runs.skipped)
+    title = title or f"cxlbench fleet: {fleet.data['suite']} on {len(found)} machine(s)"
+    return rep.write(out_dir, title, blocks, force)

@@ -1,0 +1,102 @@
+"""A fleet's folder, RESULTS/fleet/<stamp>/, beside the runs it makes: the suite as
+submitted, each job's sbatch script, fleet.json (the suite, the options, and every job
+submitted for it, the first and each resume), and logs/<node>-<job>.log, each machine's
+output. The runs themselves are ordinary run folders, RESULTS/<machine>/<run-id>/, whose
+run.json names the SLURM job and node that made them."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import results
+from ..errors import ResultsError, UserError
+
+FOLDER = "fleet"
+RECORD = "fleet.json"
+FORMAT = 1
+
+
+@dataclass
+class Fleet:
+    path: Path
+    data: dict
+
+    @property
+    def results_dir(self) -> Path:
+        return Path(self.data["results"])
+
+    @property
+    def jobs(self) -> list[dict]:
+        return self.data["jobs"]
+
+    def job_ids(self) -> list[str]:
+        return [j["job"] for j in self.jobs]
+
+    def log(self, node: str, job: str) -> Path:
+        return self.path / "logs" / f"{node}-{job}.log"
+
+    def save(self) -> None:
+        results._write_atomic(self.path / RECORD, json.dumps(self.data, indent=1))
+
+    def add_job(self, job: str, script: str, machines: dict[str, str | None] | None) -> None:
+        """Record a submitted job; machines: for a resume, each node with the run it
+        finishes (None: none started there, it runs the suite afresh)."""
+        self.jobs.append({"job": job, "script": script, "machines": machines,
+                          "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        self.save()
+
+    def runs(self) -> dict[str, Path]:
+        """Each node's run started by a job of this fleet (its run.json names the job), by
+        node name; where a node has several, the newest."""
+        ids = set(self.job_ids())
+        found: dict[str, Path] = {}
+        for meta_path in sorted(self.results_dir.glob("*/*/run.json")):
+            try:
+                slurm = results.read_meta(meta_path.parent).get("slurm") or {}
+            except ResultsError:
+                continue                   # not a run of ours to judge here
+            if slurm.get("job_id") in ids and slurm.get("node"):
+                found[slurm["node"]] = meta_path.parent
+        return found
+
+
+def create(results_dir: str | os.PathLike, data: dict) -> Fleet:
+    """A new fleet folder under results_dir/fleet/, named by the time."""
+    root = Path(results_dir).resolve()
+    try:
+        path = results.new_folder(root / FOLDER)
+        (path / "logs").mkdir()
+    except OSError as e:
+        raise ResultsError(f"cannot write in {root / FOLDER}: {e.strerror or e}") from None
+    fleet = Fleet(path, {"format": FORMAT, "results": str(root), "jobs": [], **data})
+    fleet.save()
+    return fleet
+
+
+def find(job_or_path: str, results_dir: str | os.PathLike = "results") -> Fleet:
+    """The fleet a job id belongs to (searched in results_dir/fleet/), or the fleet
+    folder named."""
+    given = Path(job_or_path)
+    if (given / RECORD).is_file():
+        return _open(given)
+    folder = Path(results_dir) / FOLDER
+    for record in sorted(folder.glob(f"*/{RECORD}"), reverse=True):
+        fleet = _open(record.parent)
+        if job_or_path in fleet.job_ids():
+            return fleet
+    raise UserError(f"no fleet of job {job_or_path} in {folder} (give the results folder "
+                    "with --results, or the fleet's folder)")
+
+
+def _open(path: Path) -> Fleet:
+    try:
+        data = json.loads((path / RECORD).read_text())
+    except (OSError, ValueError) as e:
+        raise ResultsError(f"{path / RECORD} cannot be read: {e}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or \
+            not isinstance(data.get("jobs"), list):
+        raise ResultsError(f"{path / RECORD} is not a fleet record this cxlbench reads")
+    return Fleet(path.resolve(), data)

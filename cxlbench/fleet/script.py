@@ -1,0 +1,113 @@
+"""The sbatch script of a fleet job: each selected machine allocated whole (--exclusive,
+all its memory), one task on each, every task an ordinary `cxlbench run` writing
+RESULTS/<machine>/<run-id>/ as a local run does. The script is kept in the fleet's folder,
+so what ran is what the user reads.
+
+sbatch reads #SBATCH lines word by word, so their values are checked rather than quoted;
+the commands are shell words, quoted with shlex."""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+
+from .. import __version__
+from ..errors import UserError
+
+# What each value may hold; anything else would be split or misread on an #SBATCH line.
+_NODELIST = re.compile(r"[A-Za-z0-9_.\-\[\],]+")
+_WORD = re.compile(r"[A-Za-z0-9_.,\-]+")
+_CONSTRAINT = re.compile(r"[A-Za-z0-9_.,\-&|*\[\]():!]+")
+_TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE", re.IGNORECASE)
+# sbatch options fleet sets itself, and the fleet option that sets each (None: fixed).
+_OWN = {"--nodes": "--nodes", "-N": "--nodes", "--nodelist": "--nodelist", "-w": "--nodelist",
+        "--partition": "--partition", "-p": "--partition", "--constraint": "--constraint",
+        "-C": "--constraint", "--time": "--time", "-t": "--time",
+        "--ntasks-per-node": None, "--ntasks": None, "-n": None, "--output": None, "-o": None,
+        "--error": None, "-e": None, "--chdir": None, "-D": None, "--array": None, "-a": None}
+
+
+@dataclass
+class Options:
+    """Where and how long a fleet job runs, in SLURM's own words."""
+    nodes: int | None = None
+    nodelist: str | None = None
+    partition: str | None = None
+    constraint: str | None = None
+    time: str | None = None
+    sbatch_args: list[str] = field(default_factory=list)
+
+    def check(self) -> "Options":
+        """Refuse what sbatch would misread, or what fleet sets itself (UserError)."""
+        if self.nodes is not None and self.nodelist:
+            raise UserError("give --nodes N or --nodelist a,b,c, not both (a node list "
+                            "sets the count)")
+        if self.nodes is None and not self.nodelist:
+            raise UserError("give --nodes N (any N machines) or --nodelist a,b,c (these)")
+        if self.nodes is not None and self.nodes < 1:
+            raise UserError(f"--nodes {self.nodes}: at least 1")
+        for flag, value, pattern in (("--nodelist", self.nodelist, _NODELIST),
+                                     ("--partition", self.partition, _WORD),
+                                     ("--constraint", self.constraint, _CONSTRAINT),
+                                     ("--time", self.time, _TIME)):
+            if value is not None and not pattern.fullmatch(value):
+                raise UserError(f"{flag} {value!r}: not a SLURM {flag[2:]} (no spaces or "
+                                "quotes; see sbatch(1))")
+        for arg in self.sbatch_args:
+            if not arg.startswith("-") or any(c.isspace() for c in arg) or "'" in arg \
+                    or '"' in arg:
+                raise UserError(f"--sbatch-arg {arg!r}: one sbatch option without spaces or "
+                                "quotes, its value after '=' (e.g. --sbatch-arg=--qos=lab)")
+            name = arg.split("=", 1)[0]
+            if name in _OWN:
+                use = _OWN[name]
+                raise UserError(f"--sbatch-arg {arg}: " + (f"use fleet's {use}" if use else
+                                "fleet sets it itself (one task per machine, its own "
+                                "output files and folder)"))
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: str,
+                  commands: dict[str | None, list[str]], comment: str) -> str:
+    """The script's text. commands: the command each machine runs, by node name, or under
+    None the one every machine runs."""
+    lines = ["#!/bin/bash",
+             f"# cxlbench fleet ({comment}): one run per machine under "
+             f"{results_dir}/<machine>/<run-id>/",
+             f"# written by cxlbench {__version__}; kept here so that what ran can be read.",
+             f"#SBATCH --job-name=cxlbench-{_name(name)}"]
+    if options.nodelist:
+        lines.append(f"#SBATCH --nodelist={options.nodelist}")
+    else:
+        lines.append(f"#SBATCH --nodes={options.nodes}")
+    # One task per machine, the machine to itself: nothing else runs beside a benchmark.
+    lines += ["#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive", "#SBATCH --mem=0",
+              # A node that fails leaves the job running on the others.
+              "#SBATCH --no-kill"]
+    for flag in ("partition", "constraint", "time"):
+        value = getattr(options, flag)
+        if value:
+            lines.append(f"#SBATCH --{flag}={value}")
+    lines += [f"#SBATCH --chdir={results_dir}", f"#SBATCH --output={fleet_dir}/job-%j.out"]
+    lines += [f"#SBATCH {arg}" for arg in options.sbatch_args]
+    # A task that fails (a case, a node) leaves the others running; each machine's output
+    # goes to its own log, read by `cxlbench fleet status`.
+    srun = ["srun", "--kill-on-bad-exit=0", f"--output={fleet_dir}/logs/%N-%j.log"]
+    lines += ["", "# A task that fails leaves the others running; each machine logs apart."]
+    if set(commands) == {None}:
+        lines.append(shlex.join(srun + commands[None]))
+    else:
+        cases = [f"  {shlex.quote(node)}) exec {shlex.join(cmd)} ;;"
+                 for node, cmd in commands.items()]
+        program = "\n".join(['case "$SLURMD_NODENAME" in', *cases,
+                             '  *) echo "cxlbench fleet: nothing to run on $SLURMD_NODENAME" >&2;'
+                             ' exit 2 ;;', "esac"])
+        lines.append(shlex.join(srun + ["bash", "-c"]) + " " + shlex.quote(program))
+    return "\n".join(lines) + "\n"
+
+
+def _name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text) or "suite"

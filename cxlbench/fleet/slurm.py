@@ -1,0 +1,119 @@
+"""SLURM as cxlbench sees it: the fields a run records from its environment, and the
+commands (sbatch, scontrol, sacct) run for a fleet. Every call is a subprocess here, so
+the rest of the fleet code is plain data and testable without SLURM."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from ..errors import CxlbenchError, UserError
+
+# The environment a task of a SLURM job sees, by the name run.json records it under.
+ENV_FIELDS = {"job_id": "SLURM_JOB_ID", "array_job_id": "SLURM_ARRAY_JOB_ID",
+              "array_task_id": "SLURM_ARRAY_TASK_ID", "node": "SLURMD_NODENAME",
+              "node_index": "SLURM_NODEID", "partition": "SLURM_JOB_PARTITION",
+              "cluster": "SLURM_CLUSTER_NAME"}
+
+# Job states in which the job holds (or waits for) its machines; any other is an end.
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+          "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
+WAITING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
+
+
+def run_fields(environ=os.environ) -> dict | None:
+    """What run.json records about the SLURM job this process runs in (None outside one):
+    job id, array job and task (None outside an array), node name and index, partition."""
+    if not environ.get("SLURM_JOB_ID"):
+        return None
+    return {key: environ.get(name) or None for key, name in ENV_FIELDS.items()}
+
+
+class SlurmError(CxlbenchError):
+    """A SLURM command that ran and failed (the controller down, a job refused)."""
+
+
+def _command(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UserError(f"SLURM is not installed here: no {name} on PATH (fleets submit "
+                        "through SLURM's sbatch; run on the cluster's login node)")
+    return path
+
+
+def _run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([_command(args[0]), *args[1:]], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{' '.join(args)} did not answer in {timeout:g} s "
+                         "(is slurmctld up?)") from None
+
+
+def submit(script_path: str | os.PathLike, extra: list[str] = ()) -> str:
+    """sbatch the script; its job id."""
+    out = _run(["sbatch", "--parsable", *extra, str(script_path)])
+    if out.returncode != 0:
+        raise SlurmError(f"sbatch refused {script_path}: {out.stderr.strip() or out.stdout.strip()}")
+    return out.stdout.strip().split(";")[0]       # "JOBID" or "JOBID;CLUSTER"
+
+
+def test_only(script_path: str | os.PathLike) -> str:
+    """sbatch --test-only: what SLURM says of the script without queuing it (raises where
+    it refuses the script)."""
+    out = _run(["sbatch", "--test-only", str(script_path)])
+    if out.returncode != 0:
+        raise SlurmError(f"sbatch --test-only refused {script_path}: {out.stderr.strip()}")
+    return (out.stderr + out.stdout).strip()
+
+
+def parse_show(line: str) -> dict[str, str]:
+    """One `scontrol show -o` record as {key: value}: words joined back where a value
+    holds spaces (a command line, a path)."""
+    out: dict[str, str] = {}
+    key = None
+    for word in line.strip().split(" "):
+        name, sep, value = word.partition("=")
+        if sep and name:
+            key = name
+            out[key] = value
+        elif key is not None:
+            out[key] += " " + word
+    return out
+
+
+def job(job_id: str) -> dict | None:
+    """A job as SLURM remembers it: {state, reason, nodes (list), exit_code, partition,
+    time_limit}, from scontrol while the controller keeps it (MinJobAge, 300 s by default
+    after the end), then from sacct where accounting is on; None where neither knows it."""
+    out = _run(["scontrol", "show", "job", "-o", str(job_id)])
+    if out.returncode == 0 and out.stdout.strip():
+        rec = parse_show(out.stdout.splitlines()[0])
+        nodes = rec.get("NodeList")
+        return {"state": rec.get("JobState", "UNKNOWN").split()[0],
+                "reason": None if rec.get("Reason") in (None, "None") else rec["Reason"],
+                "nodes": hostnames(nodes) if nodes and nodes != "(null)" else [],
+                "exit_code": rec.get("ExitCode"), "partition": rec.get("Partition"),
+                "time_limit": rec.get("TimeLimit")}
+    if shutil.which("sacct") is None:
+        return None
+    out = _run(["sacct", "-n", "-P", "-X", "-j", str(job_id),
+                "-o", "State,ExitCode,NodeList,Partition,Timelimit"])
+    line = out.stdout.strip().splitlines()[:1] if out.returncode == 0 else []
+    if not line:
+        return None
+    state, code, nodes, partition, limit = (line[0].split("|") + [""] * 5)[:5]
+    word = state.split()[0] if state else "UNKNOWN"      # "CANCELLED by 0"
+    return {"state": word, "reason": state if state != word else None,
+            "nodes": hostnames(nodes) if nodes and nodes != "None assigned" else [],
+            "exit_code": code, "partition": partition, "time_limit": limit}
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """A SLURM node list (n[1-3],gpu7) as names; plain comma lists need no SLURM."""
+    if "[" not in nodelist:
+        return [n for n in nodelist.split(",") if n]
+    out = _run(["scontrol", "show", "hostnames", nodelist])
+    if out.returncode != 0:
+        raise UserError(f"node list {nodelist!r}: {out.stderr.strip()}")
+    return out.stdout.split()

@@ -1,0 +1,132 @@
+"""Each machine of a fleet: pending, running (and the case it is on), done, or failed
+(and why), from what SLURM says of the job that last ran on it and from its run folder's
+journal, which a finished case reaches whole or not at all."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import results
+from ..errors import ResultsError, StorageError
+from . import record, slurm
+
+LOG_LINES = 5       # the end of a failed machine's log shown with its reason
+
+
+@dataclass
+class Machine:
+    node: str
+    state: str                      # pending, running, done, failed
+    job: str                        # the job that last ran (or waits to run) here
+    run: Path | None = None         # its run folder, once the run started
+    finished: int = 0               # cases in the run's journal
+    cases: int | None = None        # cases in the run
+    failed_cases: int = 0           # finished, but failed or unsupported
+    case: str | None = None         # running: the case it is on
+    reason: str | None = None       # pending: SLURM's; failed: why
+    log: Path | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "run": str(self.run) if self.run else None,
+                "log": str(self.log) if self.log else None}
+
+
+def machines(fleet: record.Fleet) -> list[Machine]:
+    """Every machine of the fleet known so far, sorted by name: those its jobs were given
+    or allocated, and those that started a run. Allocations SLURM reports are kept in
+    fleet.json, so machines stay known after SLURM forgets the job."""
+    runs = fleet.runs()
+    info = {j["job"]: slurm.job(j["job"]) for j in fleet.jobs}
+    last: dict[str, dict] = {}          # node -> the job that last covered it
+    waiting = []                        # jobs pending on machines not yet chosen
+    for j in fleet.jobs:
+        now = info[j["job"]]
+        if now and now["nodes"] and now["nodes"] != j.get("nodes"):
+            j["nodes"] = now["nodes"]
+            _save_quietly(fleet)
+        if j["machines"] is not None:
+            nodes = list(j["machines"])
+        else:
+            nodes = j.get("nodes") or _asked(fleet)
+        if not nodes:
+            waiting.append(j)
+        for node in nodes:
+            last[node] = j
+    for node in runs:
+        last.setdefault(node, fleet.jobs[0])
+    out = [_machine(fleet, node, j, info[j["job"]], _run_of(j, node, runs))
+           for node, j in sorted(last.items())]
+    for j in waiting:
+        if not any(m.job == j["job"] for m in out):
+            n = fleet.data["options"].get("nodes")
+            out.append(_machine(fleet, f"({n} not yet allocated)", j, info[j["job"]], None))
+    return out
+
+
+def _asked(fleet: record.Fleet) -> list[str]:
+    nodelist = fleet.data["options"].get("nodelist")
+    return slurm.hostnames(nodelist) if nodelist else []
+
+
+def _run_of(job: dict, node: str, runs: dict[str, Path]) -> Path | None:
+    planned = (job["machines"] or {}).get(node)
+    return Path(planned) if planned else runs.get(node)
+
+
+def _save_quietly(fleet: record.Fleet) -> None:
+    try:
+        fleet.save()
+    except StorageError:
+        pass                            # a cache: status reads the same without it
+
+
+def _machine(fleet: record.Fleet, node: str, job: dict, now: dict | None,
+             run: Path | None) -> Machine:
+    m = Machine(node=node, state="pending", job=job["job"], run=run)
+    if run is not None:
+        _progress(m, run)
+    if m.cases is not None and m.finished == m.cases:
+        m.state = "done"
+        return m
+    if now is not None and now["state"] in slurm.WAITING:
+        m.state, m.reason = "pending", now["reason"]
+        return m
+    if now is not None and now["state"] in slurm.ACTIVE:
+        m.state = "running"
+        return m
+    m.state = "failed"
+    if now is None:
+        why = f"SLURM no longer knows job {job['job']}"
+    else:
+        why = now["state"] + (f" ({now['reason']})" if now["reason"] else "") + \
+            (f", exit code {now['exit_code']}" if now.get("exit_code") not in
+             (None, "", "0:0") else "")
+    progress = (f"{m.finished} of {m.cases} cases finished" if m.cases is not None
+                else "no run started")
+    m.reason = f"{why}; {progress}"
+    m.log = fleet.log(node, job["job"])
+    m.log_tail = _tail(m.log)
+    return m
+
+
+def _progress(m: Machine, path: Path) -> None:
+    try:
+        run = results.Run.open(path)
+        done = run.finished()
+    except ResultsError as e:
+        m.reason = str(e)
+        return
+    ids = [c["id"] for c in run.meta["cases"]]
+    m.finished, m.cases = len(done), len(ids)
+    # As `cxlbench run` counts them: an instruction the CPU lacks is a finding.
+    m.failed_cases = sum(1 for e in done.values() if e["status"] not in ("ok", "unsupported"))
+    m.case = next((c for c in ids if c not in done), None)
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line for line in lines if line.strip()][-LOG_LINES:]

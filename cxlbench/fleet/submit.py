@@ -1,0 +1,99 @@
+"""Submitting a fleet's jobs: the first, running the suite on every machine, and each
+resume, running on the machines whose runs are unfinished `cxlbench run --resume RUN`
+(or the suite afresh where no run started)."""
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from .. import __version__, suite
+from . import record, script, slurm, status
+from ..errors import UserError
+
+
+def run_command(suite_file: str, variables: dict[str, str], results_dir: str,
+                python: str | None = None) -> list[str]:
+    """What each machine runs: this cxlbench (the same Python, so a virtual environment
+    works) on the suite, into the shared results folder."""
+    return [python or sys.executable, "-m", "cxlbench", "run", suite_file,
+            *[a for k, v in variables.items() for a in ("--var", f"{k}={v}")],
+            "--results-dir", results_dir]
+
+
+def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
+            results_dir: str, python: str | None = None, dry_run: bool = False):
+    """The fleet (None for a dry run) and the text of its first job's script. The suite is
+    loaded here, so a bad name, file or variable is refused before anything is queued, and
+    copied into the fleet's folder, so every machine runs the same text whatever happens
+    to the file meanwhile."""
+    options.check()
+    s = suite.load(suite_name, variables)
+    source = suite.find(suite_name)
+    results_abs = str(Path(results_dir).resolve())
+    data = {"suite": s.name, "source": str(source), "variables": variables,
+            "options": options.to_dict(), "python": python or sys.executable,
+            "cxlbench_version": __version__}
+    if dry_run:
+        fleet_dir = f"{results_abs}/{record.FOLDER}/<stamp>"
+        fleet = None
+    else:
+        fleet = record.create(results_abs, data)
+        fleet_dir = str(fleet.path)
+        shutil.copyfile(source, fleet.path / f"{s.name}.toml")
+    command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs, python)
+    text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
+                                results_dir=results_abs, commands={None: command},
+                                comment=f"suite {s.name}")
+    return fleet, text
+
+
+def submit(fleet: record.Fleet, text: str, name: str = "job.sbatch") -> str:
+    """Write the script into the fleet's folder, sbatch it, record the job; its id."""
+    path = fleet.path / name
+    path.write_text(text)
+    job = slurm.submit(path)
+    fleet.add_job(job, name, None)
+    return job
+
+
+def resume_script(fleet: record.Fleet, machines: dict[str, Path | None],
+                  time_limit: str | None = None) -> str:
+    """A job on exactly these machines, each finishing its own run."""
+    options = script.Options(**fleet.data["options"])
+    options = replace(options, nodes=None, nodelist=",".join(machines),
+                      time=time_limit or options.time).check()
+    results_dir = fleet.data["results"]
+    python = fleet.data["python"]
+    fresh = run_command(str(fleet.path / f"{fleet.data['suite']}.toml"),
+                        fleet.data["variables"], results_dir, python)
+    commands = {node: [python, "-m", "cxlbench", "run", "--resume", str(run)] if run else fresh
+                for node, run in machines.items()}
+    return script.sbatch_script(name=fleet.data["suite"], options=options,
+                                fleet_dir=str(fleet.path), results_dir=results_dir,
+                                commands=commands,
+                                comment=f"suite {fleet.data['suite']}, resumed")
+
+
+def resumable(fleet: record.Fleet) -> dict[str, Path | None]:
+    """The machines to resume, each with its unfinished run (None: none started); refuses
+    while a job of the fleet still holds or awaits machines."""
+    machines = status.machines(fleet)
+    busy = [m for m in machines if m.state in ("pending", "running")]
+    if busy:
+        raise UserError(f"job {busy[0].job} is still {busy[0].state} on "
+                        f"{', '.join(m.node for m in busy)}: wait for it to end (or scancel "
+                        "it) before resuming")
+    return {m.node: m.run for m in machines if m.state == "failed"}
+
+
+def resume(fleet: record.Fleet, machines: dict[str, Path | None],
+           time_limit: str | None = None) -> str:
+    n = sum(1 for j in fleet.jobs if j["machines"] is not None) + 1
+    name = f"resume-{n}.sbatch"
+    path = fleet.path / name
+    path.write_text(resume_script(fleet, machines, time_limit))
+    job = slurm.submit(path)
+    fleet.add_job(job, name, {node: str(run) if run else None for node, run in machines.items()})
+    return job

@@ -1,0 +1,267 @@
+"""`cxlbench fleet` without a SLURM cluster: the sbatch script as bash runs it (srun
+stood in for by a recorder), the refusals, run.json's SLURM fields, and status and resume
+over the answers SLURM 22.05 gives (scontrol and sbatch stood in for by scripts that
+print them). tests/test_fleet_slurm.py runs the same against real daemons."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cxlbench import results
+from cxlbench.fleet import script, slurm
+
+from .conftest import cxlbench
+
+TINY = """
+[vars]
+size = "64K"
+[global]
+repeat = 2
+warmup = 0
+[lat]
+bench = "chase"
+size = ["${size}", "128K"]
+loads = 20000
+"""
+
+# A value a shell would split, expand or end early on: it must reach cxlbench whole.
+NASTY = """64K; echo "$HOME" 'it''s' `id` \\ *"""
+
+NO_SLURM_ENV = {k: "" for k in slurm.ENV_FIELDS.values()}
+
+
+def write_suite(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+def fake(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text(f"#!{sys.executable}\nimport json, os, sys\n{body}\n")
+    path.chmod(0o755)
+
+
+def srun_recorder(bin_dir: Path, out: Path) -> None:
+    """srun that writes its arguments as JSON and then runs the command after its own
+    options, as a one-machine job would."""
+    fake(bin_dir, "srun", f"""
+args = sys.argv[1:]
+open({str(out)!r}, "w").write(json.dumps(args))
+while args[0].startswith("-"):
+    args.pop(0)
+os.execvp(args[0], args)
+""")
+
+
+def sbatch_lines(text: str) -> list[str]:
+    return [line.split(None, 1)[1] for line in text.splitlines() if line.startswith("#SBATCH")]
+
+
+def test_dry_run_script_options_and_quoting(tmp_path):
+    suite_file = write_suite(tmp_path)
+    r = cxlbench("fleet", "submit", str(suite_file), "--nodelist", "n[1-2],gpu7",
+                 "--partition", "lab", "--constraint", "cxl&ddr5", "--time", "1:30:00",
+                 "--var", f"size={NASTY}", "--sbatch-arg=--qos=high",
+                 "--results", str(tmp_path / "shared"), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert text.startswith("#!/bin/bash\n")
+    shared = (tmp_path / "shared").resolve()
+    assert sbatch_lines(text) == [
+        "--job-name=cxlbench-tiny", "--nodelist=n[1-2],gpu7", "--ntasks-per-node=1",
+        "--exclusive", "--mem=0", "--no-kill", "--partition=lab", "--constraint=cxl&ddr5",
+        "--time=1:30:00", f"--chdir={shared}", f"--output={shared}/fleet/<stamp>/job-%j.out",
+        "--qos=high"]
+    assert not (tmp_path / "shared").exists()          # a dry run writes nothing
+    # bash itself reads the srun line: the variable arrives as one word, untouched.
+    bin_dir, seen = tmp_path / "bin", tmp_path / "srun.json"
+    fake(bin_dir, "srun", f"open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))")
+    subprocess.run(["bash", "-c", text], check=True,
+                   env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    argv = json.loads(seen.read_text())
+    assert argv[:2] == ["--kill-on-bad-exit=0",
+                        f"--output={shared}/fleet/<stamp>/logs/%N-%j.log"]
+    assert argv[2:] == [sys.executable, "-m", "cxlbench", "run",
+                        f"{shared}/fleet/<stamp>/tiny.toml", "--var", f"size={NASTY}",
+                        "--results-dir", str(shared)]
+
+
+def test_nodes_count_and_no_optional_lines(tmp_path):
+    text = script.sbatch_script(name="quick", options=script.Options(nodes=3).check(),
+                                fleet_dir="/r/fleet/x", results_dir="/r",
+                                commands={None: ["true"]}, comment="suite quick")
+    assert sbatch_lines(text) == ["--job-name=cxlbench-quick", "--nodes=3",
+                                  "--ntasks-per-node=1", "--exclusive", "--mem=0",
+                                  "--no-kill", "--chdir=/r", "--output=/r/fleet/x/job-%j.out"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--nodes", "2", "--nodelist", "a,b"], "not both"),
+    ([], "give --nodes N"),
+    (["--nodes", "0"], "at least 1"),
+    (["--nodes", "1", "--partition", "a b"], "--partition 'a b'"),
+    (["--nodelist", "a;reboot"], "--nodelist 'a;reboot'"),
+    (["--nodes", "1", "--time", "soon"], "--time 'soon'"),
+    (["--nodes", "1", "--sbatch-arg=--nodes=4"], "use fleet's --nodes"),
+    (["--nodes", "1", "--sbatch-arg=--output=x"], "fleet sets it itself"),
+    (["--nodes", "1", "--sbatch-arg=--comment=two words"], "without spaces"),
+    (["--nodes", "1", "--var", "nosuch=1"], "declares no such variable"),
+])
+def test_bad_input_is_refused(tmp_path, args, message):
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), *args, "--results",
+                 str(tmp_path / "r"), "--dry-run")
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1                 # one line, no traceback
+
+
+def test_unknown_suite(tmp_path):
+    r = cxlbench("fleet", "submit", "no-such-suite", "--nodes", "1", "--dry-run")
+    assert r.returncode == 2 and "no suite 'no-such-suite'" in r.stderr
+
+
+def test_submit_without_slurm_says_so(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "1",
+                 "--results", str(tmp_path / "r"), env={"PATH": str(empty)})
+    assert r.returncode == 2 and "SLURM is not installed here: no sbatch" in r.stderr
+
+
+def test_run_records_slurm_fields_and_resume_adds_its_job(tmp_path):
+    env = {**NO_SLURM_ENV, "SLURM_JOB_ID": "77", "SLURMD_NODENAME": "n1",
+           "SLURM_NODEID": "0", "SLURM_JOB_PARTITION": "lab", "SLURM_CLUSTER_NAME": "c1"}
+    r = cxlbench("run", str(write_suite(tmp_path)), "--results-dir", str(tmp_path / "r"),
+                 env=env)
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p.parent for p in (tmp_path / "r").glob("*/*/run.json")]
+    assert results.read_meta(run_dir)["slurm"] == {
+        "job_id": "77", "array_job_id": None, "array_task_id": None, "node": "n1",
+        "node_index": "0", "partition": "lab", "cluster": "c1"}
+    # The last case unfinished, then resumed by another job's array task.
+    journal = run_dir / "cases.jsonl"
+    journal.write_text(journal.read_text().splitlines(keepends=True)[0])
+    r = cxlbench("run", "--resume", str(run_dir),
+                 env={**env, "SLURM_JOB_ID": "90", "SLURM_ARRAY_JOB_ID": "88",
+                      "SLURM_ARRAY_TASK_ID": "2"})
+    assert r.returncode == 0, r.stderr
+    meta = results.read_meta(run_dir)
+    assert meta["slurm"]["job_id"] == "77"
+    assert [(s["job_id"], s["array_job_id"], s["array_task_id"])
+            for s in meta["slurm_resumed"]] == [("90", "88", "2")]
+    r = cxlbench("run", str(write_suite(tmp_path)), "--results-dir", str(tmp_path / "plain"),
+                 env=NO_SLURM_ENV)
+    assert r.returncode == 0, r.stderr
+    (plain,) = [p.parent for p in (tmp_path / "plain").glob("*/*/run.json")]
+    assert results.read_meta(plain)["slurm"] is None
+
+
+def test_parse_scontrol_record():
+    line = ("JobId=3 JobName=t.sbatch UserId=root(0) JobState=TIMEOUT Reason=TimeLimit "
+            "ExitCode=143:0 CPUs/Task=1 NodeList=vm Command=/tmp/a b/job.sbatch "
+            "WorkDir=/tmp/sl")
+    rec = slurm.parse_show(line)
+    assert rec["JobState"] == "TIMEOUT" and rec["Reason"] == "TimeLimit"
+    assert rec["CPUs/Task"] == "1" and rec["Command"] == "/tmp/a b/job.sbatch"
+    assert rec["WorkDir"] == "/tmp/sl"
+
+
+# scontrol as SLURM 22.05 answers for a job that ran out of time on node vm.
+SCONTROL = """
+if sys.argv[1:3] == ["show", "hostnames"]:
+    print("\\n".join(sys.argv[3].split(",")))
+elif sys.argv[1:3] == ["show", "job"]:
+    state = json.load(open(os.environ["FAKE_JOBS"])).get(sys.argv[-1])
+    if state is None:
+        sys.exit("slurm_load_jobs error: Invalid job id specified")
+    print(f"JobId={sys.argv[-1]} JobName=cxlbench-tiny UserId=root(0) JobState={state} "
+          f"Reason={'TimeLimit' if state == 'TIMEOUT' else 'None'} ExitCode=0:15 "
+          "RunTime=00:00:24 TimeLimit=00:00:00 Partition=debug NodeList=vm BatchHost=vm")
+"""
+
+SBATCH = """
+jobs = json.load(open(os.environ["FAKE_JOBS"]))
+job = str(100 + len(jobs))
+jobs[job] = "RUNNING"
+json.dump(jobs, open(os.environ["FAKE_JOBS"], "w"))
+print(job + ";cluster")
+"""
+
+
+def test_status_and_resume_over_slurms_answers(tmp_path):
+    """A one-machine fleet whose job timed out partway: status says failed, with SLURM's
+    reason and the log's end; resume writes a script that, run as SLURM would on that
+    node, finishes the same run."""
+    bin_dir, jobs = tmp_path / "bin", tmp_path / "jobs.json"
+    jobs.write_text("{}")
+    fake(bin_dir, "scontrol", SCONTROL)
+    fake(bin_dir, "sbatch", SBATCH)
+    env = {**NO_SLURM_ENV, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "FAKE_JOBS": str(jobs)}
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "vm",
+                 "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "100\n"
+    (fleet_dir,) = (shared / "fleet").iterdir()
+    record = json.loads((fleet_dir / "fleet.json").read_text())
+    assert [j["job"] for j in record["jobs"]] == ["100"]
+    assert (fleet_dir / "tiny.toml").read_text() == TINY
+    assert "--nodelist=vm" in sbatch_lines((fleet_dir / "job.sbatch").read_text())
+
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    (m,) = json.loads(r.stdout)
+    assert (m["node"], m["state"], m["job"], m["run"]) == ("vm", "running", "100", None)
+
+    # The job's task: its run, cut short after the first case, and its log.
+    task = {**env, "SLURM_JOB_ID": "100", "SLURMD_NODENAME": "vm"}
+    r = cxlbench("run", str(fleet_dir / "tiny.toml"), "--results-dir", str(shared), env=task)
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p.parent for p in shared.glob("*/*/run.json")]
+    journal = run_dir / "cases.jsonl"
+    journal.write_text(journal.read_text().splitlines(keepends=True)[0])
+    (fleet_dir / "logs" / "vm-100.log").write_text(
+        "[1/2] lat/000 chase ...\nslurmstepd: error: *** JOB 100 ON vm CANCELLED AT "
+        "2026-12-01T13:53:30 DUE TO TIME LIMIT ***\n")
+    jobs.write_text(json.dumps({"100": "TIMEOUT"}))
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "vm  failed   job 100" in r.stdout
+    assert "TIMEOUT (TimeLimit), exit code 0:15; 1 of 2 cases finished" in r.stdout
+    assert "DUE TO TIME LIMIT" in r.stdout and str(run_dir) in r.stdout
+
+    r = cxlbench("fleet", "resume", "100", "--results", str(shared), "--dry-run", env=env)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "--nodelist=vm" in sbatch_lines(text)
+    assert f"vm) exec {shlex.join([sys.executable, '-m', 'cxlbench', 'run', '--resume', str(run_dir)])} ;;" in text
+    # Run the script as SLURM would on vm, srun running the command on this machine.
+    seen = tmp_path / "srun.json"
+    srun_recorder(bin_dir, seen)
+    done = subprocess.run(["bash", "-c", text], env={**task, "SLURM_JOB_ID": "101"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stderr and "1 of 2 cases already finished" in done.stderr
+    assert len(results.Run.open(run_dir).finished()) == 2
+    # A node the script does not name refuses, rather than run something else.
+    other = subprocess.run(["bash", "-c", text], env={**task, "SLURMD_NODENAME": "n9"},
+                           capture_output=True, text=True)
+    assert other.returncode == 2 and "nothing to run on n9" in other.stderr
+
+    r = cxlbench("fleet", "resume", "100", "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to resume" in r.stderr       # the run finished meanwhile
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), "--json", env=env)
+    (m,) = json.loads(r.stdout)
+    assert (m["state"], m["finished"], m["cases"]) == ("done", 2, 2)
+
+
+def test_status_of_an_unknown_job(tmp_path):
+    r = cxlbench("fleet", "status", "4242", "--results", str(tmp_path))
+    assert r.returncode == 2 and "no fleet of job 4242" in r.stderr
