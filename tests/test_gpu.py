@@ -90,7 +90,7 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
     assert r.returncode == 0, r.stderr
     cases = [line for line in r.stdout.splitlines() if "/" in line.split(" ")[0]]
     nodes = len(Topology.read(probe_gpus=False).memory_nodes)      # copies: bind:*
-    assert len(cases) == 7 + 25 + 9 + 23 + 7 + 36 * nodes + 36 + 3 * nodes
+    assert len(cases) == 7 + 25 + 9 + 23 + 7 + 36 * nodes + 18 * nodes + 36 + 3 * nodes + 4 + 4 + 6 * nodes
     pageable_bidir = "pageable copies are staged by the driver synchronously"
     assert r.stderr.count(f"skipped: {why}") == len(cases) - 6 * nodes
     assert r.stderr.count(f"skipped: {pageable_bidir}") == 6 * nodes
@@ -517,6 +517,14 @@ def test_the_gpu_families_draw_their_figures():
     managed = summary_rows("gpu_managed", "bandwidth", "GB/s", [
         ({"mode": m}, 10.0 * (i + 1)) for i, m in enumerate(gpu.MANAGED_MODES)])
     assert [f.key for f in figures.figures_for("gpu_managed", managed, [])] == ["gpu-managed"]
+    emb = summary_rows("gpu_embedding", "lookups", "M/s", [
+        ({"table": tb, "dist": d}, 100.0) for tb in ("hbm", "pinned") for d in ("zipf",
+                                                                                "uniform")])
+    assert [f.key for f in figures.figures_for("gpu_embedding", emb, [])] == ["gpu-embedding"]
+    kv = summary_rows("gpu_kv_swap", "bandwidth", "GB/s", [
+        ({"direction": d, "method": m, "mem": "bind:0"}, 40.0) for d in ("in", "out")
+        for m in ("copies", "kernel")])
+    assert [f.key for f in figures.figures_for("gpu_kv_swap", kv, [])] == ["gpu-kv-swap"]
     zc = pd.concat([summary_rows("gpu_zero_copy", "bandwidth", "GB/s", [
         ({"op": op, "mem": f"bind:{n}"}, 20.0) for op in ("read", "write") for n in (0, 2)]),
         summary_rows("gpu_zero_copy", "latency", "ns", [

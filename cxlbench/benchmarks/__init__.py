@@ -3,7 +3,7 @@ suites, precheck, the worker and the report all take a benchmark from here."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import UserError
@@ -15,7 +15,7 @@ from . import checkpoint
 from . import kvcache
 from . import tiering
 from . import gpu_chase, gpu_copy, gpu_stream, gpu_zero_copy
-from . import gpu_embedding, gpu_kv_swap
+from . import gpu_embedding, gpu_kv_swap, gpu_managed
 from .coherence import Atomics, PingPong
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -131,9 +131,9 @@ _ALL = {b.name: b for b in (
     _record(gpu_chase, "GPU memory latency"),
     _record(gpu_copy, "Host-device copies"),
     _record(gpu_zero_copy, "GPU zero-copy access to host memory"),
-    # (the generic figures until report/figures.py has gpu_embedding and gpu_kv_swap)
-    replace(_record(gpu_embedding, "Embedding-bag gathers on the GPU"), figures=None),
-    replace(_record(gpu_kv_swap, "Paged KV-cache swaps on the GPU"), figures=None),
+    _record(gpu_managed, "GPU managed memory"),
+    _record(gpu_embedding, "Embedding-bag gathers on the GPU"),
+    _record(gpu_kv_swap, "Paged KV-cache swaps on the GPU"),
     _record(selftest, "selftest"),
 )}
 

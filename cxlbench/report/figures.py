@@ -714,6 +714,27 @@ def gpu_managed(frame, runs):
                         "writing memory never touched, timed by CUDA events")
 
 
+def gpu_embedding(frame, runs):
+    """Embedding-bag gathers by where the table lives: HBM, the driver's pinned memory, and
+    host memory placed on each node."""
+    yield bars(frame, ("table",), "lookups", key="gpu-embedding", family="gpu_embedding",
+               title="GPU embedding-bag gathers by where the table lives",
+               measured="Lookups a second (M/s) of one warp a bag summing its rows in fp32, "
+                        "the table in HBM, in the driver's pinned memory or in host memory "
+                        "placed on each node (both read in place over the link), timed by "
+                        "CUDA events")
+
+
+def gpu_kv_swap(frame, runs):
+    """KV-cache swaps by direction and method, a bar per placement of the host pool."""
+    yield bars(frame, ("direction", "method"), "bandwidth", key="gpu-kv-swap",
+               family="gpu_kv_swap", title="KV-cache swaps between HBM and host memory",
+               measured="Bandwidth (GB/s of KV bytes swapped) of every layer's K and V of the "
+                        "blocks swapped between HBM and a host pool placed on each node, one "
+                        "cudaMemcpyAsync a copy or one kernel through the block table, timed "
+                        "by CUDA events")
+
+
 def generic(frame, runs):
     family = frame["benchmark"].iloc[0]
     metric = frame["metric"].iloc[0]

@@ -51,7 +51,7 @@ int cxb_gpu_chase(struct cxb_gpu_chase_args *a) {
     if (!c.next) return cxb_gpu_fail(cudaErrorMemoryAllocation, "the chase's cycle");
     CK(cudaMalloc((void **)&c.base, count * a->stride));
     CK(cudaMalloc((void **)&c.at, sizeof *c.at));
-    CK(cudaMalloc((void **)&c.cycles, sizeof(u64)));
+    CK(cudaMalloc((void **)&c.cycles, (a->reps + 1) * sizeof(u64)));  // a round each
     // element i, at byte i x stride, holds the device address of element next[i]
     c.links = (u64 *)malloc(count * 8);
     if (!c.links) return cxb_gpu_fail(cudaErrorMemoryAllocation, "the chase's links");
@@ -59,24 +59,14 @@ int cxb_gpu_chase(struct cxb_gpu_chase_args *a) {
     CK(cudaMemcpy2D(c.base, a->stride, c.links, 8, 8, count, cudaMemcpyHostToDevice));
     const u64 *start = (const u64 *)c.base;
     CK(cudaMemcpy(c.at, &start, sizeof start, cudaMemcpyHostToDevice));
+    // The untimed round walks the whole cycle (up to WARM_MAX): caches and TLBs warm.
     const u64 warm = count < WARM_MAX ? count : WARM_MAX;
-    chase<<<1, 1>>>(warm, c.at, c.cycles);          // untimed: caches and TLBs warm, loaded
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    Events ev;
-    CK(cudaEventCreate(&ev.start));
-    CK(cudaEventCreate(&ev.stop));
-    for (int r = 0; r < a->reps; r++) {
-        CK(cudaEventRecord(ev.start));
-        chase<<<1, 1>>>(a->hops, c.at, c.cycles);
-        CK(cudaEventRecord(ev.stop));
-        CK(cudaEventSynchronize(ev.stop));
-        CK(cudaGetLastError());
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-        a->ns[r] = (u64)(ms * 1e6 + 0.5);
-        CK(cudaMemcpy(&a->cycles[r], c.cycles, sizeof(u64), cudaMemcpyDeviceToHost));
-    }
+    int rc = timed_rounds([](int) { return 0; }, [&](int r) {
+        chase<<<1, 1>>>(r < 0 ? warm : a->hops, c.at, c.cycles + r + 1);
+        return 0;
+    }, a->reps, a->ns);
+    if (rc) return rc;
+    CK(cudaMemcpy(a->cycles, c.cycles + 1, a->reps * sizeof(u64), cudaMemcpyDeviceToHost));
     const u64 *end = nullptr;
     u64 at = 0;
     CK(cudaMemcpy(&end, c.at, sizeof end, cudaMemcpyDeviceToHost));

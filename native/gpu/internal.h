@@ -83,28 +83,34 @@ struct Events {
     }
 };
 
-// launch() once untimed (CUDA loads a module's kernels at their first launch, which no
-// repetition should pay for), then reps times, each between two events of its own on the
-// default stream: ns[r] each. 0, or the CUDA error.
-template <typename Launch>
-int timed_launches(Launch launch, int reps, u64 *ns) {
+// Rounds -1 (untimed: CUDA loads a module's kernels at their first launch, which no
+// repetition should pay for) to reps - 1: prepare(r) on the host, then launch(r) queued on
+// the default stream between two events of its own, ns[r] its time. Each returns 0 or the
+// CUDA error, which ends the rounds.
+template <typename Prepare, typename Launch>
+int timed_rounds(Prepare prepare, Launch launch, int reps, u64 *ns) {
     Events ev;
     CK(cudaEventCreate(&ev.start));
     CK(cudaEventCreate(&ev.stop));
-    launch();
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    for (int r = 0; r < reps; r++) {
+    for (int r = -1; r < reps; r++) {
+        if (int rc = prepare(r)) return rc;
+        CK(cudaDeviceSynchronize());
         CK(cudaEventRecord(ev.start));
-        launch();
+        if (int rc = launch(r)) return rc;
         CK(cudaEventRecord(ev.stop));
         CK(cudaEventSynchronize(ev.stop));
         CK(cudaGetLastError());
         float ms = 0;
         CK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-        ns[r] = (u64)(ms * 1e6 + 0.5);
+        if (r >= 0) ns[r] = (u64)(ms * 1e6 + 0.5);
     }
     return 0;
+}
+
+// The same launch() every round, nothing between them.
+template <typename Launch>
+int timed_launches(Launch launch, int reps, u64 *ns) {
+    return timed_rounds([](int) { return 0; }, [&](int) { launch(); return 0; }, reps, ns);
 }
 
 // *sum = the sum of `blocks` partial sums in device memory. 0, or the CUDA error.

@@ -63,14 +63,10 @@ int cxb_gpu_managed(struct cxb_gpu_managed_args *m) {
     CK(cudaMalloc(&g.part, m->blocks * sizeof(double)));
     CK(cudaMemset(g.part, 0xff, m->blocks * sizeof(double)));   // NaN until a sum lands
     CK(cudaMalloc(&g.bad, sizeof(u64)));
-    Events ev;
-    CK(cudaEventCreate(&ev.start));
-    CK(cudaEventCreate(&ev.stop));
-    // One round untimed (the module's first launch), then reps, each from its own start:
-    // memory never touched (first touch), or every page written on the host (where they
-    // then live: the CPU's writes fault them back from the device), or left on the device
-    // after the first round's prefetch (resident).
-    for (int r = -1; r < m->reps; r++) {
+    // Each round from its own start: memory never touched (first touch), or every page
+    // written on the host (where they then live: the CPU's writes fault them back from the
+    // device), or left on the device after the untimed round's prefetch (resident).
+    int rc = timed_rounds([&](int) {
         if (m->mode == FIRST_TOUCH) {
             CK(cudaFree(g.a));
             g.a = nullptr;
@@ -80,18 +76,14 @@ int cxb_gpu_managed(struct cxb_gpu_managed_args *m) {
             for (u64 i = 0; i < n; i++) g.a[i] = START;
             if (m->mode == RESIDENT) CK(prefetch(g.a, m->bytes, m->device));
         }
-        CK(cudaDeviceSynchronize());
-        CK(cudaEventRecord(ev.start));
+        return 0;
+    }, [&](int) {
         if (m->mode == PREFETCH) CK(prefetch(g.a, m->bytes, m->device));
         if (m->mode == FIRST_TOUCH) write_all<<<m->blocks, m->threads>>>(g.a, n);
         else sum_blocks<<<m->blocks, m->threads>>>(g.a, g.part, n);
-        CK(cudaEventRecord(ev.stop));
-        CK(cudaEventSynchronize(ev.stop));
-        CK(cudaGetLastError());
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-        if (r >= 0) m->ns[r] = (u64)(ms * 1e6 + 0.5);
-    }
+        return 0;
+    }, m->reps, m->ns);
+    if (rc) return rc;
     // The last repetition checked: every double written, or the sum of what the host wrote.
     if (m->mode == FIRST_TOUCH) {
         CK(cudaMemset(g.bad, 0, sizeof(u64)));
