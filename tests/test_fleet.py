@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cxlbench import results
+from cxlbench import PACKAGE_PARENT, results
 from cxlbench.fleet import script, slurm
 
 from .conftest import cxlbench
@@ -76,7 +76,8 @@ def test_dry_run_script_options_and_quoting(tmp_path):
     assert sbatch_lines(text) == [
         "--job-name=cxlbench-tiny", "--nodelist=n[1-2],gpu7", "--ntasks-per-node=1",
         "--exclusive", "--mem=0", "--no-kill", "--partition=lab", "--constraint=cxl&ddr5",
-        "--time=1:30:00", f"--chdir={shared}", f"--output={shared}/fleet/<stamp>/job-%j.out",
+        "--time=1:30:00", f"--chdir={PACKAGE_PARENT}",
+        f"--output={shared}/fleet/<stamp>/job-%j.out",
         "--qos=high"]
     assert not (tmp_path / "shared").exists()          # a dry run writes nothing
     # bash itself reads the srun line: the variable arrives as one word, untouched.
@@ -98,7 +99,8 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
                                 commands={None: ["true"]}, comment="suite quick")
     assert sbatch_lines(text) == ["--job-name=cxlbench-quick", "--nodes=3",
                                   "--ntasks-per-node=1", "--exclusive", "--mem=0",
-                                  "--no-kill", "--chdir=/r", "--output=/r/fleet/x/job-%j.out"]
+                                  "--no-kill", f"--chdir={PACKAGE_PARENT}",
+                                  "--output=/r/fleet/x/job-%j.out"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -176,33 +178,39 @@ SCONTROL = """
 if sys.argv[1:3] == ["show", "hostnames"]:
     print("\\n".join(sys.argv[3].split(",")))
 elif sys.argv[1:3] == ["show", "job"]:
-    state = json.load(open(os.environ["FAKE_JOBS"])).get(sys.argv[-1])
+    state, nodes = json.load(open(os.environ["FAKE_JOBS"])).get(sys.argv[-1], [None, None])
     if state is None:
         sys.exit("slurm_load_jobs error: Invalid job id specified")
     print(f"JobId={sys.argv[-1]} JobName=cxlbench-tiny UserId=root(0) JobState={state} "
           f"Reason={'TimeLimit' if state == 'TIMEOUT' else 'None'} ExitCode=0:15 "
-          "RunTime=00:00:24 TimeLimit=00:00:00 Partition=debug NodeList=vm BatchHost=vm")
+          f"RunTime=00:00:24 TimeLimit=00:00:00 Partition=debug NodeList={nodes} BatchHost=vm")
 """
 
 SBATCH = """
 jobs = json.load(open(os.environ["FAKE_JOBS"]))
 job = str(100 + len(jobs))
-jobs[job] = "RUNNING"
+jobs[job] = ["RUNNING", os.environ.get("FAKE_NODES", "vm")]
 json.dump(jobs, open(os.environ["FAKE_JOBS"], "w"))
 print(job + ";cluster")
 """
+
+
+def fake_slurm(tmp_path: Path) -> tuple[dict, Path]:
+    """scontrol and sbatch answering as SLURM does, from jobs.json: {job: [state, nodes]}."""
+    bin_dir, jobs = tmp_path / "bin", tmp_path / "jobs.json"
+    jobs.write_text("{}")
+    fake(bin_dir, "scontrol", SCONTROL)
+    fake(bin_dir, "sbatch", SBATCH)
+    return {**NO_SLURM_ENV, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "FAKE_JOBS": str(jobs)}, jobs
 
 
 def test_status_and_resume_over_slurms_answers(tmp_path):
     """A one-machine fleet whose job timed out partway: status says failed, with SLURM's
     reason and the log's end; resume writes a script that, run as SLURM would on that
     node, finishes the same run."""
-    bin_dir, jobs = tmp_path / "bin", tmp_path / "jobs.json"
-    jobs.write_text("{}")
-    fake(bin_dir, "scontrol", SCONTROL)
-    fake(bin_dir, "sbatch", SBATCH)
-    env = {**NO_SLURM_ENV, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-           "FAKE_JOBS": str(jobs)}
+    env, jobs = fake_slurm(tmp_path)
+    bin_dir = tmp_path / "bin"
     shared = tmp_path / "shared"
     r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "vm",
                  "--results", str(shared), env=env)
@@ -229,7 +237,7 @@ def test_status_and_resume_over_slurms_answers(tmp_path):
     (fleet_dir / "logs" / "vm-100.log").write_text(
         "[1/2] lat/000 chase ...\nslurmstepd: error: *** JOB 100 ON vm CANCELLED AT "
         "2026-12-01T13:53:30 DUE TO TIME LIMIT ***\n")
-    jobs.write_text(json.dumps({"100": "TIMEOUT"}))
+    jobs.write_text(json.dumps({"100": ["TIMEOUT", "vm"]}))
     r = cxlbench("fleet", "status", "100", "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     assert "vm  failed   job 100" in r.stdout
@@ -265,3 +273,31 @@ def test_status_and_resume_over_slurms_answers(tmp_path):
 def test_status_of_an_unknown_job(tmp_path):
     r = cxlbench("fleet", "status", "4242", "--results", str(tmp_path))
     assert r.returncode == 2 and "no fleet of job 4242" in r.stderr
+
+
+def test_collect_compares_each_machine_with_the_reference(tmp_path):
+    """Two machines' runs of one job (this host standing in for n1 and n2): collect
+    reports both, each against the one --against names, with their SLURM fields."""
+    env, jobs = fake_slurm(tmp_path)
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+                 "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
+    assert r.returncode == 0, r.stderr
+    for node in ("n1", "n2"):
+        r = cxlbench("run", str(write_suite(tmp_path)), "--results-dir", str(shared),
+                     env={**env, "SLURM_JOB_ID": "100", "SLURMD_NODENAME": node,
+                          "SLURM_JOB_PARTITION": "lab"})
+        assert r.returncode == 0, r.stderr
+    jobs.write_text(json.dumps({"100": ["COMPLETED", "n1,n2"]}))
+    r = cxlbench("fleet", "collect", "100", "--results", str(shared), "-o",
+                 str(tmp_path / "out"), "--against", "n9", env=env)
+    assert r.returncode == 2 and "--against n9: not a machine of the fleet" in r.stderr
+    r = cxlbench("fleet", "collect", "100", "--results", str(shared), "-o",
+                 str(tmp_path / "out"), "--against", "n2", "--interval", "0.1", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "2 done" in r.stderr
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "### n1 against n2" in md and "n2 against n1" not in md
+    assert "metrics compared" in md and "A is n2, B is n1." in md
+    for node in ("n1", "n2"):
+        assert f"| {node} | done | 100 |  |  | lab |" in md

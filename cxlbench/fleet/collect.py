@@ -70,7 +70,7 @@ def against_blocks(ref: status.Machine, other: status.Machine, alpha: float) -> 
     blocks = [Heading(3, f"{other.node} against {ref.node}")]
     blocks += rep.settings_blocks(*runs)[1:]        # under this heading, not its own
     blocks += [Para(f"{len(table)} metrics compared, {sig} changed significantly "
-                    f"(p < {alpha}); B/A is {other.node} over {ref.node}."
+                    f"(p < {alpha}); A is {ref.node}, B is {other.node}."
                     + (f" {len(unpaired)} case(s) without a partner left out."
                        if unpaired else "")),
                rep.comparison_table(table)]
@@ -97,6 +97,6 @@ def build(fleet: record.Fleet, found: list[status.Machine], out_dir: str | Path,
         blocks.append(Para("Only one machine has results: nothing to compare it with."))
     for m in others:
         blocks += against_blocks(ref, m, alpha)
-    blocks += rep.report_blocks(runs, runs.skipped)
+    blocks += [Heading(2, "Every machine's run"), *rep.report_blocks(runs, runs.skipped)]
     title = title or f"cxlbench fleet: {fleet.data['suite']} on {len(found)} machine(s)"
     return rep.write(out_dir, title, blocks, force)

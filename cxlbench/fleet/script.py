@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field
 
-from .. import __version__
+from .. import PACKAGE_PARENT, __version__
 from ..errors import UserError
 
 # What each value may hold; anything else would be split or misread on an #SBATCH line.
@@ -74,6 +74,10 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
                   commands: dict[str | None, list[str]], comment: str) -> str:
     """The script's text. commands: the command each machine runs, by node name, or under
     None the one every machine runs."""
+    for path in (results_dir, fleet_dir, PACKAGE_PARENT):
+        if any(c.isspace() or c in "'\"" for c in path):
+            raise UserError(f"{path!r}: sbatch reads #SBATCH lines word by word, so the "
+                            "fleet's folders cannot hold spaces or quotes")
     lines = ["#!/bin/bash",
              f"# cxlbench fleet ({comment}): one run per machine under "
              f"{results_dir}/<machine>/<run-id>/",
@@ -91,7 +95,9 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
         value = getattr(options, flag)
         if value:
             lines.append(f"#SBATCH --{flag}={value}")
-    lines += [f"#SBATCH --chdir={results_dir}", f"#SBATCH --output={fleet_dir}/job-%j.out"]
+    # Tasks start in this cxlbench's folder, as its workers do: `python -m cxlbench` then
+    # runs this same cxlbench, installed or a checkout (on a file system every machine sees).
+    lines += [f"#SBATCH --chdir={PACKAGE_PARENT}", f"#SBATCH --output={fleet_dir}/job-%j.out"]
     lines += [f"#SBATCH {arg}" for arg in options.sbatch_args]
     # A task that fails (a case, a node) leaves the others running; each machine's output
     # goes to its own log, read by `cxlbench fleet status`.

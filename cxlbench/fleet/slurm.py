@@ -58,15 +58,6 @@ def submit(script_path: str | os.PathLike, extra: list[str] = ()) -> str:
     return out.stdout.strip().split(";")[0]       # "JOBID" or "JOBID;CLUSTER"
 
 
-def test_only(script_path: str | os.PathLike) -> str:
-    """sbatch --test-only: what SLURM says of the script without queuing it (raises where
-    it refuses the script)."""
-    out = _run(["sbatch", "--test-only", str(script_path)])
-    if out.returncode != 0:
-        raise SlurmError(f"sbatch --test-only refused {script_path}: {out.stderr.strip()}")
-    return (out.stderr + out.stdout).strip()
-
-
 def parse_show(line: str) -> dict[str, str]:
     """One `scontrol show -o` record as {key: value}: words joined back where a value
     holds spaces (a command line, a path)."""

@@ -1,0 +1,237 @@
+"""`cxlbench fleet` against a real SLURM: a controller and a node daemon started here for
+the session (this host as the one node, its real CPUs and memory), munge with a key of
+its own, everything under a temporary folder and stopped afterwards. Skipped, with why,
+where they cannot start (not root, packages missing: .ci/run installs slurmctld, slurmd
+and munge)."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cxlbench import results
+
+from .conftest import cxlbench
+from .test_fleet import NO_SLURM_ENV, sbatch_lines
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+SUITE = """
+[global]
+repeat = 2
+warmup = 0
+[lat]
+bench = "chase"
+size = ["64K", "128K", "256K", "512K"]
+loads = 20000
+"""
+
+DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo")
+
+
+@dataclass
+class Cluster:
+    env: dict
+    node: str
+    folder: Path
+
+    def scontrol(self, *args) -> str:
+        out = subprocess.run(["scontrol", *args], env=self.env, capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _logs(folder: Path) -> str:
+    return " | ".join(line for p in sorted(folder.glob("*.log"))
+                      for line in p.read_text(errors="replace").splitlines()[-3:])
+
+
+def _wait(predicate, seconds: float, what: str, step: float = 0.5):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"{what} within {seconds:g} s")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    missing = [d for d in DAEMONS if shutil.which(d) is None]
+    if missing:
+        pytest.skip(f"SLURM is not installed ({', '.join(missing)} missing; apt-get install "
+                    "slurmctld slurmd munge)")
+    if os.geteuid() != 0:
+        pytest.skip("slurmd runs jobs as their users: it needs root")
+    d = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool", "munge"):
+        (d / sub).mkdir()
+    key, sock = d / "munge" / "munge.key", d / "munge" / "socket"
+    subprocess.run(["mungekey", "-c", "-k", str(key)], check=True, capture_output=True)
+    key.chmod(0o400)
+    # `slurmd -C`: this host as SLURM sees it, its real CPUs and memory.
+    node_line = subprocess.run(["slurmd", "-C"], capture_output=True, text=True,
+                               check=True).stdout.splitlines()[0]
+    node = node_line.split()[0].split("=", 1)[1]
+    conf = d / "slurm.conf"
+    conf.write_text("\n".join([
+        "ClusterName=cxlbench-test", f"SlurmctldHost={node}(127.0.0.1)",
+        f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
+        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
+        "SlurmUser=root", "SlurmdUser=root",
+        f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool'}",
+        f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd.pid'}",
+        f"SlurmctldLogFile={d / 'slurmctld.log'}", f"SlurmdLogFile={d / 'slurmd.log'}",
+        # No cgroups, no accounting database: what a CI container can run.
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory",
+        "MpiDefault=none", "ReturnToService=2", "KillWait=2", "InactiveLimit=0",
+        f"{node_line} NodeAddr=127.0.0.1 State=UNKNOWN",
+        f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP", ""]))
+    env = {**os.environ, **NO_SLURM_ENV, "SLURM_CONF": str(conf)}
+    logs = [open(d / f"{name}.out", "w") for name in ("munged", "slurmctld", "slurmd")]
+    procs = [subprocess.Popen(["munged", "-F", "-f", "-S", str(sock), f"--key-file={key}",
+                               f"--pid-file={d / 'munge' / 'pid'}",
+                               f"--seed-file={d / 'munge' / 'seed'}",
+                               f"--log-file={d / 'munged.log'}"],
+                              stdout=logs[0], stderr=subprocess.STDOUT)]
+    try:
+        _wait(sock.exists, 10, "munged made no socket")
+        procs.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
+                                      stdout=logs[1], stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen(["slurmd", "-D", "-N", node, "-f", str(conf)], env=env,
+                                      stdout=logs[2], stderr=subprocess.STDOUT))
+
+        def idle():
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env,
+                                 capture_output=True, text=True, timeout=10)
+            return out.stdout.strip() == "idle"
+        try:
+            _wait(idle, 30, "the node was not idle")
+        except AssertionError as e:
+            pytest.skip(f"SLURM did not start here: {e}: {_logs(d)}")
+        yield Cluster(env=env, node=node, folder=d)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in logs:
+            f.close()
+
+
+def fleet(cluster, *args):
+    return cxlbench("fleet", *args, env=cluster.env, timeout=120)
+
+
+def status(cluster, job, shared) -> list[dict]:
+    r = fleet(cluster, "status", job, "--results", str(shared), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_dry_run_is_a_script_sbatch_accepts(cluster, tmp_path):
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
+              "--partition", "debug", "--time", "5", "--results", str(tmp_path / "r"),
+              "--dry-run")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "job.sbatch").write_text(r.stdout)
+    said = subprocess.run(["sbatch", "--test-only", str(tmp_path / "job.sbatch")],
+                          env=cluster.env, capture_output=True, text=True, timeout=30)
+    assert said.returncode == 0, said.stderr
+    assert f"on nodes {cluster.node} in partition debug" in said.stderr
+
+
+def test_submit_runs_each_machine_and_collect_reports(cluster, tmp_path):
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    shared = tmp_path / "shared"
+    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodes", "1",
+              "--results", str(shared))
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip()
+    assert job.isdigit()
+    (fleet_dir,) = (shared / "fleet").iterdir()
+    text = (fleet_dir / "job.sbatch").read_text()
+    assert "--nodes=1" in sbatch_lines(text) and "--exclusive" in sbatch_lines(text)
+
+    r = fleet(cluster, "collect", job, "--results", str(shared), "--interval", "1",
+              "-o", str(tmp_path / "report"))
+    assert r.returncode == 0, r.stderr
+    assert "done" in r.stderr.splitlines()[-2]           # the last progress line
+    (run_dir,) = [p.parent for p in shared.glob("*/*/run.json")]
+    assert run_dir.parent.name == results.machine_id()   # as a local run files it
+    meta = results.read_meta(run_dir)
+    assert meta["slurm"] == {"job_id": job, "array_job_id": None, "array_task_id": None,
+                             "node": cluster.node, "node_index": "0", "partition": "debug",
+                             "cluster": "cxlbench-test"}
+    assert len(results.Run.open(run_dir).finished()) == 4
+    assert f"{cluster.node}  done     job {job:<8} 4/4 cases" in r.stdout
+    report = (tmp_path / "report" / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith(f"| {cluster.node} |"))
+    assert f"| done | {job} |" in row and "| debug | cxlbench-test | 4/4 |" in row
+    assert "Only one machine has results" in report
+    assert "chase" in report.lower()                     # the runs' own report follows
+    log = fleet_dir / "logs" / f"{cluster.node}-{job}.log"
+    assert "lat/003" in log.read_text()
+
+
+def test_timeout_is_shown_failed_then_resumed(cluster, tmp_path):
+    """A machine whose run hangs past the job's time limit: SLURM ends the job
+    (TIMEOUT), status says so with the log's end, and resume finishes the same run."""
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    shared = tmp_path / "shared"
+    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
+              "--time", "1", "--results", str(shared))
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip()
+
+    def started():
+        dirs = [p.parent for p in shared.glob("*/*/cases.jsonl")]
+        return dirs and (dirs[0] / "cases.jsonl").read_text().count("\n") >= 1 and dirs[0]
+    run_dir = _wait(started, 60, "the run finished no case", 0.05)
+    # The run hangs; SLURM's limits are whole minutes, checked every 30 s, so the limit
+    # is cut to 0 now rather than waited for.
+    holder = (run_dir / results.LOCK).read_text().split()
+    os.kill(int(holder[1]), signal.SIGSTOP)
+    cluster.scontrol("update", f"JobId={job}", "TimeLimit=0")
+    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"],
+                 60, "the job did not time out", 1)
+    assert m["node"] == cluster.node and m["run"] == str(run_dir)
+    assert m["reason"].startswith("TIMEOUT (TimeLimit)")
+    assert m["finished"] < m["cases"] == 4
+    assert any("DUE TO TIME LIMIT" in line for line in m["log_tail"])
+    r = fleet(cluster, "status", job, "--results", str(shared))
+    assert f"{cluster.node}  failed   job {job}" in r.stdout and "TIMEOUT" in r.stdout
+
+    r = fleet(cluster, "resume", job, "--results", str(shared), "--time", "5")
+    assert r.returncode == 0, r.stderr
+    again = r.stdout.strip()
+    assert again.isdigit() and again != job
+    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "done"],
+                 60, "the resumed run did not finish", 1)
+    assert m["job"] == again and m["run"] == str(run_dir)
+    run = results.Run.open(run_dir)
+    assert len(run.finished()) == 4 and run.meta["slurm"]["job_id"] == job
+    assert [s["job_id"] for s in run.meta["slurm_resumed"]] == [again]
+    r = fleet(cluster, "resume", job, "--results", str(shared))
+    assert r.returncode == 0 and "nothing to resume" in r.stderr
