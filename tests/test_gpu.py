@@ -27,6 +27,20 @@ def private_sources(tmp_path, monkeypatch):
     return src
 
 
+@pytest.fixture
+def mutant(private_sources):
+    """edit(file, old, new, count): the library loaded next rebuilt from the private sources
+    with `old` (found `count` times) replaced by `new`; the real one loaded again after."""
+    def edit(name: str, old: str, new: str, count: int = 1) -> None:
+        src = private_sources / name
+        text = src.read_text()
+        assert text.count(old) == count
+        src.write_text(text.replace(old, new))
+        gpu._loaded.cache_clear()
+    yield edit
+    gpu._loaded.cache_clear()
+
+
 @needs_nvcc
 def test_the_library_builds_loads_and_lists_the_options_kernels():
     """Its table and the option table agree name for name and byte for byte (the options
@@ -448,20 +462,13 @@ def test_managed_pages_already_on_the_device_read_faster_than_faulted_ones():
 
 
 @pytest.mark.gpu
-def test_a_kernel_that_writes_nothing_is_caught(private_sources):
+def test_a_kernel_that_writes_nothing_is_caught(mutant):
     """add rebuilt to write nothing: c keeps its start value, which the static check holds
     apart from add's result, so the case fails."""
-    src = private_sources / "stream.cu"
-    text = src.read_text()
-    body = "GRID_STRIDE(i, n) c[i] = a[i] + b[i];"
-    assert body in text
-    src.write_text(text.replace(body, "(void)a; (void)b; (void)c; (void)n;"))
-    gpu._loaded.cache_clear()
-    try:
-        with pytest.raises(CheckError, match="gpu_stream add: .* elements off"):
-            gpu_stream.run(params(kernel="add", size=16 << 20))
-    finally:
-        gpu._loaded.cache_clear()
+    mutant("stream.cu", "GRID_STRIDE(i, n) c[i] = a[i] + b[i];",
+           "(void)a; (void)b; (void)c; (void)n;")
+    with pytest.raises(CheckError, match="gpu_stream add: .* elements off"):
+        gpu_stream.run(params(kernel="add", size=16 << 20))
 
 
 @pytest.mark.gpu

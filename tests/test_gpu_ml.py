@@ -14,7 +14,7 @@ from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
 from .conftest import cxlbench
-from .test_gpu import H200, needs_nvcc, private_sources  # noqa: F401 (a fixture)
+from .test_gpu import H200, mutant, needs_nvcc, private_sources  # noqa: F401 (fixtures)
 
 
 def emb_params(**over):
@@ -365,33 +365,19 @@ def test_kv_swaps_run_and_check_on_the_gpu(direction, method):
 
 
 @pytest.mark.gpu
-def test_a_swap_through_the_wrong_slots_is_caught(private_sources):  # noqa: F811
+def test_a_swap_through_the_wrong_slots_is_caught(mutant):  # noqa: F811
     """The kernel rebuilt to take block j from slot j (the table ignored): the device's
     blocks hold other slots' bytes, and the case fails."""
-    src = private_sources / "kvswap.cu"
-    text = src.read_text()
-    body = "uint4 *host = pool + slots[j] * words + (i - j * words);"
-    assert body in text
-    src.write_text(text.replace(body, "uint4 *host = pool + j * words + (i - j * words);"))
-    gpu._loaded.cache_clear()
-    try:
-        with pytest.raises(CheckError, match="gpu_kv_swap in kernel: .* bytes of the device"):
-            gpu_kv_swap.run(kv_params(method="kernel", seed=5))
-    finally:
-        gpu._loaded.cache_clear()
+    mutant("kvswap.cu", "uint4 *host = pool + slots[j] * words + (i - j * words);",
+           "uint4 *host = pool + j * words + (i - j * words);")
+    with pytest.raises(CheckError, match="gpu_kv_swap in kernel: .* bytes of the device"):
+        gpu_kv_swap.run(kv_params(method="kernel", seed=5))
 
 
 @pytest.mark.gpu
-def test_a_bag_missing_a_row_is_caught(private_sources):  # noqa: F811
+def test_a_bag_missing_a_row_is_caught(mutant):  # noqa: F811
     """The gather rebuilt to skip each bag's last row: every output element is off."""
-    src = private_sources / "embedding.cu"
-    text = src.read_text()
-    assert text.count("for (int k = 0; k < pooling; k++)") == 2
-    src.write_text(text.replace("for (int k = 0; k < pooling; k++)",
-                                "for (int k = 0; k < pooling - 1; k++)"))
-    gpu._loaded.cache_clear()
-    try:
-        with pytest.raises(CheckError, match="gpu_embedding table=hbm: .* output elements"):
-            gpu_embedding.run(emb_params())
-    finally:
-        gpu._loaded.cache_clear()
+    mutant("embedding.cu", "for (int k = 0; k < pooling; k++)",
+           "for (int k = 0; k < pooling - 1; k++)", count=2)
+    with pytest.raises(CheckError, match="gpu_embedding table=hbm: .* output elements"):
+        gpu_embedding.run(emb_params())
