@@ -657,9 +657,15 @@ def fleet_collect(job, output, against, results_dir, interval, alpha, title, for
 
     fleet_ = _fleet(job, results_dir)
     tty = sys.stderr.isatty()
-    found = collect.wait(fleet_, lambda line: click.echo(
-        f"\rjob(s) {', '.join(fleet_.job_ids())}: {line}   ", err=True, nl=not tty),
-        interval)
+    said = []
+
+    def progress(line: str) -> None:
+        # One line rewritten on a terminal; in a log, a line each time it changes.
+        if tty or said[-1:] != [line]:
+            click.echo(f"\rjob(s) {', '.join(fleet_.job_ids())}: {line}   ", err=True,
+                       nl=not tty)
+        said.append(line)
+    found = collect.wait(fleet_, progress, interval)
     if tty:
         click.echo(err=True)
     _print_machines(found)

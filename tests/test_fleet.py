@@ -133,6 +133,18 @@ def test_submit_without_slurm_says_so(tmp_path):
     r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "1",
                  "--results", str(tmp_path / "r"), env={"PATH": str(empty)})
     assert r.returncode == 2 and "SLURM is not installed here: no sbatch" in r.stderr
+    assert not (tmp_path / "r").exists()              # nothing made for a job never queued
+
+
+def test_a_refused_job_leaves_no_fleet(tmp_path):
+    bin_dir = tmp_path / "bin"
+    fake(bin_dir, "sbatch", 'sys.exit("sbatch: error: Batch job submission failed: '
+                            'Invalid partition name specified")')
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "1", "-p", "nope",
+                 "--results", str(tmp_path / "r"),
+                 env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert r.returncode == 1 and "Invalid partition name specified" in r.stderr
+    assert list((tmp_path / "r" / "fleet").iterdir()) == []
 
 
 def test_run_records_slurm_fields_and_resume_adds_its_job(tmp_path):
@@ -248,7 +260,8 @@ def test_status_and_resume_over_slurms_answers(tmp_path):
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "--nodelist=vm" in sbatch_lines(text)
-    assert f"vm) exec {shlex.join([sys.executable, '-m', 'cxlbench', 'run', '--resume', str(run_dir)])} ;;" in text
+    resume = shlex.join([sys.executable, "-m", "cxlbench", "run", "--resume", str(run_dir)])
+    assert f"vm) exec {resume} ;;" in text
     # Run the script as SLURM would on vm, srun running the command on this machine.
     seen = tmp_path / "srun.json"
     srun_recorder(bin_dir, seen)

@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ size = ["64K", "128K", "256K", "512K"]
 loads = 20000
 """
 
-DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo")
+NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "sinfo")
 
 
 @dataclass
@@ -72,7 +71,7 @@ def _wait(predicate, seconds: float, what: str, step: float = 0.5):
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    missing = [d for d in DAEMONS if shutil.which(d) is None]
+    missing = [d for d in NEEDED if shutil.which(d) is None]
     if missing:
         pytest.skip(f"SLURM is not installed ({', '.join(missing)} missing; apt-get install "
                     "slurmctld slurmd munge)")
@@ -235,3 +234,22 @@ def test_timeout_is_shown_failed_then_resumed(cluster, tmp_path):
     assert [s["job_id"] for s in run.meta["slurm_resumed"]] == [again]
     r = fleet(cluster, "resume", job, "--results", str(shared))
     assert r.returncode == 0 and "nothing to resume" in r.stderr
+
+
+def test_pending_then_cancelled(cluster, tmp_path):
+    """A job still waiting shows its machines pending with SLURM's reason, and resume
+    waits for it; cancelled before it started, it shows failed with no run."""
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    shared = tmp_path / "shared"
+    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodes", "1",
+              "--sbatch-arg=--begin=now+1hour", "--results", str(shared))
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip()
+    (m,) = status(cluster, job, shared)
+    assert (m["node"], m["state"], m["reason"]) == ("(1 unallocated)", "pending", "BeginTime")
+    r = fleet(cluster, "resume", job, "--results", str(shared))
+    assert r.returncode == 2 and f"job {job} is still pending" in r.stderr
+    subprocess.run(["scancel", job], env=cluster.env, check=True, timeout=30)
+    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"],
+                 30, "the job was not cancelled", 0.5)
+    assert m["reason"].startswith("CANCELLED") and m["reason"].endswith("no run started")

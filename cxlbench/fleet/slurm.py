@@ -33,7 +33,7 @@ class SlurmError(CxlbenchError):
     """A SLURM command that ran and failed (the controller down, a job refused)."""
 
 
-def _command(name: str) -> str:
+def require(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         raise UserError(f"SLURM is not installed here: no {name} on PATH (fleets submit "
@@ -43,18 +43,19 @@ def _command(name: str) -> str:
 
 def _run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([_command(args[0]), *args[1:]], capture_output=True, text=True,
+        return subprocess.run([require(args[0]), *args[1:]], capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{' '.join(args)} did not answer in {timeout:g} s "
                          "(is slurmctld up?)") from None
 
 
-def submit(script_path: str | os.PathLike, extra: list[str] = ()) -> str:
+def submit(script_path: str | os.PathLike) -> str:
     """sbatch the script; its job id."""
-    out = _run(["sbatch", "--parsable", *extra, str(script_path)])
+    out = _run(["sbatch", "--parsable", str(script_path)])
     if out.returncode != 0:
-        raise SlurmError(f"sbatch refused {script_path}: {out.stderr.strip() or out.stdout.strip()}")
+        said = out.stderr.strip() or out.stdout.strip()
+        raise SlurmError(f"sbatch refused {script_path}: {said}")
     return out.stdout.strip().split(";")[0]       # "JOBID" or "JOBID;CLUSTER"
 
 
@@ -76,7 +77,10 @@ def parse_show(line: str) -> dict[str, str]:
 def job(job_id: str) -> dict | None:
     """A job as SLURM remembers it: {state, reason, nodes (list), exit_code, partition,
     time_limit}, from scontrol while the controller keeps it (MinJobAge, 300 s by default
-    after the end), then from sacct where accounting is on; None where neither knows it."""
+    after the end), then from sacct where accounting is on; None where neither knows it,
+    or where SLURM is not installed (results copied off the cluster still read)."""
+    if shutil.which("scontrol") is None:
+        return None
     out = _run(["scontrol", "show", "job", "-o", str(job_id)])
     if out.returncode == 0 and out.stdout.strip():
         rec = parse_show(out.stdout.splitlines()[0])

@@ -60,7 +60,7 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     for j in waiting:
         if not any(m.job == j["job"] for m in out):
             n = fleet.data["options"].get("nodes")
-            out.append(_machine(fleet, f"({n} not yet allocated)", j, info[j["job"]], None))
+            out.append(_machine(fleet, f"({n} unallocated)", j, info[j["job"]], None))
     return out
 
 
@@ -97,7 +97,7 @@ def _machine(fleet: record.Fleet, node: str, job: dict, now: dict | None,
         return m
     m.state = "failed"
     if now is None:
-        why = f"SLURM no longer knows job {job['job']}"
+        why = f"SLURM does not know job {job['job']} (any more, or here)"
     else:
         why = now["state"] + (f" ({now['reason']})" if now["reason"] else "") + \
             (f", exit code {now['exit_code']}" if now.get("exit_code") not in

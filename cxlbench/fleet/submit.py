@@ -35,6 +35,8 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     data = {"suite": s.name, "source": str(source), "variables": variables,
             "options": options.to_dict(), "python": python or sys.executable,
             "cxlbench_version": __version__}
+    if not dry_run:
+        slurm.require("sbatch")             # before a fleet folder is made for nothing
     if dry_run:
         fleet_dir = f"{results_abs}/{record.FOLDER}/<stamp>"
         fleet = None
@@ -53,7 +55,11 @@ def submit(fleet: record.Fleet, text: str, name: str = "job.sbatch") -> str:
     """Write the script into the fleet's folder, sbatch it, record the job; its id."""
     path = fleet.path / name
     path.write_text(text)
-    job = slurm.submit(path)
+    try:
+        job = slurm.submit(path)
+    except Exception:
+        shutil.rmtree(fleet.path, ignore_errors=True)   # no job: no fleet to leave behind
+        raise
     fleet.add_job(job, name, None)
     return job
 
