@@ -114,6 +114,7 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
     (["--nodes", "1", "--sbatch-arg=--output=x"], "fleet sets it itself"),
     (["--nodes", "1", "--sbatch-arg=--comment=two words"], "without spaces"),
     (["--nodes", "1", "--var", "nosuch=1"], "declares no such variable"),
+    (["--nodes", "1", "--var", "size=banana"], "option 'size': not a size: 'banana'"),
 ])
 def test_bad_input_is_refused(tmp_path, args, message):
     r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), *args, "--results",

@@ -253,3 +253,21 @@ def test_pending_then_cancelled(cluster, tmp_path):
     (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"],
                  30, "the job was not cancelled", 0.5)
     assert m["reason"].startswith("CANCELLED") and m["reason"].endswith("no run started")
+
+
+def test_a_machine_that_refuses_the_suite_shows_why(cluster, tmp_path):
+    """A suite this machine cannot run (a node it lacks: checked on the machine, not at
+    submission) fails there with cxlbench's own words, and no run."""
+    (tmp_path / "far.toml").write_text(SUITE.replace('bench = "chase"',
+                                                     'bench = "chase"\nmem = "bind:7"'))
+    shared = tmp_path / "shared"
+    r = fleet(cluster, "submit", str(tmp_path / "far.toml"), "--nodes", "1",
+              "--results", str(shared))
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip()
+    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"],
+                 30, "the job did not fail", 0.5)
+    assert m["node"] == cluster.node and m["run"] is None
+    assert m["reason"] == ("FAILED (NonZeroExitCode), exit code 2:0; its task: Exited with "
+                           "exit code 2; no run started"), m["reason"]
+    assert any("error:" in line and "7" in line for line in m["log_tail"]), m["log_tail"]

@@ -3,11 +3,12 @@
 journal, which a finished case reaches whole or not at all."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import results
-from ..errors import ResultsError, StorageError
+from ..errors import ResultsError, StorageError, UserError
 from . import record, slurm
 
 LOG_LINES = 5       # the end of a failed machine's log shown with its reason
@@ -66,7 +67,25 @@ def machines(fleet: record.Fleet) -> list[Machine]:
 
 def _asked(fleet: record.Fleet) -> list[str]:
     nodelist = fleet.data["options"].get("nodelist")
-    return slurm.hostnames(nodelist) if nodelist else []
+    try:
+        return slurm.hostnames(nodelist) if nodelist else []
+    except UserError:           # n[1-4] without SLURM here: known from the runs instead
+        return []
+
+
+# srun's word, in the job's output, for a task that ended badly while others may run on.
+_TASK_END = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: (.+)")
+
+
+def _task_ends(fleet: record.Fleet, job: str) -> dict[str, str]:
+    """Each node whose task ended badly, with srun's word for how ("Exited with exit code
+    2", "Killed"), from the job's output file."""
+    try:
+        text = (fleet.path / f"job-{job}.out").read_text(errors="replace")
+    except OSError:
+        return {}
+    return {m.group(1): m.group(2).strip() for m in map(_TASK_END.match, text.splitlines())
+            if m}
 
 
 def _run_of(job: dict, node: str, runs: dict[str, Path]) -> Path | None:
@@ -92,16 +111,21 @@ def _machine(fleet: record.Fleet, node: str, job: dict, now: dict | None,
     if now is not None and now["state"] in slurm.WAITING:
         m.state, m.reason = "pending", now["reason"]
         return m
-    if now is not None and now["state"] in slurm.ACTIVE:
+    ended = _task_ends(fleet, job["job"]).get(node)
+    if now is not None and now["state"] in slurm.ACTIVE and not ended:
         m.state = "running"
         return m
     m.state = "failed"
     if now is None:
         why = f"SLURM does not know job {job['job']} (any more, or here)"
+    elif now["state"] in slurm.ACTIVE:
+        why = f"job {job['job']} runs on, but this machine's task ended"
     else:
         why = now["state"] + (f" ({now['reason']})" if now["reason"] else "") + \
             (f", exit code {now['exit_code']}" if now.get("exit_code") not in
              (None, "", "0:0") else "")
+    if ended:
+        why += f"; its task: {ended}"
     progress = (f"{m.finished} of {m.cases} cases finished" if m.cases is not None
                 else "no run started")
     m.reason = f"{why}; {progress}"

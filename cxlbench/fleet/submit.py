@@ -25,11 +25,14 @@ def run_command(suite_file: str, variables: dict[str, str], results_dir: str,
 def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
             results_dir: str, python: str | None = None, dry_run: bool = False):
     """The fleet (None for a dry run) and the text of its first job's script. The suite is
-    loaded here, so a bad name, file or variable is refused before anything is queued, and
-    copied into the fleet's folder, so every machine runs the same text whatever happens
+    loaded here, so a bad name, file, variable or option is refused before anything is
+    queued, and copied into the fleet's folder, so every machine runs the same text whatever happens
     to the file meanwhile."""
     options.check()
     s = suite.load(suite_name, variables)
+    # Its options checked now rather than after the queue: the wildcards (every node, the
+    # CPU pairs) stand in for any machine's; each run checks its own machine's nodes.
+    suite.expand(s, [0], [0], ["0,1"])
     source = suite.find(suite_name)
     results_abs = str(Path(results_dir).resolve())
     data = {"suite": s.name, "source": str(source), "variables": variables,
