@@ -17,8 +17,10 @@ from cxlbench.fleet import script, slurm
 from .conftest import cxlbench
 
 TINY = """
+description = "${note}"
 [vars]
 size = "64K"
+note = "a tiny suite"
 [global]
 repeat = 2
 warmup = 0
@@ -29,7 +31,7 @@ loads = 20000
 """
 
 # A value a shell would split, expand or end early on: it must reach cxlbench whole.
-NASTY = """64K; echo "$HOME" 'it''s' `id` \\ *"""
+NASTY = """tiny; echo "$HOME" 'it''s' `id` \\ *"""
 
 NO_SLURM_ENV = {k: "" for k in slurm.ENV_FIELDS.values()}
 
@@ -67,7 +69,7 @@ def test_dry_run_script_options_and_quoting(tmp_path):
     suite_file = write_suite(tmp_path)
     r = cxlbench("fleet", "submit", str(suite_file), "--nodelist", "n[1-2],gpu7",
                  "--partition", "lab", "--constraint", "cxl&ddr5", "--time", "1:30:00",
-                 "--var", f"size={NASTY}", "--sbatch-arg=--qos=high",
+                 "--var", f"note={NASTY}", "--sbatch-arg=--qos=high",
                  "--results", str(tmp_path / "shared"), "--dry-run")
     assert r.returncode == 0, r.stderr
     text = r.stdout
@@ -89,7 +91,7 @@ def test_dry_run_script_options_and_quoting(tmp_path):
     assert argv[:2] == ["--kill-on-bad-exit=0",
                         f"--output={shared}/fleet/<stamp>/logs/%N-%j.log"]
     assert argv[2:] == [sys.executable, "-m", "cxlbench", "run",
-                        f"{shared}/fleet/<stamp>/tiny.toml", "--var", f"size={NASTY}",
+                        f"{shared}/fleet/<stamp>/tiny.toml", "--var", f"note={NASTY}",
                         "--results-dir", str(shared)]
 
 
