@@ -313,17 +313,20 @@ KV_METHODS = ("copies", "kernel")   # one cudaMemcpyAsync per block, or one gath
 
 def kv_swap(direction: str, method: str, host_addr: int, pool_blocks: int, block_bytes: int,
             slots, reps: int, grid: int = 0, threads: int = 0,
-            device_index: int = 0) -> tuple[list[int], int]:
+            device_index: int = 0) -> tuple[list[int], list[int], int]:
     """reps timed swaps of the KV blocks at host pool slots `slots` (a C-contiguous uint64
     numpy array) between the caller's pool at host_addr (pool_blocks x block_bytes) and the
-    device: (each swap's ns, bytes found wrong)."""
+    device: (each swap's ns, the host's ns issuing each swap's calls, bytes found wrong)."""
+    issue = ffi.new("unsigned long long[]", reps)
+
     def fill(a):
         a.device, a.direction = device_index, KV_DIRECTIONS.index(direction)
         a.method, a.host = KV_METHODS.index(method), ffi.cast("void *", host_addr)
         a.pool_blocks, a.block_bytes = pool_blocks, block_bytes
         a.slots = ffi.cast("const unsigned long long *", slots.ctypes.data)
-        a.blocks, a.grid, a.threads = len(slots), grid, threads
-    return _timed("kv_swap", fill, reps, f"gpu kv swap {direction} {method}")
+        a.blocks, a.grid, a.threads, a.issue_ns = len(slots), grid, threads, issue
+    ns, bad = _timed("kv_swap", fill, reps, f"gpu kv swap {direction} {method}")
+    return ns, list(issue), bad
 
 
 ZERO_COPY_OPS = ("read", "write", "chase")

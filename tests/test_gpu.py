@@ -104,7 +104,7 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
     assert r.returncode == 0, r.stderr
     cases = [line for line in r.stdout.splitlines() if "/" in line.split(" ")[0]]
     nodes = len(Topology.read(probe_gpus=False).memory_nodes)      # copies: bind:*
-    assert len(cases) == 7 + 25 + 9 + 23 + 7 + 36 * nodes + 18 * nodes + 36 + 3 * nodes + 4 + 4 + 6 * nodes
+    assert len(cases) == 7 + 25 + 9 + 23 + 7 + 36 * nodes + 9 * nodes + 9 + 36 + 3 * nodes + 4 + 4 + 6 * nodes
     pageable_bidir = "pageable copies are staged by the driver synchronously"
     assert r.stderr.count(f"skipped: {why}") == len(cases) - 6 * nodes
     assert r.stderr.count(f"skipped: {pageable_bidir}") == 6 * nodes
@@ -301,6 +301,8 @@ def test_managed_memory_times_in_one_call_from_the_cpu_asked_and_drops_warmups(m
     assert [r["bandwidth"] for r in m.reps] == [(1 << 20) / 1000, (1 << 20) / 2000,
                                                 (1 << 20) / 4000]
     assert m.kernel == "gpu_managed_prefetch" and m.cpus == [allowed[-1]]
+    assert gpu_managed.unused(managed_params(mode="prefetch")) == {}
+    assert set(gpu_managed.unused(managed_params(mode="first-touch"))) == {"cpus"}
 
 
 @pytest.mark.parametrize("mode,words", [("first-touch", "5 doubles not what the GPU wrote"),
@@ -444,6 +446,17 @@ def test_every_sm_copy_runs_and_checks_on_the_gpu(direction, host):
 
 
 @pytest.mark.gpu
+def test_sm_copies_both_ways_run_at_once():
+    """One kernel, its warps alternating directions: on a full-duplex link both ways
+    together move well over one way's bytes a second (two kernels would run in turn)."""
+    med = {d: sorted(r["bandwidth"] for r in gpu_copy.run(copy_params(
+        direction=d, host="pinned", engine="sm", size=256 << 20)).reps)[1]
+        for d in ("h2d", "bidir")}
+    print(med)
+    assert med["bidir"] > 1.2 * med["h2d"]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", gpu.MANAGED_MODES)
 def test_managed_memory_runs_and_checks_on_the_gpu(mode):
     """64 MiB: faulted in is slower than prefetched, both slower than resident pages."""
@@ -528,10 +541,13 @@ def test_the_gpu_families_draw_their_figures():
         ({"table": tb, "dist": d}, 100.0) for tb in ("hbm", "pinned") for d in ("zipf",
                                                                                 "uniform")])
     assert [f.key for f in figures.figures_for("gpu_embedding", emb, [])] == ["gpu-embedding"]
-    kv = summary_rows("gpu_kv_swap", "bandwidth", "GB/s", [
+    kv = pd.concat([summary_rows("gpu_kv_swap", metric, unit, [
         ({"direction": d, "method": m, "mem": "bind:0"}, 40.0) for d in ("in", "out")
-        for m in ("copies", "kernel")])
-    assert [f.key for f in figures.figures_for("gpu_kv_swap", kv, [])] == ["gpu-kv-swap"]
+        for m in ("copies", "kernel")]) for metric, unit in (("bandwidth", "GB/s"),
+                                                             ("issue_time", "us"))],
+        ignore_index=True)
+    assert [f.key for f in figures.figures_for("gpu_kv_swap", kv, [])] == \
+        ["gpu-kv-swap", "gpu-kv-swap-issue"]
     zc = pd.concat([summary_rows("gpu_zero_copy", "bandwidth", "GB/s", [
         ({"op": op, "mem": f"bind:{n}"}, 20.0) for op in ("read", "write") for n in (0, 2)]),
         summary_rows("gpu_zero_copy", "latency", "ns", [

@@ -200,7 +200,7 @@ def fake_kv(monkeypatch, ns, bad=0):
         calls.append(dict(direction=direction, method=method, pool_blocks=pool_blocks,
                           block_bytes=block_bytes, slots=slots.copy(), reps=reps, grid=grid,
                           threads=threads, device=device_index, last=last))
-        return list(ns), bad
+        return list(ns), [t // 2 for t in ns], bad
     monkeypatch.setattr(gpu, "kv_swap", kv_swap)
     monkeypatch.setattr(gpu, "device", lambda i: {**H200, "index": i})
     return calls
@@ -219,7 +219,8 @@ def test_kv_swap_figures_from_each_swap_and_the_placed_pool(monkeypatch, method,
     assert (c["grid"], c["threads"]) == (grid, threads)
     assert np.array_equal(c["slots"], gpu_kv_swap.slots(p))
     moved = 2 * 32 * 8 * (32 << 10)
-    assert m.reps == [{"bandwidth": moved / t, "time": t / 1e3} for t in (1000, 2000, 4000)]
+    assert m.reps == [{"bandwidth": moved / t, "time": t / 1e3, "issue_time": t // 2 / 1e3}
+                      for t in (1000, 2000, 4000)]
     assert m.info["bytes"] == moved and m.info["copies"] == 512
     assert m.info["kv_bytes_per_token"] == 128 << 10
     (v,) = m.placement["verified"]

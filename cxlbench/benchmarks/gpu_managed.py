@@ -3,7 +3,8 @@ grid of GPU threads that faults them over on demand (fault), or after moving the
 with cudaMemPrefetchAsync inside the timed region (prefetch), against the same read of
 pages already on the device (resident), and the GPU's first touch of memory never used
 (first-touch: written, each page allocated where the GPU faults it). The host's pages are
-where the worker's CPUs first touch them (the driver's, not a placed buffer). Never
+where the worker's CPUs first touch them (the driver's, not a placed buffer: not
+verified). Never
 oversubscribed: the memory must fit in the device's free memory. Each repetition one timed
 region between CUDA events; the read's sum, or every double written, is checked."""
 from __future__ import annotations
@@ -35,13 +36,20 @@ OPTIONS = {
     "threads": STREAM_OPTIONS["threads"],
     "blocks_per_sm": STREAM_OPTIONS["blocks_per_sm"],
     "device": STREAM_OPTIONS["device"],
-    # cpus: where the host writes from, so the node its pages land on (first touch).
+    # cpus: where the host writes from (under the default policy its pages land on that
+    # CPU's node; not verified: managed memory is the driver's, not a placed buffer).
     **pick("cpus", "repeat", "warmup", "timeout", repeat=10, warmup=1),
 }
 
 
 def skip(params: dict, topology) -> str | None:
     return gpu.unavailable()
+
+
+def unused(params: dict) -> dict[str, str]:
+    if params["mode"] == "first-touch":
+        return {"cpus": "mode=first-touch: the host never writes the memory"}
+    return {}
 
 
 def check(params: dict, topology) -> None:

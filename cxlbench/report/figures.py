@@ -733,6 +733,12 @@ def gpu_kv_swap(frame, runs):
                         "blocks swapped between HBM and a host pool placed on each node, one "
                         "cudaMemcpyAsync a copy or one kernel through the block table, timed "
                         "by CUDA events")
+    yield bars(frame, ("direction", "method"), "issue_time", key="gpu-kv-swap-issue",
+               family="gpu_kv_swap", title="KV-cache swaps: the CPU's time issuing them",
+               measured="Time (µs) the host spent in the calls that issue one swap (one "
+                        "cudaMemcpyAsync a copy, or one launch), by its clock: where it "
+                        "nears the swap's own time, the CPU's calls bound the swap, not the "
+                        "memory")
 
 
 def generic(frame, runs):

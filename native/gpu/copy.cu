@@ -6,6 +6,7 @@
 // placed on any node, CXL nodes included), or pinned memory the library allocates, plain
 // or write-combined. One round untimed, then each repetition timed by events: one before
 // the copies, one after each stream's copy; every byte is checked after the timing.
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
@@ -54,6 +55,22 @@ __global__ void sm_copy(const uint4 *__restrict__ from, uint4 *__restrict__ to, 
     GRID_STRIDE(i, n16) to[i] = from[i];
 }
 
+// Both directions at once on the SMs: one kernel whose even warps copy one way and odd
+// warps the other (as nvbandwidth's bidirectional SM copy), so both run on every SM for
+// the whole copy. Two kernels on two streams would not: the first's grid fills the SMs
+// and the second's blocks start only as it drains, one direction after the other.
+__global__ void sm_copy_both(const uint4 *__restrict__ up_from, uint4 *__restrict__ up_to,
+                             const uint4 *__restrict__ down_from, uint4 *__restrict__ down_to,
+                             u64 n16) {
+    const u64 warp = (blockIdx.x * (u64)blockDim.x + threadIdx.x) / 32;
+    const u64 warps = (u64)gridDim.x * blockDim.x / 32;
+    const bool down = warp % 2;
+    const u64 mine = down ? warps / 2 : (warps + 1) / 2;     // the warps going this way
+    const uint4 *from = down ? down_from : up_from;
+    uint4 *to = down ? down_to : up_to;
+    for (u64 i = warp / 2 * 32 + threadIdx.x % 32; i < n16; i += mine * 32) to[i] = from[i];
+}
+
 __global__ void count_wrong(const unsigned char *p, u64 n, int which, u64 *bad) {
     u64 mine = 0;
     GRID_STRIDE(i, n) mine += p[i] != pattern(i, which);
@@ -70,11 +87,12 @@ int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
         a->engine > SM)
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: direction, engine, host "
                             "kind, bytes, reps or host memory out of range");
-    if (sm && (a->host_kind == PAGEABLE || a->bytes % 16 || a->blocks < 1 ||
-               a->threads < 32 || a->threads > 1024 || a->threads % 32))
+    if (sm && (a->host_kind == PAGEABLE || a->bytes % 16 || (uintptr_t)a->host % 16 ||
+               a->blocks < 1 || a->threads < 32 || a->threads > 1024 || a->threads % 32 ||
+               (a->direction == BOTH && a->blocks * a->threads < 64)))
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: an SM copy needs mapped "
-                            "(not pageable) host memory, bytes a multiple of 16 and a grid "
-                            "of whole warps");
+                            "(not pageable) host memory 16-byte aligned, bytes a multiple of "
+                            "16 and a grid of whole warps (two at least both ways)");
     CK(cudaSetDevice(a->device));
     const unsigned long long n = a->bytes;
     const size_t host_bytes = a->direction == BOTH ? 2 * n : n;
@@ -123,7 +141,12 @@ int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
     for (int r = -1; r < a->reps; r++) {
         CK(cudaEventRecord(c.start, c.stream[0]));
         CK(cudaStreamWaitEvent(c.stream[1], c.start, 0));
-        if (sm) {
+        if (sm && up && down) {
+            sm_copy_both<<<a->blocks, a->threads, 0, c.stream[0]>>>(
+                (const uint4 *)mapped, (uint4 *)c.dev[0], (const uint4 *)c.dev[1],
+                (uint4 *)down_mapped, n / 16);
+            CK(cudaGetLastError());
+        } else if (sm) {
             if (up)
                 sm_copy<<<a->blocks, a->threads, 0, c.stream[0]>>>(
                     (const uint4 *)mapped, (uint4 *)c.dev[0], n / 16);

@@ -57,8 +57,9 @@ struct cxb_gpu_stream_args {
 /* Host-device copies: direction 0 host to device, 1 device to host, 2 both at once on two
  * streams (host and host + bytes, two device buffers). engine 0: cudaMemcpyAsync (the copy
  * engines); 1: a kernel of blocks x threads (the SMs) copying 16 bytes a thread a step
- * through the host memory mapped into the device's space (bytes a multiple of 16; not
- * pageable memory). host_kind 0: the caller's memory as it is (pageable), 1: the caller's
+ * through the host memory mapped into the device's space (bytes a multiple of 16, the
+ * host 16-byte aligned; not pageable memory; both directions: one kernel, its warps
+ * alternating between them). host_kind 0: the caller's memory as it is (pageable), 1: the caller's
  * memory registered (cudaHostRegister) for the call, 2: pinned memory the library
  * allocates (cudaHostAlloc), 3: the same write-combined. Each repetition is timed from an
  * event before the first copy to the last stream's event after its copy. The bytes are a
@@ -129,8 +130,10 @@ struct cxb_gpu_embedding_args {
  * (direction 0, swap in) or from it (1, swap out). method 0: one cudaMemcpyAsync per
  * block; 1: one kernel of grid x threads copying every block through the block table
  * (the host pool mapped into the device's space; block_bytes a multiple of 16). Each
- * repetition is one swap timed by events around all its copies; every byte is checked
- * after the timing: bad counts those that differ. */
+ * repetition is one swap timed by events around all its copies, and by the host's clock
+ * around the calls that issue them (one a block for method 0: where that time nears the
+ * events', the swap is bound by the CPU issuing it, not by the memory); every byte is
+ * checked after the timing: bad counts those that differ. */
 struct cxb_gpu_kv_swap_args {
     int device;
     int direction;
@@ -144,6 +147,7 @@ struct cxb_gpu_kv_swap_args {
     int threads;
     int reps;
     unsigned long long *ns;
+    unsigned long long *issue_ns;   /* reps slots: the host's time issuing each swap's calls */
     unsigned long long bad;     /* out */
 };
 

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <chrono>
+
 #include "internal.h"
 
 extern "C" {
@@ -120,8 +122,8 @@ int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
     const u64 bb = a->block_bytes;
     if (a->direction < SWAP_IN || a->direction > SWAP_OUT || a->method < COPIES ||
         a->method > KERNEL || a->host == nullptr || a->pool_blocks == 0 || bb == 0 ||
-        a->pool_blocks > ~0ull / bb || a->slots == nullptr || a->blocks == 0 ||
-        a->blocks > a->pool_blocks || a->reps < 1 ||
+        a->pool_blocks > ~0ull / bb || a->slots == nullptr || a->issue_ns == nullptr ||
+        a->blocks == 0 || a->blocks > a->pool_blocks || a->reps < 1 ||
         (a->method == KERNEL && (bb % 16 || (uintptr_t)a->host % 16 || a->grid < 1 ||
                                  a->threads < 32 || a->threads > 1024 || a->threads % 32)))
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_kv_swap: direction, method, "
@@ -167,6 +169,7 @@ int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
     const u64 words = bb / 16;
     for (int r = -1; r < a->reps; r++) {        // the first untimed
         CK(cudaEventRecord(s.ev.start, s.stream));
+        const auto issued = std::chrono::steady_clock::now();
         if (a->method == COPIES) {
             for (u64 j = 0; j < a->blocks; j++) {
                 unsigned char *host = pool + a->slots[j] * bb, *dev = s.dev + j * bb;
@@ -183,11 +186,15 @@ int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
                 (uint4 *)mapped, (uint4 *)s.dev, s.slots, a->blocks, words);
         }
         CK(cudaGetLastError());
+        const auto issuing = std::chrono::steady_clock::now() - issued;
         CK(cudaEventRecord(s.ev.stop, s.stream));
         CK(cudaEventSynchronize(s.ev.stop));
         float ms = 0;
         CK(cudaEventElapsedTime(&ms, s.ev.start, s.ev.stop));
-        if (r >= 0) a->ns[r] = (u64)(ms * 1e6 + 0.5);
+        if (r >= 0) {
+            a->ns[r] = (u64)(ms * 1e6 + 0.5);
+            a->issue_ns[r] = (u64)std::chrono::nanoseconds(issuing).count();
+        }
     }
     CK(cudaStreamSynchronize(s.stream));
     a->bad = 0;
