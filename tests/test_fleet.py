@@ -4,6 +4,7 @@ over the answers SLURM 22.05 gives (scontrol and sbatch stood in for by scripts 
 print them). tests/test_fleet_slurm.py runs the same against real daemons."""
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cxlbench import PACKAGE_PARENT, results
-from cxlbench.fleet import script, slurm
+from cxlbench.errors import UserError
+from cxlbench.fleet import script, slurm, submit
 
 from .conftest import cxlbench
 
@@ -105,23 +107,29 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
                                   "--output=/r/fleet/x/job-%j.out"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--nodes", "2", "--nodelist", "a,b"], "not both"),
-    ([], "give --nodes N"),
-    (["--nodes", "0"], "at least 1"),
-    (["--nodes", "1", "--partition", "a b"], "--partition 'a b'"),
-    (["--nodelist", "a;reboot"], "--nodelist 'a;reboot'"),
-    (["--nodes", "1", "--time", "soon"], "--time 'soon'"),
-    (["--nodes", "1", "--sbatch-arg=--nodes=4"], "use fleet's --nodes"),
-    (["--nodes", "1", "--sbatch-arg=--output=x"], "fleet sets it itself"),
-    (["--nodes", "1", "--sbatch-arg=--comment=two words"], "without spaces"),
-    (["--nodes", "1", "--var", "nosuch=1"], "declares no such variable"),
-    (["--nodes", "1", "--var", "size=banana"], "option 'size': not a size: 'banana'"),
+@pytest.mark.parametrize("options, variables, message", [
+    ({"nodes": 2, "nodelist": "a,b"}, {}, "not both"),
+    ({}, {}, "give --nodes N"),
+    ({"nodes": 0}, {}, "at least 1"),
+    ({"nodes": 1, "partition": "a b"}, {}, "--partition 'a b'"),
+    ({"nodelist": "a;reboot"}, {}, "--nodelist 'a;reboot'"),
+    ({"nodes": 1, "time": "soon"}, {}, "--time 'soon'"),
+    ({"nodes": 1, "sbatch_args": ["--nodes=4"]}, {}, "use fleet's --nodes"),
+    ({"nodes": 1, "sbatch_args": ["--output=x"]}, {}, "fleet sets it itself"),
+    ({"nodes": 1, "sbatch_args": ["--comment=two words"]}, {}, "without spaces"),
+    ({"nodes": 1}, {"nosuch": "1"}, "declares no such variable"),
+    ({"nodes": 1}, {"size": "banana"}, "option 'size': not a size: 'banana'"),
 ])
-def test_bad_input_is_refused(tmp_path, args, message):
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), *args, "--results",
-                 str(tmp_path / "r"), "--dry-run")
-    assert r.returncode == 2 and message in r.stderr, r.stderr
+def test_bad_input_is_refused(tmp_path, options, variables, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        submit.prepare(str(write_suite(tmp_path)), variables, script.Options(**options),
+                       str(tmp_path / "r"), dry_run=True)
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+                 "--nodelist", "a,b", "--dry-run")
+    assert r.returncode == 2 and r.stderr.startswith("error: give --nodes N or --nodelist")
     assert r.stderr.count("\n") == 1                 # one line, no traceback
 
 
