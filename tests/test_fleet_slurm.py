@@ -253,6 +253,8 @@ def test_pending_then_cancelled(cluster, tmp_path):
     (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"],
                  30, "the job was not cancelled", 0.5)
     assert m["reason"].startswith("CANCELLED") and m["reason"].endswith("no run started")
+    r = fleet(cluster, "resume", job, "--results", str(shared))
+    assert r.returncode == 2 and "ended before SLURM gave it machines" in r.stderr
 
 
 def test_a_machine_that_refuses_the_suite_shows_why(cluster, tmp_path):

@@ -27,6 +27,7 @@ class Machine:
     reason: str | None = None       # pending: SLURM's; failed: why
     log: Path | None = None
     log_tail: list[str] = field(default_factory=list)
+    allocated: bool = True          # False: a job's machines SLURM has not chosen yet
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "run": str(self.run) if self.run else None,
@@ -61,7 +62,9 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     for j in waiting:
         if not any(m.job == j["job"] for m in out):
             n = fleet.data["options"].get("nodes")
-            out.append(_machine(fleet, f"({n} unallocated)", j, info[j["job"]], None))
+            m = _machine(fleet, f"({n} unallocated)", j, info[j["job"]], None)
+            m.allocated = False
+            out.append(m)
     return out
 
 

@@ -13,21 +13,21 @@ from . import record, script, slurm, status
 from ..errors import UserError
 
 
-def run_command(suite_file: str, variables: dict[str, str], results_dir: str,
-                python: str | None = None) -> list[str]:
-    """What each machine runs: this cxlbench (the same Python, so a virtual environment
-    works) on the suite, into the shared results folder."""
-    return [python or sys.executable, "-m", "cxlbench", "run", suite_file,
+def run_command(suite_file: str, variables: dict[str, str], results_dir: str) -> list[str]:
+    """What each machine runs: this cxlbench (this Python, so a virtual environment works;
+    the script starts tasks in this cxlbench's folder) on the suite, into the shared
+    results folder."""
+    return [sys.executable, "-m", "cxlbench", "run", suite_file,
             *[a for k, v in variables.items() for a in ("--var", f"{k}={v}")],
             "--results-dir", results_dir]
 
 
 def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
-            results_dir: str, python: str | None = None, dry_run: bool = False):
+            results_dir: str, dry_run: bool = False):
     """The fleet (None for a dry run) and the text of its first job's script. The suite is
     loaded here, so a bad name, file, variable or option is refused before anything is
-    queued, and copied into the fleet's folder, so every machine runs the same text whatever happens
-    to the file meanwhile."""
+    queued, and copied into the fleet's folder, so that every machine runs the same text
+    whatever happens to the file meanwhile."""
     options.check()
     s = suite.load(suite_name, variables)
     # Its options checked now rather than after the queue: the wildcards (every node, the
@@ -35,35 +35,44 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     suite.expand(s, [0], [0], ["0,1"])
     source = suite.find(suite_name)
     results_abs = str(Path(results_dir).resolve())
-    data = {"suite": s.name, "source": str(source), "variables": variables,
-            "options": options.to_dict(), "python": python or sys.executable,
-            "cxlbench_version": __version__}
-    if not dry_run:
-        slurm.require("sbatch")             # before a fleet folder is made for nothing
     if dry_run:
-        fleet_dir = f"{results_abs}/{record.FOLDER}/<stamp>"
-        fleet = None
+        fleet, fleet_dir = None, f"{results_abs}/{record.FOLDER}/<stamp>"
     else:
-        fleet = record.create(results_abs, data)
+        slurm.require("sbatch")             # before a fleet folder is made for nothing
+        fleet = record.create(results_abs, {
+            "suite": s.name, "source": str(source), "variables": variables,
+            "options": options.to_dict(), "python": sys.executable,
+            "cxlbench_version": __version__})
         fleet_dir = str(fleet.path)
         shutil.copyfile(source, fleet.path / f"{s.name}.toml")
-    command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs, python)
+    command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs)
     text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
                                 results_dir=results_abs, commands={None: command},
                                 comment=f"suite {s.name}")
     return fleet, text
 
 
-def submit(fleet: record.Fleet, text: str, name: str = "job.sbatch") -> str:
-    """Write the script into the fleet's folder, sbatch it, record the job; its id."""
+def submit(fleet: record.Fleet, text: str) -> str:
+    """The first job: its script submitted and recorded; its id."""
+    return _submit(fleet, "job.sbatch", text, None)
+
+
+def _submit(fleet: record.Fleet, name: str, text: str,
+            machines: dict[str, Path | None] | None) -> str:
+    """Write the script into the fleet's folder, sbatch it, record the job; its id. A
+    script sbatch refuses is not kept, nor a fleet folder left without a job."""
     path = fleet.path / name
     path.write_text(text)
     try:
         job = slurm.submit(path)
     except Exception:
-        shutil.rmtree(fleet.path, ignore_errors=True)   # no job: no fleet to leave behind
+        if fleet.jobs:
+            path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(fleet.path, ignore_errors=True)
         raise
-    fleet.add_job(job, name, None)
+    fleet.add_job(job, name, None if machines is None else
+                  {node: str(run) if run else None for node, run in machines.items()})
     return job
 
 
@@ -74,10 +83,12 @@ def resume_script(fleet: record.Fleet, machines: dict[str, Path | None],
     options = replace(options, nodes=None, nodelist=",".join(machines),
                       time=time_limit or options.time).check()
     results_dir = fleet.data["results"]
-    python = fleet.data["python"]
+    # This cxlbench finishes the runs, as `cxlbench run --resume` would here; it refuses a
+    # run whose benchmarks' options have changed since.
     fresh = run_command(str(fleet.path / f"{fleet.data['suite']}.toml"),
-                        fleet.data["variables"], results_dir, python)
-    commands = {node: [python, "-m", "cxlbench", "run", "--resume", str(run)] if run else fresh
+                        fleet.data["variables"], results_dir)
+    commands = {node: [sys.executable, "-m", "cxlbench", "run", "--resume", str(run)]
+                if run else fresh
                 for node, run in machines.items()}
     return script.sbatch_script(name=fleet.data["suite"], options=options,
                                 fleet_dir=str(fleet.path), results_dir=results_dir,
@@ -94,15 +105,16 @@ def resumable(fleet: record.Fleet) -> dict[str, Path | None]:
         raise UserError(f"job {busy[0].job} is still {busy[0].state} on "
                         f"{', '.join(m.node for m in busy)}: wait for it to end (or scancel "
                         "it) before resuming")
+    never = [m for m in machines if m.state == "failed" and not m.allocated]
+    if never:
+        raise UserError(f"job {never[0].job} ended before SLURM gave it machines "
+                        f"({never[0].reason}): submit the suite again")
     return {m.node: m.run for m in machines if m.state == "failed"}
 
 
 def resume(fleet: record.Fleet, machines: dict[str, Path | None],
            time_limit: str | None = None) -> str:
+    """The resume job submitted and recorded; its id."""
     n = sum(1 for j in fleet.jobs if j["machines"] is not None) + 1
-    name = f"resume-{n}.sbatch"
-    path = fleet.path / name
-    path.write_text(resume_script(fleet, machines, time_limit))
-    job = slurm.submit(path)
-    fleet.add_job(job, name, {node: str(run) if run else None for node, run in machines.items()})
-    return job
+    return _submit(fleet, f"resume-{n}.sbatch", resume_script(fleet, machines, time_limit),
+                   machines)
