@@ -325,3 +325,20 @@ def test_collect_compares_each_machine_with_the_reference(tmp_path):
     assert "metrics compared" in md and "A is n2, B is n1." in md
     for node in ("n1", "n2"):
         assert f"| {node} | done | 100 |  |  | lab |" in md
+
+
+def test_a_job_scontrol_forgot_is_read_from_sacct(tmp_path, monkeypatch):
+    """After MinJobAge the controller forgets an ended job; sacct (where the cluster keeps
+    accounting) still says how it ended, in its own words."""
+    bin_dir = tmp_path / "bin"
+    fake(bin_dir, "scontrol", 'sys.exit("slurm_load_jobs error: Invalid job id specified")')
+    fake(bin_dir, "sacct", 'print({"7": "TIMEOUT|0:0|n1,n2|lab|00:01:00", '
+                           '"8": "CANCELLED by 0|0:0|None assigned|lab|01:00:00"}'
+                           '.get(sys.argv[sys.argv.index("-j") + 1], ""))')
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    assert slurm.job("7") == {"state": "TIMEOUT", "reason": None, "nodes": ["n1", "n2"],
+                              "exit_code": "0:0", "partition": "lab", "time_limit": "00:01:00"}
+    cancelled = slurm.job("8")
+    assert (cancelled["state"], cancelled["reason"], cancelled["nodes"]) == \
+        ("CANCELLED", "CANCELLED by 0", [])
+    assert slurm.job("9") is None

@@ -32,7 +32,8 @@ size = ["64K", "128K", "256K", "512K"]
 loads = 20000
 """
 
-NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "sinfo")
+NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel",
+          "squeue", "sinfo")
 
 
 @dataclass
@@ -111,7 +112,10 @@ def cluster(tmp_path_factory):
                                f"--log-file={d / 'munged.log'}"],
                               stdout=logs[0], stderr=subprocess.STDOUT)]
     try:
-        _wait(sock.exists, 10, "munged made no socket")
+        try:
+            _wait(sock.exists, 10, "munged made no socket")
+        except AssertionError as e:
+            pytest.skip(f"munge did not start here: {e}: {_logs(d)}")
         procs.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
                                       stdout=logs[1], stderr=subprocess.STDOUT))
         procs.append(subprocess.Popen(["slurmd", "-D", "-N", node, "-f", str(conf)], env=env,
@@ -126,6 +130,14 @@ def cluster(tmp_path_factory):
         except AssertionError as e:
             pytest.skip(f"SLURM did not start here: {e}: {_logs(d)}")
         yield Cluster(env=env, node=node, folder=d)
+        # Jobs outlive slurmd (their slurmstepd goes on): none is left running.
+        subprocess.run(["scancel", "--user", str(os.geteuid())], env=env, timeout=30)
+        try:
+            _wait(lambda: not subprocess.run(["squeue", "-h"], env=env, capture_output=True,
+                                             text=True, timeout=10).stdout.strip(),
+                  30, "jobs were still running")
+        except AssertionError:
+            pass                        # the daemons stop all the same
     finally:
         for p in reversed(procs):
             p.terminate()
