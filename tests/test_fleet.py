@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from cxlbench import PACKAGE_PARENT, results
 from cxlbench.errors import UserError
-from cxlbench.fleet import script, slurm, submit
+from cxlbench.fleet import record, script, slurm, submit
 
 from .conftest import cxlbench
 
@@ -179,6 +180,15 @@ def test_run_records_slurm_fields_and_resume_adds_its_job(tmp_path):
     assert meta["slurm"]["job_id"] == "77"
     assert [(s["job_id"], s["array_job_id"], s["array_task_id"])
             for s in meta["slurm_resumed"]] == [("90", "88", "2")]
+    # A fleet of job 77 finds the run by its job; a run whose folder is named (by when
+    # it began) days before the fleet is not read at all.
+    fleet = record.create(tmp_path / "r", {})
+    fleet.add_job("77", "job.sbatch", None)
+    assert fleet.runs() == {"n1": run_dir}
+    old = run_dir.parent / "20200101-000000"
+    shutil.copytree(run_dir, old)
+    (old / "run.json").write_text((old / "run.json").read_text().replace('"n1"', '"n2"'))
+    assert fleet.runs() == {"n1": run_dir}
     r = cxlbench("run", str(write_suite(tmp_path)), "--results-dir", str(tmp_path / "plain"),
                  env=NO_SLURM_ENV)
     assert r.returncode == 0, r.stderr

@@ -5,6 +5,7 @@ output. The runs themselves are ordinary run folders, RESULTS/<machine>/<run-id>
 run.json names the SLURM job and node that made them."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import time
@@ -52,8 +53,11 @@ class Fleet:
         """Each node's run started by a job of this fleet (its run.json names the job), by
         node name; where a node has several, the newest."""
         ids = set(self.job_ids())
+        since = self._day_before()
         found: dict[str, Path] = {}
         for meta_path in sorted(self.results_dir.glob("*/*/run.json")):
+            if since and meta_path.parent.name[:8] < since:
+                continue                   # named (by the time it began) before the fleet
             try:
                 slurm = results.read_meta(meta_path.parent).get("slurm") or {}
             except ResultsError:
@@ -61,6 +65,17 @@ class Fleet:
             if slurm.get("job_id") in ids and slurm.get("node"):
                 found[slurm["node"]] = meta_path.parent
         return found
+
+
+    def _day_before(self) -> str | None:
+        """YYYYMMDD of the day before this fleet began: its runs began after it, and their
+        folders are named by the time (a day apart for the machines' clocks and zones), so
+        an older run's run.json need not be read."""
+        try:
+            began = datetime.datetime.strptime(self.path.name[:8], "%Y%m%d")
+        except ValueError:
+            return None
+        return (began - datetime.timedelta(days=1)).strftime("%Y%m%d")
 
 
 def create(results_dir: str | os.PathLike, data: dict) -> Fleet:
