@@ -14,10 +14,9 @@ from ..report.document import Heading, Para, Table
 from . import record, status
 
 
-def wait(fleet: record.Fleet, progress: Callable[[str], None], interval: float = 10.0,
-         timeout: float | None = None) -> list[status.Machine]:
+def wait(fleet: record.Fleet, progress: Callable[[str], None],
+         interval: float = 10.0) -> list[status.Machine]:
     """Poll until no machine is pending or running; progress gets one line each poll."""
-    start = time.monotonic()
     while True:
         found = status.machines(fleet)
         counts = {s: sum(1 for m in found if m.state == s)
@@ -25,13 +24,10 @@ def wait(fleet: record.Fleet, progress: Callable[[str], None], interval: float =
         progress(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no machines yet")
         if not counts["pending"] and not counts["running"]:
             return found
-        if timeout is not None and time.monotonic() - start > timeout:
-            raise UserError(f"job(s) {', '.join(fleet.job_ids())} still running after "
-                            f"{timeout:g} s")
         time.sleep(interval)
 
 
-def fleet_table(fleet: record.Fleet, found: list[status.Machine]) -> Table:
+def fleet_table(found: list[status.Machine]) -> Table:
     """Each machine: its state, its SLURM fields as its run recorded them, its run."""
     rows = []
     for m in found:
@@ -87,7 +83,7 @@ def build(fleet: record.Fleet, found: list[status.Machine], out_dir: str | Path,
                     Para(f"Suite {fleet.data['suite']} on {len(found)} machine(s) through "
                          f"SLURM job(s) {', '.join(fleet.job_ids())}; fleet folder "
                          f"{fleet.path}."),
-                    fleet_table(fleet, found)]
+                    fleet_table(found)]
     missing = [m.node for m in found if m not in with_runs]
     if missing:
         blocks.append(Para(f"No results from {', '.join(missing)}: see why above.", "note"))
