@@ -15,7 +15,7 @@ import pytest
 
 from cxlbench import PACKAGE_PARENT, results
 from cxlbench.errors import UserError
-from cxlbench.fleet import record, script, slurm, submit
+from cxlbench.fleet import record, script, slurm, status, submit
 
 from .conftest import cxlbench
 
@@ -80,7 +80,7 @@ def test_dry_run_script_options_and_quoting(tmp_path):
     shared = (tmp_path / "shared").resolve()
     assert sbatch_lines(text) == [
         "--job-name=cxlbench-tiny", "--nodelist=n[1-2],gpu7", "--ntasks-per-node=1",
-        "--exclusive", "--mem=0", "--no-kill", "--partition=lab", "--constraint=cxl&ddr5",
+        "--exclusive", "--mem=0", "--no-kill", "--no-requeue", "--partition=lab", "--constraint=cxl&ddr5",
         "--time=1:30:00", f"--chdir={PACKAGE_PARENT}",
         f"--output={shared}/fleet/<stamp>/job-%j.out",
         "--qos=high"]
@@ -88,14 +88,71 @@ def test_dry_run_script_options_and_quoting(tmp_path):
     # bash itself reads the srun line: the variable arrives as one word, untouched.
     bin_dir, seen = tmp_path / "bin", tmp_path / "srun.json"
     fake(bin_dir, "srun", f"open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))")
-    subprocess.run(["bash", "-c", text], check=True,
-                   env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    fake(bin_dir, "scontrol", "print('n1')")
+    subprocess.run(["bash", "-c", text], check=True, capture_output=True,
+                   env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                        "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "5"})
     argv = json.loads(seen.read_text())
-    assert argv[:2] == ["--kill-on-bad-exit=0",
-                        f"--output={shared}/fleet/<stamp>/logs/%N-%j.log"]
-    assert argv[2:] == [sys.executable, "-m", "cxlbench", "run",
-                        f"{shared}/fleet/<stamp>/tiny.toml", "--var", f"note={NASTY}",
-                        "--results-dir", str(shared)]
+    assert argv[argv.index("bash") + 3:] == [
+        sys.executable, "-m", "cxlbench", "run", f"{shared}/fleet/<stamp>/tiny.toml",
+        "--var", f"note={NASTY}", "--results-dir", str(shared)]
+
+
+# srun as a step on one node: its arguments appended to steps.jsonl, then the step's
+# command run here, as SLURM would on that node; the node FAIL_NODE names ends at once
+# (exit code 2, srun's own word on stderr), the others only after it.
+STEP_SRUN = """
+args = sys.argv[1:]
+node = next(a.split("=", 1)[1] for a in args if a.startswith("--nodelist="))
+with open(os.environ["STEPS"], "a") as f:
+    f.write(json.dumps(args) + "\\n")
+if node == os.environ.get("FAIL_NODE"):
+    print(f"srun: error: {node}: task 0: Exited with exit code 2", file=sys.stderr)
+    sys.exit(2)
+import time
+time.sleep(1)
+while args[0].startswith("-"):
+    args.pop(0)
+os.execvp(args[0], args)
+"""
+
+
+def test_each_machine_runs_its_own_step(tmp_path):
+    """One step per machine, in parallel: one that fails leaves the others to finish;
+    each step has the whole machine (no CPU or memory binding) and a log named by its
+    SLURM node; the job writes its machines down, and ends with the failed step's code."""
+    bin_dir, fleet_dir, steps = tmp_path / "bin", tmp_path / "fleet", tmp_path / "steps.jsonl"
+    (fleet_dir / "logs").mkdir(parents=True)
+    fake(bin_dir, "srun", STEP_SRUN)
+    fake(bin_dir, "scontrol", "print('\\n'.join(sys.argv[3].split(',')))")
+    marker = tmp_path / "finished"
+    text = script.sbatch_script(
+        name="t", options=script.Options(nodes=3).check(), fleet_dir=str(fleet_dir),
+        results_dir=str(tmp_path), comment="test",
+        commands={None: [sys.executable, "-c", "import os, sys; open(sys.argv[1], 'a')"
+                         ".write(os.environ.get('CXL_NODE', '?'))", str(marker)]})
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STEPS": str(steps),
+           "SLURM_JOB_NODELIST": "n1,n2,n3", "SLURM_JOB_ID": "12", "FAIL_NODE": "n2",
+           "CXL_NODE": "x"}
+    done = subprocess.run(["bash", "-c", text], env=env, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "cxlbench fleet: n2: srun exit code 2" in done.stderr
+    assert marker.read_text() == "xx"                # n1's and n3's steps ran to the end
+    assert (fleet_dir / "nodes-12").read_text() == "n1\nn2\nn3\n"
+    started = [json.loads(line) for line in steps.read_text().splitlines()]
+    assert sorted(a[2] for a in started) == ["--nodelist=n1", "--nodelist=n2",
+                                             "--nodelist=n3"]
+    for args in started:
+        node = args[2].split("=")[1]
+        assert args[:2] == ["--nodes=1", "--ntasks=1"]
+        assert {"--kill-on-bad-exit=0", "--cpu-bind=none", "--mem-bind=none",
+                f"--output={fleet_dir}/logs/{node}-%j.log"} <= set(args)
+    # A machine without the Python that submitted says so, in its log, and fails.
+    missing = text.replace(sys.executable, str(tmp_path / "no-python"))
+    done = subprocess.run(["bash", "-c", missing], env={**env, "FAIL_NODE": ""},
+                          capture_output=True, text=True)
+    assert done.returncode == 3
+    assert f"{tmp_path}/no-python: no such program on" in done.stderr
 
 
 def test_nodes_count_and_no_optional_lines(tmp_path):
@@ -104,7 +161,8 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
                                 commands={None: ["true"]}, comment="suite quick")
     assert sbatch_lines(text) == ["--job-name=cxlbench-quick", "--nodes=3",
                                   "--ntasks-per-node=1", "--exclusive", "--mem=0",
-                                  "--no-kill", f"--chdir={PACKAGE_PARENT}",
+                                  "--no-kill", "--no-requeue",
+                                  f"--chdir={PACKAGE_PARENT}",
                                   "--output=/r/fleet/x/job-%j.out"]
 
 
@@ -282,17 +340,18 @@ def test_status_and_resume_over_slurms_answers(tmp_path):
     text = r.stdout
     assert "--nodelist=vm" in sbatch_lines(text)
     resume = shlex.join([sys.executable, "-m", "cxlbench", "run", "--resume", str(run_dir)])
-    assert f"vm) exec {resume} ;;" in text
+    assert f'vm) run_on "$n" {resume} & ;;' in text
     # Run the script as SLURM would on vm, srun running the command on this machine.
     seen = tmp_path / "srun.json"
     srun_recorder(bin_dir, seen)
+    task["SLURM_JOB_NODELIST"] = "vm"
     done = subprocess.run(["bash", "-c", text], env={**task, "SLURM_JOB_ID": "101"},
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "resuming" in done.stderr and "1 of 2 cases already finished" in done.stderr
     assert len(results.Run.open(run_dir).finished()) == 2
     # A node the script does not name refuses, rather than run something else.
-    other = subprocess.run(["bash", "-c", text], env={**task, "SLURMD_NODENAME": "n9"},
+    other = subprocess.run(["bash", "-c", text], env={**task, "SLURM_JOB_NODELIST": "n9"},
                            capture_output=True, text=True)
     assert other.returncode == 2 and "nothing to run on n9" in other.stderr
 
@@ -352,3 +411,27 @@ def test_a_job_scontrol_forgot_is_read_from_sacct(tmp_path, monkeypatch):
     assert (cancelled["state"], cancelled["reason"], cancelled["nodes"]) == \
         ("CANCELLED", "CANCELLED by 0", [])
     assert slurm.job("9") is None
+
+
+def test_a_steps_end_is_read_from_the_jobs_output(tmp_path):
+    """Each machine's own step ends apart: srun's word for its task or its node, or else
+    the script's line for its step, is that machine's (and no other's)."""
+    fleet = record.create(tmp_path, {})
+    (fleet.path / "job-7.out").write_text(
+        "srun: error: n1: task 0: Exited with exit code 2\n"
+        "cxlbench fleet: n1: srun exit code 2\n"
+        "srun: error: Node failure on n2\n"
+        "srun: error: Task launch for StepId=7.2 failed on node n3: Invalid node name\n"
+        "cxlbench fleet: n4: srun exit code 1\n")
+    assert status._task_ends(fleet, "7") == {
+        "n1": "Exited with exit code 2", "n2": "Node failure on n2",
+        "n3": "Task launch for StepId=7.2 failed on node n3: Invalid node name",
+        "n4": "srun exit code 1"}
+
+
+@pytest.mark.parametrize("folder", ["/r/a b", "/r/it's", "/r/50%j", "/r/a\\b"])
+def test_folders_sbatch_would_split_or_expand_are_refused(folder):
+    with pytest.raises(UserError, match="cannot hold spaces, quotes, % or"):
+        script.sbatch_script(name="t", options=script.Options(nodes=1).check(),
+                             fleet_dir=f"{folder}/fleet/x", results_dir=folder,
+                             commands={None: ["true"]}, comment="t")

@@ -204,6 +204,7 @@ def test_submit_runs_each_machine_and_collect_reports(cluster, tmp_path):
     assert "chase" in report.lower()                     # the runs' own report follows
     log = fleet_dir / "logs" / f"{cluster.node}-{job}.log"
     assert "lat/003" in log.read_text()
+    assert (fleet_dir / f"nodes-{job}").read_text() == f"{cluster.node}\n"
 
 
 def test_timeout_is_shown_failed_then_resumed(cluster, tmp_path):

@@ -75,9 +75,10 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
     """The script's text. commands: the command each machine runs, by node name, or under
     None the one every machine runs."""
     for path in (results_dir, fleet_dir, PACKAGE_PARENT):
-        if any(c.isspace() or c in "'\"" for c in path):
-            raise UserError(f"{path!r}: sbatch reads #SBATCH lines word by word, so the "
-                            "fleet's folders cannot hold spaces or quotes")
+        if any(c.isspace() or c in "'\"%\\" for c in path):
+            raise UserError(f"{path!r}: sbatch reads #SBATCH lines word by word, and % and "
+                            "\\ in their file names as patterns, so the fleet's folders "
+                            "cannot hold spaces, quotes, % or \\")
     lines = ["#!/bin/bash",
              f"# cxlbench fleet ({comment}): one run per machine under "
              f"{results_dir}/<machine>/<run-id>/",
@@ -90,7 +91,10 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
     # One task per machine, the machine to itself: nothing else runs beside a benchmark.
     lines += ["#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive", "#SBATCH --mem=0",
               # A node that fails leaves the job running on the others.
-              "#SBATCH --no-kill"]
+              "#SBATCH --no-kill",
+              # Requeued, the script would start every machine's run again from its first
+              # case, beside the runs it had made.
+              "#SBATCH --no-requeue"]
     for flag in ("partition", "constraint", "time"):
         value = getattr(options, flag)
         if value:
@@ -99,20 +103,49 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
     # runs this same cxlbench, installed or a checkout (on a file system every machine sees).
     lines += [f"#SBATCH --chdir={PACKAGE_PARENT}", f"#SBATCH --output={fleet_dir}/job-%j.out"]
     lines += [f"#SBATCH {arg}" for arg in options.sbatch_args]
-    # A task that fails (a case, a node) leaves the others running; each machine's output
-    # goes to its own log, read by `cxlbench fleet status`.
-    srun = ["srun", "--kill-on-bad-exit=0", f"--output={fleet_dir}/logs/%N-%j.log"]
-    lines += ["", "# A task that fails leaves the others running; each machine logs apart."]
+    lines += ["", *_RUN.replace("FLEET", shlex.quote(fleet_dir)).splitlines()]
     if set(commands) == {None}:
-        lines.append(shlex.join(srun + commands[None]))
+        lines += ["for n in $nodes; do", f"  run_on \"$n\" {shlex.join(commands[None])} &",
+                  '  pids+=("$!")', "done"]
     else:
-        cases = [f"  {shlex.quote(node)}) exec {shlex.join(cmd)} ;;"
-                 for node, cmd in commands.items()]
-        program = "\n".join(['case "$SLURMD_NODENAME" in', *cases,
-                             '  *) echo "cxlbench fleet: nothing to run on $SLURMD_NODENAME" >&2;'
-                             ' exit 2 ;;', "esac"])
-        lines.append(shlex.join(srun + ["bash", "-c"]) + " " + shlex.quote(program))
+        # A resume: each machine its own command (the run it finishes).
+        lines += ["for n in $nodes; do", '  case "$n" in']
+        lines += [f"    {shlex.quote(node)}) run_on \"$n\" {shlex.join(cmd)} & ;;"
+                  for node, cmd in commands.items()]
+        lines += ['    *) echo "cxlbench fleet: nothing to run on $n" >&2; rc=2; continue ;;',
+                  "  esac", '  pids+=("$!")', "done"]
+    lines += ['for p in "${pids[@]}"; do wait "$p" || rc=$?; done', 'exit "$rc"']
     return "\n".join(lines) + "\n"
+
+
+# The job's body. One step per machine, started in the background and waited for: a
+# step spanning every node would end every machine's run when one node fails (--no-kill
+# does not reach srun) or, with slurm.conf's WaitTime, when the first machine finishes.
+# Each step runs on its node, on every CPU (--cpu-bind=none: a site's default binding
+# would put a one-task step on one core) and memory node; its log is named by SLURM's
+# node name (srun's %N is the host's). A step that ends badly says so here, in the job's
+# output, at once; the job's exit code is the last such step's.
+_RUN = r"""# This job's machines, kept where `fleet status` finds them once SLURM forgets the job.
+nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+if [ -z "$nodes" ]; then
+  echo "cxlbench fleet: no machines in SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST" >&2; exit 3
+fi
+printf '%s\n' $nodes > FLEET/nodes-$SLURM_JOB_ID.tmp &&
+  mv FLEET/nodes-$SLURM_JOB_ID.tmp FLEET/nodes-$SLURM_JOB_ID
+
+run_on() {
+  local n=$1 code
+  shift
+  srun --nodes=1 --ntasks=1 --nodelist="$n" --kill-on-bad-exit=0 --cpu-bind=none \
+    --mem-bind=none --output=FLEET/logs/"$n"-%j.log bash -c "$on_node" "$@"
+  code=$?
+  [ "$code" -eq 0 ] || echo "cxlbench fleet: $n: srun exit code $code" >&2
+  return "$code"
+}
+# On the machine: its Python must be there (the same path on every machine).
+on_node='[ -x "$0" ] || { echo "cxlbench fleet: $0: no such program on $(hostname)" >&2; exit 3; }; exec "$0" "$@"'
+pids=()
+rc=0"""
 
 
 def _name(text: str) -> str:

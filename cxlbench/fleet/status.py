@@ -76,19 +76,30 @@ def _asked(fleet: record.Fleet) -> list[str]:
         return []
 
 
-# srun's word, in the job's output, for a task that ended badly while others may run on.
-_TASK_END = re.compile(r"srun: error: (\S+): tasks? [\d,-]+: (.+)")
+# Each machine's end, in the job's output, where it ended badly while others may run on:
+# srun's word for its task, for its node, or the script's own line for its step.
+_TASK_END = [re.compile(r"srun: error: (?P<node>\S+): tasks? [\d,-]+: (?P<how>.+)"),
+             re.compile(r"srun: error: (?P<how>Node failure on (?P<node>\S+))"),
+             re.compile(r"srun: error: (?P<how>Task launch for \S+ failed on node "
+                        r"(?P<node>[^\s:]+).*)"),
+             re.compile(r"cxlbench fleet: (?P<node>[^\s/]+): (?P<how>srun exit code \d+)")]
 
 
 def _task_ends(fleet: record.Fleet, job: str) -> dict[str, str]:
-    """Each node whose task ended badly, with srun's word for how ("Exited with exit code
-    2", "Killed"), from the job's output file."""
+    """Each node whose step ended badly, with the first word for how ("Exited with exit
+    code 2", "Killed", "Node failure"), from the job's output file."""
     try:
         text = (fleet.path / f"job-{job}.out").read_text(errors="replace")
     except OSError:
         return {}
-    return {m.group(1): m.group(2).strip() for m in map(_TASK_END.match, text.splitlines())
-            if m}
+    ends: dict[str, str] = {}
+    for line in text.splitlines():
+        for pattern in _TASK_END:
+            m = pattern.match(line)
+            if m:
+                ends.setdefault(m["node"], m["how"].strip())
+                break
+    return ends
 
 
 def _run_of(job: dict, node: str, runs: dict[str, Path]) -> Path | None:
