@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import __version__, benchmarks
 from ..errors import ResultsError, UserError
 from ..units import format_list, format_size
+from . import fleet
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
@@ -117,6 +118,51 @@ def across_table(frame) -> Table:
                   for key, cells in rows.items()])
 
 
+def _point_key(frame):
+    """What one measured point is across runs: its case, metric and parameters."""
+    return frame["case"] + "\0" + frame["metric"] + "\0" + frame["params"].map(repr)
+
+
+def fleet_table(frame) -> Table:
+    """Many runs at each measured point: the fleet's median and range, and the runs slower
+    than the fleet by more than their noise."""
+    keys = _figures.varying(frame)
+    frame = frame.assign(_point=_point_key(frame))
+    slow = fleet.off(frame, ["_point"])
+    slow = slow[slow["slower"] > 0]
+    rows = []
+    for point, g in frame.groupby("_point", sort=False):
+        r = g.iloc[0]
+        names = [f"{s['label']} ({s['slower']:+.0%})"
+                 for _, s in slow[slow["_point"] == point].iterrows()]
+        rows.append([_figures.params_text(r["params"], keys), r["metric"], r["unit"],
+                     g["median"].median(), g["median"].min(), g["median"].max(),
+                     g["label"].nunique(), ", ".join(names)])
+    return Table(["parameters", "metric", "unit", "fleet median", "min", "max", "runs",
+                  "slower than the fleet"], rows)
+
+
+def slow_machines(frame) -> Table | None:
+    """Each run slower than the fleet at some point by more than its noise: how many
+    points, and its worst. None where none is (or the runs are too few for a fleet)."""
+    if not fleet.many(frame):
+        return None
+    slow = fleet.off(frame.assign(_point=_point_key(frame)), ["_point"])
+    slow = slow[slow["slower"] > 0]
+    if slow.empty:
+        return None
+    keys = {b: _figures.varying(frame[frame["benchmark"] == b]) for b in set(slow["benchmark"])}
+    rows = []
+    for label, g in slow.groupby("label", sort=False):     # slowest first (off's order)
+        w = g.iloc[0]
+        own = [k for k in keys[w["benchmark"]] if w["params"].get(k) is not None]
+        rows.append([label, len(g), f"{w['benchmark']} "
+                     f"{_figures.params_text(w['params'], own)} {w['metric']}".strip(),
+                     f"{w['slower']:+.0%}", f"{w['median']:.4g} against {w['fleet']:.4g} "
+                     f"{w['unit']}"])
+    return Table(["run", "points slower", "worst point", "by", "its median"], rows)
+
+
 def family_blocks(frame, runs: list[RunData]) -> list:
     blocks: list = []
     for family in dict.fromkeys(frame["benchmark"]):
@@ -124,7 +170,11 @@ def family_blocks(frame, runs: list[RunData]) -> list:
         bench = benchmarks.family(family)
         blocks.append(Heading(2, bench.title if bench else family))
         blocks.extend(_figures.figures_for(family, sub, runs))
-        if sub["label"].nunique() > 1:
+        if fleet.many(sub):
+            blocks.append(Para("The fleet at each point (the median, range and slow runs "
+                               "of its runs' medians):"))
+            blocks.append(fleet_table(sub))
+        elif sub["label"].nunique() > 1:
             blocks.append(Para("Medians per run:"))
             blocks.append(across_table(sub))
         blocks.append(Folded(f"{family}: every case ({len(sub)} rows)", [results_table(sub)]))
@@ -133,9 +183,22 @@ def family_blocks(frame, runs: list[RunData]) -> list:
 
 def machines_blocks(runs: list[RunData]) -> list:
     """machine_blocks once per machine the runs came from (one host name over two sets
-    of hardware is two machines)."""
+    of hardware is two machines); for a fleet, once per kind of machine (the same
+    hardware and settings), headed by the machines of that kind."""
     firsts = {machine_key(r): r for r in reversed(runs)}
-    return [b for r in runs if firsts[machine_key(r)] is r for b in machine_blocks(r)]
+    machines = [r for r in runs if firsts[machine_key(r)] is r]
+    if len(machines) <= fleet.FLEET:
+        return [b for r in machines for b in machine_blocks(r)]
+    kinds: dict[str, list] = {}
+    for r in machines:
+        blocks = machine_blocks(r)
+        kinds.setdefault(repr(blocks[1:]), [blocks]).append(r.label)
+    out = []
+    for blocks, *labels in kinds.values():
+        out.append(Heading(3, f"{len(labels)} machine{'s' * (len(labels) > 1)} alike: "
+                              f"{', '.join(labels)}"))
+        out.extend(blocks[1:])
+    return out
 
 
 def report_blocks(runs: list[RunData], skipped=()) -> list:
@@ -145,7 +208,8 @@ def report_blocks(runs: list[RunData], skipped=()) -> list:
                          f"{len(runs)} run(s). Values are medians of each case's repetitions "
                          "with distribution-free 95 % confidence intervals; CV above 5 % is "
                          "flagged noisy."),
-                    run_table(runs)]
+                    run_table(runs) if len(runs) <= fleet.FLEET else
+                    Folded(f"The {len(runs)} runs", [run_table(runs)])]
     if skipped:
         blocks += [Heading(2, "Runs left out"),
                    Para("These runs were found but could not be read; nothing below comes "
@@ -154,6 +218,14 @@ def report_blocks(runs: list[RunData], skipped=()) -> list:
     if len({machine_key(r) for r in runs}) > 1:
         blocks.append(Para("These runs come from different machines: each line or bar is "
                            "labelled with its machine.", "note"))
+    slow = slow_machines(frame)
+    if slow is not None:
+        blocks += [Heading(2, "Runs slower than the fleet"),
+                   Para(f"Of {frame['label'].nunique()} runs, these were slower than the "
+                        f"fleet's median by more than their noise at some point: beyond "
+                        f"{fleet.FENCE:g} interquartile ranges of the runs' medians there, "
+                        "with the fleet's median outside their own confidence interval. "
+                        "Slowest first."), slow]
     blocks.append(Heading(2, "Machine"))
     blocks.extend(machines_blocks(runs))
     blocks.extend(family_blocks(frame, runs))
@@ -284,8 +356,14 @@ def build(paths, out_dir, title: str | None = None, suite: str | None = None,
     runs = load_runs(paths, suite=suite, latest=latest)
     for path, why in runs.skipped if on_skip else ():
         on_skip(path, why)
-    title = title or "cxlbench report: " + ", ".join(
-        dict.fromkeys(f"{r.suite} on {r.machine}" for r in runs))
+    if not title:
+        what = list(dict.fromkeys(f"{r.suite} on {r.machine}" for r in runs))
+        suites = list(dict.fromkeys(r.suite for r in runs))
+        machines = sorted({r.machine for r in runs})
+        if len(what) > fleet.FLEET:     # a fleet: its suites and its count of machines
+            what = [f"{', '.join(suites)} on {len(machines)} machines ({machines[0]} to "
+                    f"{machines[-1]})"]
+        title = "cxlbench report: " + ", ".join(what)
     return write(out_dir, title, report_blocks(runs, runs.skipped), force)
 
 

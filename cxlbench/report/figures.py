@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import analysis, benchmarks  # noqa: E402
+from . import fleet  # noqa: E402
 from ..options import split_buffer_option  # noqa: E402
 from ..paramtext import NOT_MEASURED, params_text, resolved, value_text  # noqa: E402
 from ..units import format_size, parse_list  # noqa: E402
@@ -80,11 +81,11 @@ def fixed(frame: pd.DataFrame, exclude=()) -> dict:
     return {k: next(p[k] for p in ps if k in p) for k in names if k not in moving}
 
 
-def series_names(frame: pd.DataFrame, exclude=()) -> list[str]:
-    """A legend entry per row: the run's label where several runs are shown, then the
-    values of the parameters that vary."""
+def series_names(frame: pd.DataFrame, exclude=(), runs: bool = True) -> list[str]:
+    """A legend entry per row: the run's label where several runs are shown (and `runs`),
+    then the values of the parameters that vary."""
     keys = varying(frame, exclude)
-    multi = frame["label"].nunique() > 1
+    multi = runs and frame["label"].nunique() > 1
     out = []
     for label, p in zip(frame["label"], _params(frame)):
         own = [k for k in keys if k in p]
@@ -105,7 +106,7 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers") ->
     failed = int((~frame["placement_ok"].astype(bool)).sum())
     placed = ("placement verified on every case (move_pages after the case)" if not failed
               else f"placement check FAILED on {failed} rows")
-    runs = ", ".join(sorted(set(frame["label"])))
+    runs = fleet.runs_text(list(frame["label"]))
     ci = {"whiskers": "whiskers: the 95 % distribution-free confidence interval of the "
                       "median", "cells": "cells hold medians", "none": ""}[shown]
     text = (f"{measured}. Each value is the median of {reps} repetitions{warm_text}"
@@ -162,13 +163,18 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
         xs = [p.get(x) for p in sub["params"]]
     else:
         xs = [x(p, info) for p, info in zip(sub["params"], sub["info"])]
-    sub = sub.assign(_x=xs, _series=series_names(sub, exclude=exclude))
+    many = fleet.many(sub)
+    sub = sub.assign(_x=xs, _series=series_names(sub, exclude=exclude, runs=not many))
     sub = sub[sub["_x"].notna()]
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for name, g in sub.groupby("_series", sort=False):
-        g = g.sort_values("_x")
-        ax.errorbar(g["_x"].astype(float), g["median"], yerr=_errors(g), marker="o",
-                    markersize=3, capsize=2, label=name)
+    if many:
+        legend, extra = _fleet_lines(ax, sub)
+    else:
+        legend, extra = list(dict.fromkeys(sub["_series"])), ""
+        for name, g in sub.groupby("_series", sort=False):
+            g = g.sort_values("_x")
+            ax.errorbar(g["_x"].astype(float), g["median"], yerr=_errors(g), marker="o",
+                        markersize=3, capsize=2, label=name)
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
@@ -186,8 +192,35 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
     ax.set_ylabel(f"{metric} ({_unit(sub)})")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, list(dict.fromkeys(sub["_series"])))
-    return Figure(key, family, title, caption(sub, measured, exclude=exclude), _png(fig))
+    _legend(ax, legend)
+    return Figure(key, family, title, caption(sub, measured, exclude=exclude) + extra,
+                  _png(fig))
+
+
+def _fleet_lines(ax, sub: pd.DataFrame) -> tuple[list[str], str]:
+    """Many runs as each series' fleet median (a line) and range (a band), and the runs
+    off the fleet drawn alone (dashed, named). The legend's names and the caption's
+    addition."""
+    legend = []
+    for name, g in sub.groupby("_series", sort=False):
+        by_x = g.groupby("_x")["median"]
+        xs = sorted(by_x.groups)
+        line, = ax.plot(xs, by_x.median().loc[xs], marker="o", markersize=3,
+                        label=f"{name} (fleet median)" if name != "all" else "fleet median")
+        ax.fill_between(xs, by_x.min().loc[xs], by_x.max().loc[xs], alpha=0.2,
+                        color=line.get_color())
+        legend.append(line.get_label())
+    outliers = fleet.off(sub, ["_series", "_x"])
+    for label in list(dict.fromkeys(outliers["label"]))[:5]:
+        for name, g in sub[sub["label"] == label].groupby("_series", sort=False):
+            g = g.sort_values("_x")
+            text = label if name == "all" else f"{label} {name}"
+            ax.plot(g["_x"].astype(float), g["median"], linestyle="--", linewidth=1,
+                    label=text)
+            legend.append(text)
+    n = sub["label"].nunique()
+    return legend, (f" {n} runs: lines are their median at each point, bands their range; "
+                    f"dashed, runs off the fleet. " + fleet.named(outliers)).rstrip()
 
 
 def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str, key: str,
@@ -200,18 +233,28 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     group_of = [" ".join(value_text(g, p[g]) if len(groups) == 1
                          else f"{g}={value_text(g, p[g])}" for g in groups if g in p) or "-"
                 for p in ps]        # a group option the case ignores is not in its name
+    many = fleet.many(sub)
     sub = sub.assign(_group=group_of,
-                     _series=series_names(sub, exclude=(*groups, *exclude)))
+                     _series=series_names(sub, exclude=(*groups, *exclude), runs=not many))
     order = list(dict.fromkeys(group_of))
     names = list(dict.fromkeys(sub["_series"]))
     width = 0.8 / len(names)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(order) * len(names) + 2), 4.2))
+    extra = ""
     for i, name in enumerate(names):
         g = sub[sub["_series"] == name]
-        at = [order.index(v) + (i - (len(names) - 1) / 2) * width for v in g["_group"]]
-        ax.bar(at, g["median"], width, yerr=_errors(g), capsize=2, label=name)
+        offset = (i - (len(names) - 1) / 2) * width
+        if many:
+            _fleet_boxes(ax, g, order, offset, width, name)
+        else:
+            at = [order.index(v) + offset for v in g["_group"]]
+            ax.bar(at, g["median"], width, yerr=_errors(g), capsize=2, label=name)
+    if many:
+        extra = (f" {sub['label'].nunique()} runs: a box per case (quartiles, whiskers to "
+                 f"1.5 interquartile ranges), a dot per run, runs off the fleet named. " +
+                 fleet.named(fleet.off(sub, ["_group", "_series"]))).rstrip()
     ax.set_xticks(range(len(order)))
-    crowded = len(order) > 4
+    crowded = len(order) > 4 or sum(len(v) for v in order) > 40
     ax.set_xticklabels(order, rotation=30 if crowded else 0, ha="right" if crowded else "center")
     ax.set_xlabel(groups[0] if len(groups) == 1 else "")
     ax.set_ylabel(f"{metric} ({_unit(sub)})")
@@ -220,8 +263,35 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
     _legend(ax, names)
-    return Figure(key, family, title, caption(sub, measured, exclude=(*groups, *exclude)),
-                  _png(fig))
+    return Figure(key, family, title,
+                  caption(sub, measured, exclude=(*groups, *exclude)) + extra, _png(fig))
+
+
+def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
+                 name: str) -> None:
+    """One series of many runs: a box of the runs' medians at each group, a dot per run,
+    and the runs off the fleet named beside their dots."""
+    groups = [v for v in order if (g["_group"] == v).any()]
+    at = [order.index(v) + offset for v in groups]
+    values = [g.loc[g["_group"] == v, "median"].to_numpy(float) for v in groups]
+    color = ax._get_lines.get_next_color()
+    ax.boxplot(values, positions=at, widths=width * 0.8, showfliers=False, patch_artist=True,
+               boxprops={"facecolor": color, "alpha": 0.35}, medianprops={"color": color})
+    for x, v in zip(at, values):
+        ax.scatter(np.full(len(v), x) + np.linspace(-0.3, 0.3, len(v)) * width, v, s=4,
+                   color=color, zorder=3)
+    ax.scatter([], [], color=color, label=name)      # the legend's entry
+    for group, runs in fleet.off(g, ["_group"]).groupby("_group", sort=False):
+        # runs within 3 % of each other named in one label, which would otherwise overlap
+        notes: list[list] = []
+        for _, r in runs.sort_values("median").iterrows():
+            if notes and r["median"] <= notes[-1][0] * 1.03:
+                notes[-1][1].append(r["label"])
+            else:
+                notes.append([r["median"], [r["label"]]])
+        for y, names in notes:
+            ax.annotate(", ".join(names), (order.index(group) + offset, y), fontsize=6,
+                        xytext=(4, 0), textcoords="offset points", va="center")
 
 
 def heatmaps(tables: list[tuple[str, list, list, dict]], *, unit: str, title: str,
@@ -302,6 +372,7 @@ def random_bw(frame, runs):
 
 
 def loaded_latency(frame, runs):
+    frame, words = fleet.view(frame)
     lat, bw = _metric(frame, "latency"), _metric(frame, "bandwidth")
     gbs = {(l, c): v for l, c, v in zip(bw["label"], bw["case"], bw["median"])}
     xs = [gbs.get((l, c), 0.0) for l, c in zip(lat["label"], lat["case"])]
@@ -324,10 +395,11 @@ def loaded_latency(frame, runs):
                  caption(sub, "Chase latency (ns per load) on the first CPU while the other "
                               "CPUs stream with a pause (delay) after every 8 lines; each "
                               "point is one delay, from idle to no pause",
-                         exclude=("delay", "threads")), _png(fig))
+                         exclude=("delay", "threads")) + words, _png(fig))
 
 
 def matrix(frame, runs):
+    frame, words = fleet.view(frame)
     for metric in ("latency", "bandwidth"):
         sub = _metric(frame, metric)
         tables = []
@@ -343,7 +415,8 @@ def matrix(frame, runs):
                            caption_text=caption(sub, f"{metric.capitalize()} from each node's "
                                                      "CPUs (rows) to memory bound to each "
                                                      "node (columns)",
-                                                exclude=("initiator", "target"), shown="cells"))
+                                                exclude=("initiator", "target"),
+                                                shown="cells") + words)
 
 
 def _ratio_share(p, info) -> float | None:
@@ -363,6 +436,7 @@ def interleave_sweep(frame, runs):
 
 
 def pingpong(frame, runs):
+    frame, words = fleet.view(frame)
     sub = _metric(frame, "latency")
     tables = []
     for (label, mem, mode), g in sub.groupby(
@@ -381,7 +455,7 @@ def pingpong(frame, runs):
                    caption_text=caption(sub, "One-way transfer time (ns) of one cache line "
                                              "bounced between two CPUs, homed on the node the "
                                              "title names, handed over by a store or a CAS",
-                                        exclude=("mem", "mode"), shown="cells"))
+                                        exclude=("mem", "mode"), shown="cells") + words)
 
 
 def atomics(frame, runs):
