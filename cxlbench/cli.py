@@ -617,14 +617,16 @@ def _print_machines(found) -> None:
               show_default=True, help=RESULTS_HELP)
 @click.option("--time", "-t", "time_limit", help="a new SLURM time limit for the resume")
 @click.option("--dry-run", is_flag=True, help="print the sbatch script and stop")
+@click.option("--force", is_flag=True,
+              help="resume machines SLURM does not answer for too (their job has ended)")
 @_errors
-def fleet_resume(job, results_dir, time_limit, dry_run):
+def fleet_resume(job, results_dir, time_limit, dry_run, force):
     """Submit JOB's fleet again on the machines whose runs are unfinished: each finishes
     its run with `cxlbench run --resume`; print the new job id."""
     from .fleet import submit
 
     fleet_ = _fleet(job, results_dir)
-    machines = submit.resumable(fleet_)
+    machines = submit.resumable(fleet_, force)
     if not machines:
         click.echo("nothing to resume: every machine's run finished", err=True)
         return

@@ -15,7 +15,7 @@ import pytest
 
 from cxlbench import PACKAGE_PARENT, results
 from cxlbench.errors import UserError
-from cxlbench.fleet import record, script, slurm, status, submit
+from cxlbench.fleet import collect, record, script, slurm, status, submit
 
 from .conftest import cxlbench
 
@@ -268,6 +268,8 @@ def test_parse_scontrol_record():
 SCONTROL = """
 if sys.argv[1:3] == ["show", "hostnames"]:
     print("\\n".join(sys.argv[3].split(",")))
+elif sys.argv[1:3] == ["show", "job"] and os.environ.get("FAKE_DOWN"):
+    sys.exit("slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
 elif sys.argv[1:3] == ["show", "job"]:
     state, nodes = json.load(open(os.environ["FAKE_JOBS"])).get(sys.argv[-1], [None, None])
     if state is None:
@@ -411,6 +413,49 @@ def test_a_job_scontrol_forgot_is_read_from_sacct(tmp_path, monkeypatch):
     assert (cancelled["state"], cancelled["reason"], cancelled["nodes"]) == \
         ("CANCELLED", "CANCELLED by 0", [])
     assert slurm.job("9") is None
+    # No accounting: SLURM no longer knows the job; the database down: it did not answer.
+    fake(bin_dir, "sacct", 'sys.exit("sacct: error: Slurm accounting storage is disabled")')
+    assert slurm.job("7") is None
+    fake(bin_dir, "sacct", 'sys.exit("sacct: error: Problem talking to the database: '
+                           'Connection refused")')
+    with pytest.raises(slurm.SlurmError, match="Problem talking to the database"):
+        slurm.job("7")
+
+
+def test_a_controller_that_does_not_answer_ends_nothing(tmp_path, monkeypatch):
+    """scontrol failing for any reason but an unknown job id says nothing of the job:
+    its machines show unknown, not failed; resume refuses (unless --force) rather than
+    run them twice; collect asks again until SLURM answers."""
+    env, jobs = fake_slurm(tmp_path)
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "vm",
+                 "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    env["FAKE_DOWN"] = "1"
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    (m,) = json.loads(r.stdout)
+    assert m["state"] == "unknown", m
+    assert m["reason"] == ("SLURM did not answer: scontrol show job 100: slurm_load_jobs "
+                           "error: Unable to contact slurm controller (connect failure); "
+                           "no run started")
+    r = cxlbench("fleet", "resume", "100", "--results", str(shared), env=env)
+    assert r.returncode == 2 and "SLURM did not say whether job 100 ended on vm" in r.stderr
+    assert json.loads(jobs.read_text()).keys() == {"100"}          # nothing submitted
+    r = cxlbench("fleet", "resume", "100", "--results", str(shared), "--force", "--dry-run",
+                 env=env)
+    assert r.returncode == 0 and "--nodelist=vm" in sbatch_lines(r.stdout)
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    said = []
+
+    def progress(line):
+        said.append(line)
+        monkeypatch.delenv("FAKE_DOWN", raising=False)   # SLURM answers the next time: it ended
+        jobs.write_text(json.dumps({"100": ["COMPLETED", "vm"]}))
+    (m,) = collect.wait(record.find("100", shared), progress, interval=0.01)
+    assert said == ["1 unknown", "1 failed"] and m.state == "failed"
 
 
 def test_a_steps_end_is_read_from_the_jobs_output(tmp_path):

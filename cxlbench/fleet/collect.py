@@ -16,13 +16,14 @@ from . import record, status
 
 def wait(fleet: record.Fleet, progress: Callable[[str], None],
          interval: float = 10.0) -> list[status.Machine]:
-    """Poll until no machine is pending or running; progress gets one line each poll."""
+    """Poll until every machine is done or failed (one SLURM did not answer for is asked
+    again); progress gets one line each poll."""
     while True:
         found = status.machines(fleet)
         counts = {s: sum(1 for m in found if m.state == s)
-                  for s in ("pending", "running", "done", "failed")}
+                  for s in ("pending", "running", "unknown", "done", "failed")}
         progress(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no machines yet")
-        if not counts["pending"] and not counts["running"]:
+        if not counts["pending"] and not counts["running"] and not counts["unknown"]:
             return found
         time.sleep(interval)
 

@@ -54,8 +54,7 @@ def submit(script_path: str | os.PathLike) -> str:
     """sbatch the script; its job id."""
     out = _run(["sbatch", "--parsable", str(script_path)])
     if out.returncode != 0:
-        said = out.stderr.strip() or out.stdout.strip()
-        raise SlurmError(f"sbatch refused {script_path}: {said}")
+        raise SlurmError(f"sbatch refused {script_path}: {_said(out)}")
     return out.stdout.strip().split(";")[0]       # "JOBID" or "JOBID;CLUSTER"
 
 
@@ -77,8 +76,10 @@ def parse_show(line: str) -> dict[str, str]:
 def job(job_id: str) -> dict | None:
     """A job as SLURM remembers it: {state, reason, nodes (list), exit_code, partition,
     time_limit}, from scontrol while the controller keeps it (MinJobAge, 300 s by default
-    after the end), then from sacct where accounting is on; None where neither knows it,
-    or where SLURM is not installed (results copied off the cluster still read)."""
+    after the end), then from sacct where accounting is on; None where the controller
+    has forgotten it and accounting does not know it, or where SLURM is not installed
+    (results copied off the cluster still read). SlurmError where SLURM did not answer
+    (the controller or the database down, a timeout): that says nothing of the job."""
     if shutil.which("scontrol") is None:
         return None
     out = _run(["scontrol", "show", "job", "-o", str(job_id)])
@@ -90,11 +91,18 @@ def job(job_id: str) -> dict | None:
                 "nodes": hostnames(nodes) if nodes and nodes != "(null)" else [],
                 "exit_code": rec.get("ExitCode"), "partition": rec.get("Partition"),
                 "time_limit": rec.get("TimeLimit")}
+    # Only this answer means the controller no longer keeps the job (it ended).
+    if "Invalid job id specified" not in out.stderr:
+        raise SlurmError(f"scontrol show job {job_id}: {_said(out)}")
     if shutil.which("sacct") is None:
         return None
     out = _run(["sacct", "-n", "-P", "-X", "-j", str(job_id),
                 "-o", "State,ExitCode,NodeList,Partition,Timelimit"])
-    line = out.stdout.strip().splitlines()[:1] if out.returncode == 0 else []
+    if out.returncode != 0:
+        if "accounting storage is disabled" in out.stderr:
+            return None
+        raise SlurmError(f"sacct -j {job_id}: {_said(out)}")
+    line = out.stdout.strip().splitlines()[:1]
     if not line:
         return None
     state, code, nodes, partition, limit = (line[0].split("|") + [""] * 5)[:5]
@@ -102,6 +110,12 @@ def job(job_id: str) -> dict | None:
     return {"state": word, "reason": state if state != word else None,
             "nodes": hostnames(nodes) if nodes and nodes != "None assigned" else [],
             "exit_code": code, "partition": partition, "time_limit": limit}
+
+
+def _said(out: subprocess.CompletedProcess) -> str:
+    """A failed command's last word (the error, after any warnings)."""
+    lines = (out.stderr.strip() or out.stdout.strip()).splitlines()
+    return lines[-1] if lines else f"exit code {out.returncode}"
 
 
 def hostnames(nodelist: str) -> list[str]:

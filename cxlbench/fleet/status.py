@@ -17,14 +17,14 @@ LOG_LINES = 5       # the end of a failed machine's log shown with its reason
 @dataclass
 class Machine:
     node: str
-    state: str                      # pending, running, done, failed
+    state: str                      # pending, running, done, failed, unknown
     job: str                        # the job that last ran (or waits to run) here
     run: Path | None = None         # its run folder, once the run started
     finished: int = 0               # cases in the run's journal
     cases: int | None = None        # cases in the run
     failed_cases: int = 0           # finished, but failed or unsupported
     case: str | None = None         # running: the case it is on
-    reason: str | None = None       # pending: SLURM's; failed: why
+    reason: str | None = None       # pending: SLURM's; failed: why; unknown: SLURM's error
     log: Path | None = None
     log_tail: list[str] = field(default_factory=list)
     allocated: bool = True          # False: a job's machines SLURM has not chosen yet
@@ -39,12 +39,12 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     or allocated, and those that started a run. Allocations SLURM reports are kept in
     fleet.json, so machines stay known after SLURM forgets the job."""
     runs = fleet.runs()
-    info = {j["job"]: slurm.job(j["job"]) for j in fleet.jobs}
+    info = {j["job"]: _ask(j["job"]) for j in fleet.jobs}
     last: dict[str, dict] = {}          # node -> the job that last covered it
     waiting = []                        # jobs pending on machines not yet chosen
     for j in fleet.jobs:
         now = info[j["job"]]
-        if now and now["nodes"] and now["nodes"] != j.get("nodes"):
+        if isinstance(now, dict) and now["nodes"] and now["nodes"] != j.get("nodes"):
             j["nodes"] = now["nodes"]
             _save_quietly(fleet)
         if j["machines"] is not None:
@@ -66,6 +66,14 @@ def machines(fleet: record.Fleet) -> list[Machine]:
             m.allocated = False
             out.append(m)
     return out
+
+
+def _ask(job: str) -> dict | slurm.SlurmError | None:
+    """What SLURM says of the job, or why it said nothing (kept apart from an end)."""
+    try:
+        return slurm.job(job)
+    except slurm.SlurmError as e:
+        return e
 
 
 def _asked(fleet: record.Fleet) -> list[str]:
@@ -114,13 +122,17 @@ def _save_quietly(fleet: record.Fleet) -> None:
         pass                            # a cache: status reads the same without it
 
 
-def _machine(fleet: record.Fleet, node: str, job: dict, now: dict | None,
-             run: Path | None) -> Machine:
+def _machine(fleet: record.Fleet, node: str, job: dict,
+             now: dict | slurm.SlurmError | None, run: Path | None) -> Machine:
     m = Machine(node=node, state="pending", job=job["job"], run=run)
     if run is not None:
         _progress(m, run)
     if m.cases is not None and m.finished == m.cases:
         m.state = "done"
+        return m
+    if isinstance(now, slurm.SlurmError):
+        # Not an end: resume and collect wait for SLURM to say one.
+        m.state, m.reason = "unknown", f"SLURM did not answer: {now}; {_progress_words(m)}"
         return m
     if now is not None and now["state"] in slurm.WAITING:
         m.state, m.reason = "pending", now["reason"]
@@ -140,12 +152,15 @@ def _machine(fleet: record.Fleet, node: str, job: dict, now: dict | None,
              (None, "", "0:0") else "")
     if ended:
         why += f"; its task: {ended}"
-    progress = (f"{m.finished} of {m.cases} cases finished" if m.cases is not None
-                else "no run started")
-    m.reason = f"{why}; {progress}"
+    m.reason = f"{why}; {_progress_words(m)}"
     m.log = fleet.log(node, job["job"])
     m.log_tail = _tail(m.log)
     return m
+
+
+def _progress_words(m: Machine) -> str:
+    return (f"{m.finished} of {m.cases} cases finished" if m.cases is not None
+            else "no run started")
 
 
 def _progress(m: Machine, path: Path) -> None:

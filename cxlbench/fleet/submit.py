@@ -96,20 +96,26 @@ def resume_script(fleet: record.Fleet, machines: dict[str, Path | None],
                                 comment=f"suite {fleet.data['suite']}, resumed")
 
 
-def resumable(fleet: record.Fleet) -> dict[str, Path | None]:
+def resumable(fleet: record.Fleet, force: bool = False) -> dict[str, Path | None]:
     """The machines to resume, each with its unfinished run (None: none started); refuses
-    while a job of the fleet still holds or awaits machines."""
+    while a job of the fleet still holds or awaits machines, or (unless forced) while
+    SLURM does not answer how one ended: a job still running would be run twice."""
     machines = status.machines(fleet)
     busy = [m for m in machines if m.state in ("pending", "running")]
     if busy:
         raise UserError(f"job {busy[0].job} is still {busy[0].state} on "
                         f"{', '.join(m.node for m in busy)}: wait for it to end (or scancel "
                         "it) before resuming")
+    unknown = [m for m in machines if m.state == "unknown"]
+    if unknown and not force:
+        raise UserError(f"SLURM did not say whether job {unknown[0].job} ended on "
+                        f"{', '.join(m.node for m in unknown)} ({unknown[0].reason}): try "
+                        "again when it answers, or --force if you know the job has ended")
     never = [m for m in machines if m.state == "failed" and not m.allocated]
     if never:
         raise UserError(f"job {never[0].job} ended before SLURM gave it machines "
                         f"({never[0].reason}): submit the suite again")
-    return {m.node: m.run for m in machines if m.state == "failed"}
+    return {m.node: m.run for m in machines if m.state in ("failed", "unknown")}
 
 
 def resume(fleet: record.Fleet, machines: dict[str, Path | None],
