@@ -186,12 +186,52 @@ class Run:
         journal of finished cases ('journal')."""
         import pandas as pd
 
-        journal, header, rows, notes = self._consistent()
-        for note in notes:
-            warnings.warn(f"{self.path}: left out {note}", ResultsWarning, stacklevel=3)
-        df = pd.read_csv(io.StringIO(_csv_text([header, *rows])))
+        fast = self._frame_whole()
+        if fast is not None:
+            df, journal = fast
+        else:
+            journal, header, rows, notes = self._consistent()
+            for note in notes:
+                warnings.warn(f"{self.path}: left out {note}", ResultsWarning, stacklevel=3)
+            df = pd.read_csv(io.StringIO(_csv_text([header, *rows])))
         df.attrs.update(run=self.meta, journal=journal)
         return df
+
+    def _frame_whole(self):
+        """(frame, journal) read by pandas' C parser straight from the file, where the run
+        is whole: this format, no row or journal line cut short or damaged, every value a
+        finite number, each finished case's rows all there and no others. None for
+        anything else, which the careful path (_consistent, a row at a time in Python, ten
+        times slower) then reads, repairs in memory and says what it left out. The same
+        frame either way: the careful path's rows are these, written out and parsed by
+        the same parser."""
+        import numpy as np
+        import pandas as pd
+
+        if self.stored_version != FORMAT_VERSION:
+            return None
+        try:
+            data = (self.path / "results.csv").read_bytes()
+        except OSError:
+            return None
+        if not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf"):
+            return None                     # cut short, or a spreadsheet's BOM
+        try:
+            df = pd.read_csv(io.BytesIO(data), on_bad_lines="error")
+        except (ValueError, UnicodeDecodeError, pd.errors.ParserError):
+            return None
+        if list(df.columns) != self.columns:
+            return None                     # (pandas renames a repeated column)
+        value = pd.to_numeric(df["value"], errors="coerce").to_numpy(float)
+        if not np.isfinite(value).all():    # (a row short of fields has no value)
+            return None
+        done, bad = _journal(self.path / "cases.jsonl", FORMAT_VERSION,
+                             {c["id"] for c in self.meta["cases"]})
+        counts = df["case"].astype(str).value_counts().to_dict()
+        if bad or counts != {c: _rows_expected(e) for c, e in done.items()
+                             if _rows_expected(e)}:
+            return None
+        return df, done
 
     # ---- writing ------------------------------------------------------------------------
     def repair(self) -> list[str]:

@@ -483,3 +483,51 @@ def test_non_finite_kernel_values_fail_the_case():
     assert out["status"] == "failed" and out["reps"] == []
     assert out["error"] == "bandwidth came out as inf, not a finite number"
     assert runner.finite_or_failed({**m, "reps": [{"bandwidth": 2.0}]})["status"] == "ok"
+
+
+# ---- reading: a whole run by pandas alone, anything else row by row ---------------------
+
+def _careful(run_dir: Path):
+    """The frame and journal as the row-by-row path reads them."""
+    import io
+
+    import pandas as pd
+    journal, header, rows, _ = results.Run.open(run_dir)._consistent()
+    return pd.read_csv(io.StringIO(results._csv_text([header, *rows]))), journal
+
+
+def test_a_whole_run_is_read_by_pandas_alone_as_the_careful_path_reads_it(run_dir):
+    fast = results.Run.open(run_dir)._frame_whole()
+    assert fast is not None
+    df, journal = _careful(run_dir)
+    assert fast[0].equals(df) and fast[1] == journal
+    assert results.load(run_dir).equals(df)
+
+
+def _edit_rows(run_dir: Path, change) -> None:
+    lines = (run_dir / "results.csv").read_text().splitlines(keepends=True)
+    (run_dir / "results.csv").write_text("".join(change(lines)))
+
+
+UNUSUAL = {
+    "last row cut": lambda d: _edit_rows(d, lambda ls: [*ls[:-1], ls[-1][:-3]]),
+    "a spreadsheet's BOM": lambda d: _edit_rows(d, lambda ls: ["\ufeff" + ls[0], *ls[1:]]),
+    "a row short of its value": lambda d: _edit_rows(
+        d, lambda ls: [ls[0], ls[1].rsplit(",", 1)[0] + "\n", *ls[2:]]),
+    "a row with a field more": lambda d: _edit_rows(
+        d, lambda ls: [ls[0], ls[1].rstrip("\n") + ",7\n", *ls[2:]]),
+    "a row twice": lambda d: _edit_rows(d, lambda ls: [*ls, ls[-1]]),
+    "an infinite value": lambda d: _edit_rows(
+        d, lambda ls: [ls[0], ls[1].rsplit(",", 1)[0] + ",inf\n", *ls[2:]]),
+    "a damaged journal line": lambda d: (d / "cases.jsonl").write_text(
+        (d / "cases.jsonl").read_text() + "{not json\n"),
+}
+
+
+@pytest.mark.parametrize("how", list(UNUSUAL))
+def test_anything_unusual_is_left_to_the_careful_path(run_dir, how):
+    """What pandas would read without a word (a short row filled with NaN, a duplicate
+    row, a line cut short) is left to the row-by-row path, which says what it drops or
+    refuses the run."""
+    UNUSUAL[how](run_dir)
+    assert results.Run.open(run_dir)._frame_whole() is None
