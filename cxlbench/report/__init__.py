@@ -118,16 +118,11 @@ def across_table(frame) -> Table:
                   for key, cells in rows.items()])
 
 
-def _point_key(frame):
-    """What one measured point is across runs: its case, metric and parameters."""
-    return frame["case"] + "\0" + frame["metric"] + "\0" + frame["params"].map(repr)
-
-
 def fleet_table(frame) -> Table:
     """Many runs at each measured point: the fleet's median and range, and the runs slower
     than the fleet by more than their noise."""
     keys = _figures.varying(frame)
-    frame = frame.assign(_point=_point_key(frame))
+    frame = frame.assign(_point=fleet.point_key(frame))
     slow = fleet.off(frame, ["_point"])
     slow = slow[slow["slower"] > 0]
     rows = []
@@ -147,7 +142,7 @@ def slow_machines(frame) -> Table | None:
     points, and its worst. None where none is (or the runs are too few for a fleet)."""
     if not fleet.many(frame):
         return None
-    slow = fleet.off(frame.assign(_point=_point_key(frame)), ["_point"])
+    slow = fleet.off(frame.assign(_point=fleet.point_key(frame)), ["_point"])
     slow = slow[slow["slower"] > 0]
     if slow.empty:
         return None

@@ -11,6 +11,11 @@ FENCE = 1.5             # Tukey's: beyond 1.5 interquartile ranges of the fleet'
 LOWER_IS_BETTER = {"ns", "us", "µs", "ms", "s", "cycles"}
 
 
+def point_key(frame: pd.DataFrame) -> pd.Series:
+    """What one measured point is across runs: its case, metric and parameters."""
+    return frame["case"] + "\0" + frame["metric"] + "\0" + frame["params"].map(repr)
+
+
 def many(frame: pd.DataFrame) -> bool:
     return frame["label"].nunique() > FLEET
 
@@ -68,7 +73,7 @@ def view(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if frame.empty or not many(frame):
         return frame, ""
     runs = frame["label"].nunique()
-    point = frame["case"] + "\0" + frame["metric"] + "\0" + frame["params"].map(repr)
+    point = point_key(frame)
     rows = []
     for _, g in frame.groupby(point, sort=False):
         r = g.iloc[0].to_dict()
