@@ -289,11 +289,13 @@ print(job + ";cluster")
 
 
 def fake_slurm(tmp_path: Path) -> tuple[dict, Path]:
-    """scontrol and sbatch answering as SLURM does, from jobs.json: {job: [state, nodes]}."""
+    """scontrol and sbatch answering as SLURM does, from jobs.json: {job: [state, nodes]};
+    sacct as where there is no accounting."""
     bin_dir, jobs = tmp_path / "bin", tmp_path / "jobs.json"
     jobs.write_text("{}")
     fake(bin_dir, "scontrol", SCONTROL)
     fake(bin_dir, "sbatch", SBATCH)
+    fake(bin_dir, "sacct", 'sys.exit("sacct: error: Slurm accounting storage is disabled")')
     return {**NO_SLURM_ENV, "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "FAKE_JOBS": str(jobs)}, jobs
 
@@ -353,7 +355,8 @@ def test_status_and_resume_over_slurms_answers(tmp_path):
     assert "resuming" in done.stderr and "1 of 2 cases already finished" in done.stderr
     assert len(results.Run.open(run_dir).finished()) == 2
     # A node the script does not name refuses, rather than run something else.
-    other = subprocess.run(["bash", "-c", text], env={**task, "SLURM_JOB_NODELIST": "n9"},
+    other = subprocess.run(["bash", "-c", text], env={**task, "SLURM_JOB_NODELIST": "n9",
+                                                       "SLURM_JOB_ID": "102"},
                            capture_output=True, text=True)
     assert other.returncode == 2 and "nothing to run on n9" in other.stderr
 
@@ -480,3 +483,54 @@ def test_folders_sbatch_would_split_or_expand_are_refused(folder):
         script.sbatch_script(name="t", options=script.Options(nodes=1).check(),
                              fleet_dir=f"{folder}/fleet/x", results_dir=folder,
                              commands={None: ["true"]}, comment="t")
+
+
+def test_machines_stay_known_after_slurm_forgets_the_job(tmp_path):
+    """--nodes 2: the job wrote its machines down as it started; once the controller
+    forgets the job (no accounting), the machine that never started a run is still
+    shown, and resumed. Where nothing was written down, status says machines are
+    missing."""
+    env, jobs = fake_slurm(tmp_path)
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+                 "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
+    assert r.returncode == 0, r.stderr
+    (fleet_dir,) = (shared / "fleet").iterdir()
+    (fleet_dir / "nodes-100").write_text("n1\nn2\n")         # as the job writes it
+    r = cxlbench("run", str(write_suite(tmp_path)), "--results-dir", str(shared),
+                 env={**env, "SLURM_JOB_ID": "100", "SLURMD_NODENAME": "n1"})
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p.parent for p in shared.glob("*/*/run.json")]
+    journal = run_dir / "cases.jsonl"
+    journal.write_text(journal.read_text().splitlines(keepends=True)[0])
+    jobs.write_text("{}")                                      # forgotten
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert [(m["node"], m["state"], m["run"]) for m in json.loads(r.stdout)] == [
+        ("n1", "failed", str(run_dir)), ("n2", "failed", None)]
+    assert "warning" not in r.stderr
+    r = cxlbench("fleet", "resume", "100", "--results", str(shared), "--dry-run", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "--nodelist=n1,n2" in sbatch_lines(r.stdout)
+    (fleet_dir / "nodes-100").unlink()
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "warning: job 100 asked for 2 machines; only 1 known (n1)" in r.stderr
+
+
+def test_status_writes_down_machines_slurm_gave(tmp_path):
+    """A job SLURM gave machines but whose script never ran: status, seeing them while
+    SLURM knows the job, writes them down for later."""
+    env, jobs = fake_slurm(tmp_path)
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+                 "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
+    assert r.returncode == 0, r.stderr
+    jobs.write_text(json.dumps({"100": ["NODE_FAIL", "n1,n2"]}))
+    (fleet_dir,) = (shared / "fleet").iterdir()
+    before = (fleet_dir / "fleet.json").read_text()
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    assert (fleet_dir / "nodes-100").read_text() == "n1\nn2\n"
+    # fleet.json is left to submit and resume: status writing it could undo theirs.
+    assert (fleet_dir / "fleet.json").read_text() == before

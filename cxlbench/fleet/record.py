@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import results
-from ..errors import ResultsError, UserError
+from ..errors import ResultsError, StorageError, UserError
 
 FOLDER = "fleet"
 RECORD = "fleet.json"
@@ -38,6 +38,24 @@ class Fleet:
 
     def log(self, node: str, job: str) -> Path:
         return self.path / "logs" / f"{node}-{job}.log"
+
+    def nodes(self, job: str) -> list[str]:
+        """The machines SLURM gave the job, as the job wrote them down when it started
+        (or status did, seeing them first); [] until then."""
+        try:
+            return (self.path / f"nodes-{job}").read_text().split()
+        except OSError:
+            return []
+
+    def keep_nodes(self, job: str, nodes: list[str]) -> None:
+        """Write the job's machines down where the job has not (it never started): SLURM
+        forgets them MinJobAge after the job ends."""
+        if not (self.path / f"nodes-{job}").exists():
+            try:
+                results._write_atomic(self.path / f"nodes-{job}",
+                                      "".join(f"{n}\n" for n in nodes))
+            except StorageError:
+                pass                    # status reads the same now without it
 
     def save(self) -> None:
         results._write_atomic(self.path / RECORD, json.dumps(self.data, indent=1))

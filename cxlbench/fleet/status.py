@@ -4,11 +4,12 @@ journal, which a finished case reaches whole or not at all."""
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import results
-from ..errors import ResultsError, StorageError, UserError
+from ..errors import ResultsError, ResultsWarning, UserError
 from . import record, slurm
 
 LOG_LINES = 5       # the end of a failed machine's log shown with its reason
@@ -36,21 +37,23 @@ class Machine:
 
 def machines(fleet: record.Fleet) -> list[Machine]:
     """Every machine of the fleet known so far, sorted by name: those its jobs were given
-    or allocated, and those that started a run. Allocations SLURM reports are kept in
-    fleet.json, so machines stay known after SLURM forgets the job."""
+    or allocated, and those that started a run. Each job's allocation is written down
+    (nodes-JOB, by the job as it starts, or here), so machines stay known after SLURM
+    forgets the job; a ResultsWarning says where fewer are known than were asked for."""
     runs = fleet.runs()
     info = {j["job"]: _ask(j["job"]) for j in fleet.jobs}
     last: dict[str, dict] = {}          # node -> the job that last covered it
     waiting = []                        # jobs pending on machines not yet chosen
     for j in fleet.jobs:
         now = info[j["job"]]
-        if isinstance(now, dict) and now["nodes"] and now["nodes"] != j.get("nodes"):
-            j["nodes"] = now["nodes"]
-            _save_quietly(fleet)
         if j["machines"] is not None:
             nodes = list(j["machines"])
         else:
-            nodes = j.get("nodes") or _asked(fleet)
+            nodes = fleet.nodes(j["job"])
+            if not nodes and isinstance(now, dict) and now["nodes"]:
+                nodes = now["nodes"]
+                fleet.keep_nodes(j["job"], nodes)
+            nodes = nodes or _asked(fleet)
         if not nodes:
             waiting.append(j)
         for node in nodes:
@@ -59,12 +62,18 @@ def machines(fleet: record.Fleet) -> list[Machine]:
         last.setdefault(node, fleet.jobs[0])
     out = [_machine(fleet, node, j, info[j["job"]], _run_of(j, node, runs))
            for node, j in sorted(last.items())]
+    asked = fleet.data["options"].get("nodes")
     for j in waiting:
         if not any(m.job == j["job"] for m in out):
-            n = fleet.data["options"].get("nodes")
-            m = _machine(fleet, f"({n} unallocated)", j, info[j["job"]], None)
+            m = _machine(fleet, f"({asked} unallocated)", j, info[j["job"]], None)
             m.allocated = False
             out.append(m)
+    if asked and len(last) < asked and not any(not m.allocated for m in out):
+        warnings.warn(f"job {fleet.jobs[0]['job']} asked for {asked} machines; only "
+                      f"{len(last)} known ({', '.join(sorted(last))}): SLURM no longer "
+                      f"knows the job and the others were not written down (nodes-"
+                      f"{fleet.jobs[0]['job']} in {fleet.path}); they are not shown",
+                      ResultsWarning, stacklevel=2)
     return out
 
 
@@ -113,13 +122,6 @@ def _task_ends(fleet: record.Fleet, job: str) -> dict[str, str]:
 def _run_of(job: dict, node: str, runs: dict[str, Path]) -> Path | None:
     planned = (job["machines"] or {}).get(node)
     return Path(planned) if planned else runs.get(node)
-
-
-def _save_quietly(fleet: record.Fleet) -> None:
-    try:
-        fleet.save()
-    except StorageError:
-        pass                            # a cache: status reads the same without it
 
 
 def _machine(fleet: record.Fleet, node: str, job: dict,
