@@ -174,7 +174,22 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
     ({"nodelist": "a;reboot"}, {}, "--nodelist 'a;reboot'"),
     ({"nodes": 1, "time": "soon"}, {}, "--time 'soon'"),
     ({"nodes": 1, "sbatch_args": ["--nodes=4"]}, {}, "use fleet's --nodes"),
-    ({"nodes": 1, "sbatch_args": ["--output=x"]}, {}, "fleet sets it itself"),
+    ({"nodes": 1, "sbatch_args": ["--output=x"]}, {}, "fleet names the job, its output"),
+    # sbatch's short forms and prefixes of what fleet sets, and what undoes its promises.
+    ({"nodes": 1, "sbatch_args": ["-N4"]}, {}, "one long sbatch option"),
+    ({"nodes": 1, "sbatch_args": ["-wn1"]}, {}, "one long sbatch option"),
+    ({"nodes": 1, "sbatch_args": ["-pdebug"]}, {}, "one long sbatch option"),
+    ({"nodes": 1, "sbatch_args": ["-t10"]}, {}, "one long sbatch option"),
+    ({"nodes": 1, "sbatch_args": ["--out=/x"]}, {}, "sbatch could read --out as --output"),
+    ({"nodes": 1, "sbatch_args": ["--nodel=n1"]}, {}, "read --nodel as --nodelist: use "
+                                                      "fleet's --nodelist"),
+    ({"nodes": 1, "sbatch_args": ["--exclusive=user"]}, {}, "whole to one task"),
+    ({"nodes": 1, "sbatch_args": ["--oversubscribe"]}, {}, "whole to one task"),
+    ({"nodes": 1, "sbatch_args": ["--mem-per-cpu=1G"]}, {}, "whole to one task"),
+    ({"nodes": 1, "sbatch_args": ["--cpus-per-task=4"]}, {}, "whole to one task"),
+    ({"nodes": 1, "sbatch_args": ["--export=NONE"]}, {}, "needs the job's environment"),
+    ({"nodes": 1, "sbatch_args": ["--requeue"]}, {}, "never requeued"),
+    ({"nodes": 1, "sbatch_args": ["--clusters=other"]}, {}, "this cluster's controller"),
     ({"nodes": 1, "sbatch_args": ["--comment=two words"]}, {}, "without spaces"),
     ({"nodes": 1}, {"nosuch": "1"}, "declares no such variable"),
     ({"nodes": 1}, {"size": "banana"}, "option 'size': not a size: 'banana'"),
@@ -183,6 +198,15 @@ def test_bad_input_is_refused(tmp_path, options, variables, message):
     with pytest.raises(UserError, match=re.escape(message)):
         submit.prepare(str(write_suite(tmp_path)), variables, script.Options(**options),
                        str(tmp_path / "r"), dry_run=True)
+
+
+def test_other_sbatch_options_pass(tmp_path):
+    options = script.Options(nodes=1, sbatch_args=[
+        "--qos=high", "--gpus-per-node=1", "--mem-bind=local", "--exclude=n3",
+        "--begin=now+1hour", "--hold", "--account=lab"]).check()
+    text = script.sbatch_script(name="t", options=options, fleet_dir="/r/fleet/x",
+                                results_dir="/r", commands={None: ["true"]}, comment="t")
+    assert sbatch_lines(text)[-7:] == options.sbatch_args
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):

@@ -19,12 +19,28 @@ _NODELIST = re.compile(r"[A-Za-z0-9_.\-\[\],]+")
 _WORD = re.compile(r"[A-Za-z0-9_.,\-]+")
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.,\-&|*\[\]():!]+")
 _TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE", re.IGNORECASE)
-# sbatch options fleet sets itself, and the fleet option that sets each (None: fixed).
-_OWN = {"--nodes": "--nodes", "-N": "--nodes", "--nodelist": "--nodelist", "-w": "--nodelist",
-        "--partition": "--partition", "-p": "--partition", "--constraint": "--constraint",
-        "-C": "--constraint", "--time": "--time", "-t": "--time",
-        "--ntasks-per-node": None, "--ntasks": None, "-n": None, "--output": None, "-o": None,
-        "--error": None, "-e": None, "--chdir": None, "-D": None, "--array": None, "-a": None}
+# sbatch options fleet sets, or whose setting would undo what it promises, each with why
+# it is refused. sbatch takes any unambiguous prefix of a long option, so a prefix of one
+# of these is refused too, and so are short options (-N4, -pdebug).
+_REFUSED = {
+    **{o: f"use fleet's {o}" for o in ("--nodes", "--nodelist", "--partition",
+                                       "--constraint", "--time")},
+    "--nodefile": "use fleet's --nodelist",
+    **dict.fromkeys(("--exclusive", "--oversubscribe", "--mem", "--mem-per-cpu",
+                     "--mem-per-gpu", "--cpus-per-task", "--cpus-per-gpu", "--overcommit",
+                     "--ntasks", "--ntasks-per-node", "--ntasks-per-core",
+                     "--ntasks-per-socket", "--ntasks-per-gpu"),
+                    "fleet gives each machine whole to one task (--exclusive, --mem=0)"),
+    **dict.fromkeys(("--output", "--error", "--input", "--chdir", "--job-name"),
+                    "fleet names the job, its output files and its folder"),
+    **dict.fromkeys(("--requeue", "--no-requeue"), "a fleet job is never requeued (its "
+                    "script run again would start every machine's run afresh)"),
+    **dict.fromkeys(("--export", "--export-file"),
+                    "each machine's step needs the job's environment"),
+    **dict.fromkeys(("--wrap", "--array"), "fleet writes the script: one run per machine"),
+    "--no-kill": "a machine that fails leaves the others running",
+    "--clusters": "fleet asks this cluster's controller about its jobs",
+}
 
 
 @dataclass
@@ -54,16 +70,17 @@ class Options:
                 raise UserError(f"{flag} {value!r}: not a SLURM {flag[2:]} (no spaces or "
                                 "quotes; see sbatch(1))")
         for arg in self.sbatch_args:
-            if not arg.startswith("-") or any(c.isspace() for c in arg) or "'" in arg \
+            if not arg.startswith("--") or any(c.isspace() for c in arg) or "'" in arg \
                     or '"' in arg:
-                raise UserError(f"--sbatch-arg {arg!r}: one sbatch option without spaces or "
-                                "quotes, its value after '=' (e.g. --sbatch-arg=--qos=lab)")
+                raise UserError(f"--sbatch-arg {arg!r}: one long sbatch option without "
+                                "spaces or quotes, its value after '=' (e.g. "
+                                "--sbatch-arg=--qos=lab)")
             name = arg.split("=", 1)[0]
-            if name in _OWN:
-                use = _OWN[name]
-                raise UserError(f"--sbatch-arg {arg}: " + (f"use fleet's {use}" if use else
-                                "fleet sets it itself (one task per machine, its own "
-                                "output files and folder)"))
+            hit = name if name in _REFUSED else next(
+                (o for o in _REFUSED if o.startswith(name)), None)
+            if hit:
+                said = "" if hit == name else f"sbatch could read {name} as {hit}: "
+                raise UserError(f"--sbatch-arg {arg}: {said}{_REFUSED[hit]}")
         return self
 
     def to_dict(self) -> dict:
