@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -265,11 +266,19 @@ def test_run_records_slurm_fields_and_resume_adds_its_job(tmp_path):
     # A fleet of job 77 finds the run by its job; a run whose folder is named (by when
     # it began) days before the fleet is not read at all.
     fleet = record.create(tmp_path / "r", {})
-    fleet.add_job("77", "job.sbatch", None)
+    fleet.add_job("77", "c1", "job.sbatch", None)
     assert fleet.runs() == {"n1": run_dir}
     old = run_dir.parent / "20200101-000000"
     shutil.copytree(run_dir, old)
     (old / "run.json").write_text((old / "run.json").read_text().replace('"n1"', '"n2"'))
+    assert fleet.runs() == {"n1": run_dir}
+    # Job ids are unique within one cluster only: job 77 of another cluster sharing the
+    # results folder is not this fleet's.
+    other = run_dir.parent.parent.parent / "n3" / run_dir.name
+    shutil.copytree(run_dir, other)
+    (other / "run.json").write_text((other / "run.json").read_text()
+                                    .replace('"n1"', '"n3"').replace('"c1"', '"c2"'))
+    assert results.read_meta(other)["slurm"]["cluster"] == "c2"
     assert fleet.runs() == {"n1": run_dir}
     r = cxlbench("run", str(write_suite(tmp_path)), "--results-dir", str(tmp_path / "plain"),
                  env=NO_SLURM_ENV)
@@ -430,8 +439,8 @@ def test_a_job_scontrol_forgot_is_read_from_sacct(tmp_path, monkeypatch):
     accounting) still says how it ended, in its own words."""
     bin_dir = tmp_path / "bin"
     fake(bin_dir, "scontrol", 'sys.exit("slurm_load_jobs error: Invalid job id specified")')
-    fake(bin_dir, "sacct", 'print({"7": "TIMEOUT|0:0|n1,n2|lab|00:01:00", '
-                           '"8": "CANCELLED by 0|0:0|None assigned|lab|01:00:00"}'
+    fake(bin_dir, "sacct", 'print({"7": "7|TIMEOUT|0:0|n1,n2|lab|00:01:00", '
+                           '"8": "8|CANCELLED by 0|0:0|None assigned|lab|01:00:00"}'
                            '.get(sys.argv[sys.argv.index("-j") + 1], ""))')
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     assert slurm.job("7") == {"state": "TIMEOUT", "reason": None, "nodes": ["n1", "n2"],
@@ -447,6 +456,30 @@ def test_a_job_scontrol_forgot_is_read_from_sacct(tmp_path, monkeypatch):
                            'Connection refused")')
     with pytest.raises(slurm.SlurmError, match="Problem talking to the database"):
         slurm.job("7")
+
+
+# Accounting several clusters share, where job id 7 was used again: (cluster, start, row).
+SACCT_SHARED = """
+rows = [("c2", "2026-11-30T12:00:00", "7|FAILED|1:0|x1|p|1"),
+        ("c1", "2025-01-01T00:00:00", "7|COMPLETED|0:0|old1|p|1"),
+        ("c1", "2026-12-01T09:30:00", "7|TIMEOUT|0:0|n1,n2|lab|00:01:00")]
+a = sys.argv
+cluster = a[a.index("-M") + 1] if "-M" in a else None
+since = a[a.index("-S") + 1] if "-S" in a else ""
+print("\\n".join(row for c, start, row in rows if cluster in (None, c) and start >= since))
+"""
+
+
+def test_sacct_is_asked_for_the_job_on_its_cluster_since_it_was_submitted(
+        tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    fake(bin_dir, "scontrol", 'sys.exit("slurm_load_jobs error: Invalid job id specified")')
+    fake(bin_dir, "sacct", SACCT_SHARED)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    now = slurm.job("7", "c1", "2026-12-01T11:00:00+0100")
+    assert (now["state"], now["nodes"]) == ("TIMEOUT", ["n1", "n2"])
 
 
 def test_a_controller_that_does_not_answer_ends_nothing(tmp_path, monkeypatch):

@@ -184,6 +184,8 @@ def test_submit_runs_each_machine_and_collect_reports(cluster, tmp_path):
     (fleet_dir,) = (shared / "fleet").iterdir()
     text = (fleet_dir / "job.sbatch").read_text()
     assert "--nodes=1" in sbatch_lines(text) and "--exclusive" in sbatch_lines(text)
+    (submitted,) = json.loads((fleet_dir / "fleet.json").read_text())["jobs"]
+    assert (submitted["job"], submitted["cluster"]) == (job, "cxlbench-test")
 
     r = fleet(cluster, "collect", job, "--results", str(shared), "--interval", "1",
               "-o", str(tmp_path / "report"))

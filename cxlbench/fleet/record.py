@@ -60,17 +60,20 @@ class Fleet:
     def save(self) -> None:
         results._write_atomic(self.path / RECORD, json.dumps(self.data, indent=1))
 
-    def add_job(self, job: str, script: str, machines: dict[str, str | None] | None) -> None:
+    def add_job(self, job: str, cluster: str | None, script: str,
+                machines: dict[str, str | None] | None) -> None:
         """Record a submitted job; machines: for a resume, each node with the run it
         finishes (None: none started there, it runs the suite afresh)."""
-        self.jobs.append({"job": job, "script": script, "machines": machines,
+        self.jobs.append({"job": job, "cluster": cluster, "script": script,
+                          "machines": machines,
                           "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         self.save()
 
     def runs(self) -> dict[str, Path]:
         """Each node's run started by a job of this fleet (its run.json names the job), by
         node name; where a node has several, the newest."""
-        ids = set(self.job_ids())
+        # A job id names one job within one cluster only (None: not known, not checked).
+        clusters = {j["job"]: j.get("cluster") for j in self.jobs}
         since = self._day_before()
         found: dict[str, Path] = {}
         for meta_path in sorted(self.results_dir.glob("*/*/run.json")):
@@ -80,7 +83,10 @@ class Fleet:
                 slurm = results.read_meta(meta_path.parent).get("slurm") or {}
             except ResultsError:
                 continue                   # not a run of ours to judge here
-            if slurm.get("job_id") in ids and slurm.get("node"):
+            job = slurm.get("job_id")
+            if job in clusters and slurm.get("node") and (
+                    None in (clusters[job], slurm.get("cluster"))
+                    or clusters[job] == slurm.get("cluster")):
                 found[slurm["node"]] = meta_path.parent
         return found
 

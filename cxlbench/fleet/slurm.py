@@ -3,6 +3,7 @@ commands (sbatch, scontrol, sacct) run for a fleet. Every call is a subprocess h
 the rest of the fleet code is plain data and testable without SLURM."""
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import subprocess
@@ -50,12 +51,27 @@ def _run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
                          "(is slurmctld up?)") from None
 
 
-def submit(script_path: str | os.PathLike) -> str:
-    """sbatch the script; its job id."""
+def submit(script_path: str | os.PathLike) -> tuple[str, str | None]:
+    """sbatch the script; its job id, and the cluster it went to (None if unknown): job
+    ids are only unique within one cluster."""
     out = _run(["sbatch", "--parsable", str(script_path)])
     if out.returncode != 0:
         raise SlurmError(f"sbatch refused {script_path}: {_said(out)}")
-    return out.stdout.strip().split(";")[0]       # "JOBID" or "JOBID;CLUSTER"
+    job, _, cluster = out.stdout.strip().partition(";")    # "JOBID" or "JOBID;CLUSTER"
+    return job, cluster or _cluster()
+
+
+def _cluster() -> str | None:
+    """This cluster's name, where sbatch did not say it (it does only with -M)."""
+    try:
+        out = _run(["scontrol", "show", "config"])
+    except SlurmError:
+        return None
+    for line in out.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "ClusterName":
+            return value.strip() or None
+    return None
 
 
 def parse_show(line: str) -> dict[str, str]:
@@ -73,13 +89,16 @@ def parse_show(line: str) -> dict[str, str]:
     return out
 
 
-def job(job_id: str) -> dict | None:
+def job(job_id: str, cluster: str | None = None, submitted: str | None = None
+        ) -> dict | None:
     """A job as SLURM remembers it: {state, reason, nodes (list), exit_code, partition,
     time_limit}, from scontrol while the controller keeps it (MinJobAge, 300 s by default
     after the end), then from sacct where accounting is on; None where the controller
     has forgotten it and accounting does not know it, or where SLURM is not installed
     (results copied off the cluster still read). SlurmError where SLURM did not answer
-    (the controller or the database down, a timeout): that says nothing of the job."""
+    (the controller or the database down, a timeout): that says nothing of the job.
+    cluster and submitted (as fleet.json records them) pick the job out of accounting
+    that holds several clusters, or job ids used again."""
     if shutil.which("scontrol") is None:
         return None
     out = _run(["scontrol", "show", "job", "-o", str(job_id)])
@@ -96,20 +115,32 @@ def job(job_id: str) -> dict | None:
         raise SlurmError(f"scontrol show job {job_id}: {_said(out)}")
     if shutil.which("sacct") is None:
         return None
+    # sacct -j searches from the epoch, across job ids used again: from an hour before
+    # the submission (clocks differ), on the job's cluster, the newest job of this id.
     out = _run(["sacct", "-n", "-P", "-X", "-j", str(job_id),
-                "-o", "State,ExitCode,NodeList,Partition,Timelimit"])
+                *(["-M", cluster] if cluster else []),
+                *(["-S", _local(submitted, -3600)] if submitted else []),
+                "-o", "JobIDRaw,State,ExitCode,NodeList,Partition,Timelimit"])
     if out.returncode != 0:
         if "accounting storage is disabled" in out.stderr:
             return None
         raise SlurmError(f"sacct -j {job_id}: {_said(out)}")
-    line = out.stdout.strip().splitlines()[:1]
-    if not line:
+    rows = [r.split("|")[1:] for r in out.stdout.splitlines()
+            if r.split("|")[0] == str(job_id)]
+    if not rows:
         return None
-    state, code, nodes, partition, limit = (line[0].split("|") + [""] * 5)[:5]
+    state, code, nodes, partition, limit = (rows[-1] + [""] * 5)[:5]
     word = state.split()[0] if state else "UNKNOWN"      # "CANCELLED by 0"
     return {"state": word, "reason": state if state != word else None,
             "nodes": hostnames(nodes) if nodes and nodes != "None assigned" else [],
             "exit_code": code, "partition": partition, "time_limit": limit}
+
+
+def _local(stamp: str, shift: float) -> str:
+    """A time fleet.json records (ISO 8601 with its zone) as sacct reads one: this
+    host's local time, shifted by seconds."""
+    when = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z").astimezone()
+    return (when + datetime.timedelta(seconds=shift)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _said(out: subprocess.CompletedProcess) -> str:

@@ -41,7 +41,7 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     (nodes-JOB, by the job as it starts, or here), so machines stay known after SLURM
     forgets the job; a ResultsWarning says where fewer are known than were asked for."""
     runs = fleet.runs()
-    info = {j["job"]: _ask(j["job"]) for j in fleet.jobs}
+    info = {j["job"]: _ask(j) for j in fleet.jobs}
     last: dict[str, dict] = {}          # node -> the job that last covered it
     waiting = []                        # jobs pending on machines not yet chosen
     for j in fleet.jobs:
@@ -77,10 +77,10 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     return out
 
 
-def _ask(job: str) -> dict | slurm.SlurmError | None:
+def _ask(job: dict) -> dict | slurm.SlurmError | None:
     """What SLURM says of the job, or why it said nothing (kept apart from an end)."""
     try:
-        return slurm.job(job)
+        return slurm.job(job["job"], job.get("cluster"), job.get("submitted"))
     except slurm.SlurmError as e:
         return e
 

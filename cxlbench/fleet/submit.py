@@ -64,14 +64,14 @@ def _submit(fleet: record.Fleet, name: str, text: str,
     path = fleet.path / name
     path.write_text(text)
     try:
-        job = slurm.submit(path)
+        job, cluster = slurm.submit(path)
     except Exception:
         if fleet.jobs:
             path.unlink(missing_ok=True)
         else:
             shutil.rmtree(fleet.path, ignore_errors=True)
         raise
-    fleet.add_job(job, name, None if machines is None else
+    fleet.add_job(job, cluster, name, None if machines is None else
                   {node: str(run) if run else None for node, run in machines.items()})
     return job
 
