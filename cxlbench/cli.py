@@ -626,14 +626,15 @@ def fleet_resume(job, results_dir, time_limit, dry_run, force):
     from .fleet import submit
 
     fleet_ = _fleet(job, results_dir)
-    machines = submit.resumable(fleet_, force)
-    if not machines:
-        click.echo("nothing to resume: every machine's run finished", err=True)
-        return
-    if dry_run:
-        click.echo(submit.resume_script(fleet_, machines, time_limit), nl=False)
-        return
-    new_job = submit.resume(fleet_, machines, time_limit)
+    with fleet_.locked():       # two resumes at once would run the same machines twice
+        machines = submit.resumable(fleet_, force)
+        if not machines:
+            click.echo("nothing to resume: every machine's run finished", err=True)
+            return
+        if dry_run:
+            click.echo(submit.resume_script(fleet_, machines, time_limit), nl=False)
+            return
+        new_job = submit.resume(fleet_, machines, time_limit)
     click.echo(f"fleet {fleet_.path}: job {new_job} resumes {', '.join(machines)}", err=True)
     click.echo(new_job)
 

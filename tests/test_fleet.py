@@ -591,3 +591,45 @@ def test_status_writes_down_machines_slurm_gave(tmp_path):
     assert (fleet_dir / "nodes-100").read_text() == "n1\nn2\n"
     # fleet.json is left to submit and resume: status writing it could undo theirs.
     assert (fleet_dir / "fleet.json").read_text() == before
+
+
+def test_no_job_is_lost_to_another_commands_save(tmp_path):
+    """Two commands holding the same fleet: what the one records survives the other's
+    record, which re-reads fleet.json under its lock before it writes."""
+    first = record.create(tmp_path, {"options": {}})
+    first.add_job("100", None, "job.sbatch", None)
+    stale, other = record.find("100", tmp_path), record.find("100", tmp_path)
+    other.add_job("101", None, "resume-1.sbatch", {"n1": None})
+    stale.add_job("102", None, "resume-2.sbatch", {"n2": None})
+    assert record.find("100", tmp_path).job_ids() == ["100", "101", "102"]
+    with stale.locked():                # reentrant: add_job inside a held lock
+        stale.add_job("103", None, "resume-3.sbatch", {"n3": None})
+    assert (tmp_path / "fleet" / first.path.name / "fleet.lock").exists()
+    # The lock is held against another process while the block runs.
+    with stale.locked():
+        probe = subprocess.run(
+            [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1]); "
+             "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)", str(first.path / "fleet.lock")],
+            capture_output=True, text=True)
+    assert probe.returncode != 0 and "BlockingIOError" in probe.stderr
+
+
+def test_collect_waits_for_a_resume_submitted_meanwhile(tmp_path, monkeypatch):
+    env, jobs = fake_slurm(tmp_path)
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "vm",
+                 "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    said = []
+
+    def progress(line):
+        said.append(line)
+        if len(said) == 1:              # job 100 fails; another command resumes it
+            jobs.write_text(json.dumps({"100": ["FAILED", "vm"], "101": ["RUNNING", "vm"]}))
+            record.find("100", shared).add_job("101", None, "resume-1.sbatch", {"vm": None})
+        else:
+            jobs.write_text(json.dumps({"100": ["FAILED", "vm"], "101": ["FAILED", "vm"]}))
+    (m,) = collect.wait(record.find("100", shared), progress, interval=0.01)
+    assert said == ["1 running", "1 running", "1 failed"] and m.job == "101"

@@ -19,6 +19,7 @@ def wait(fleet: record.Fleet, progress: Callable[[str], None],
     """Poll until every machine is done or failed (one SLURM did not answer for is asked
     again); progress gets one line each poll."""
     while True:
+        fleet.reload()                  # a resume submitted meanwhile is waited for too
         found = status.machines(fleet)
         counts = {s: sum(1 for m in found if m.state == s)
                   for s in ("pending", "running", "unknown", "done", "failed")}

@@ -1,22 +1,26 @@
 """A fleet's folder, RESULTS/fleet/<stamp>/, beside the runs it makes: the suite as
 submitted, each job's sbatch script, fleet.json (the suite, the options, and every job
-submitted for it, the first and each resume), and logs/<node>-<job>.log, each machine's
-output. The runs themselves are ordinary run folders, RESULTS/<machine>/<run-id>/, whose
+submitted for it, the first and each resume; changed under fleet.lock), nodes-<job>, the
+machines each job was given, and logs/<node>-<job>.log, each machine's output. The runs themselves are ordinary run folders, RESULTS/<machine>/<run-id>/, whose
 run.json names the SLURM job and node that made them."""
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from .. import results
 from ..errors import ResultsError, StorageError, UserError
 
 FOLDER = "fleet"
 RECORD = "fleet.json"
+LOCK = "fleet.lock"
 FORMAT = 1
 
 
@@ -24,6 +28,7 @@ FORMAT = 1
 class Fleet:
     path: Path
     data: dict
+    _lock: IO | None = field(default=None, repr=False, compare=False)
 
     @property
     def results_dir(self) -> Path:
@@ -57,17 +62,44 @@ class Fleet:
             except StorageError:
                 pass                    # status reads the same now without it
 
-    def save(self) -> None:
-        results._write_atomic(self.path / RECORD, json.dumps(self.data, indent=1))
+    def reload(self) -> None:
+        """fleet.json as it is now: another command may have added a job."""
+        self.data = _open(self.path).data
+
+    @contextlib.contextmanager
+    def locked(self):
+        """fleet.json re-read, and held against other commands (flock on fleet.lock,
+        across hosts where NFS runs the lock manager) while the block runs: what one
+        adds is not lost to another's save, and two resumes do not pick the same
+        machines. Reentrant."""
+        if self._lock is not None:
+            yield
+            return
+        try:
+            self._lock = open(self.path / LOCK, "a")
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        except OSError as e:
+            self._lock = None
+            raise StorageError(f"cannot lock {self.path / LOCK}: {e.strerror or e}") from None
+        try:
+            self.reload()
+            yield
+        finally:
+            self._lock.close()              # releases the lock
+            self._lock = None
 
     def add_job(self, job: str, cluster: str | None, script: str,
                 machines: dict[str, str | None] | None) -> None:
         """Record a submitted job; machines: for a resume, each node with the run it
         finishes (None: none started there, it runs the suite afresh)."""
-        self.jobs.append({"job": job, "cluster": cluster, "script": script,
-                          "machines": machines,
-                          "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        self.save()
+        with self.locked():
+            self.jobs.append({"job": job, "cluster": cluster, "script": script,
+                              "machines": machines,
+                              "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            self._save()
+
+    def _save(self) -> None:
+        results._write_atomic(self.path / RECORD, json.dumps(self.data, indent=1))
 
     def runs(self) -> dict[str, Path]:
         """Each node's run started by a job of this fleet (its run.json names the job), by
@@ -111,7 +143,7 @@ def create(results_dir: str | os.PathLike, data: dict) -> Fleet:
     except OSError as e:
         raise ResultsError(f"cannot write in {root / FOLDER}: {e.strerror or e}") from None
     fleet = Fleet(path, {"format": FORMAT, "results": str(root), "jobs": [], **data})
-    fleet.save()
+    fleet._save()
     return fleet
 
 
