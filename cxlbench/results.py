@@ -216,15 +216,14 @@ class Run:
             return None
         if not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf"):
             return None                     # cut short, or a spreadsheet's BOM
-        try:
-            df = pd.read_csv(io.BytesIO(data), on_bad_lines="error")
+        try:        # (a blank line kept, as a row of NaN: the careful path judges it)
+            df = pd.read_csv(io.BytesIO(data), on_bad_lines="error", skip_blank_lines=False)
         except (ValueError, UnicodeDecodeError, pd.errors.ParserError):
             return None
         if list(df.columns) != self.columns:
             return None                     # (pandas renames a repeated column)
-        value = pd.to_numeric(df["value"], errors="coerce").to_numpy(float)
-        if not np.isfinite(value).all():    # (a row short of fields has no value)
-            return None
+        if df["value"].dtype.kind not in "iuf" or not np.isfinite(df["value"]).all():
+            return None                     # (a row short of fields has no value)
         done, bad = _journal(self.path / "cases.jsonl", FORMAT_VERSION,
                              {c["id"] for c in self.meta["cases"]})
         counts = df["case"].astype(str).value_counts().to_dict()
@@ -375,8 +374,9 @@ def _read_table(path: Path) -> tuple[list[str], list[list[str]], bool]:
     """results.csv's header and rows, checked: ResultsError for anything that is not a
     cxlbench table; a last row without its newline (cut short) is left out, and the
     third value says so."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")     # a spreadsheet may add a BOM
+    try:    # (newline="": a CR within a quoted field is the field's, as pandas reads it)
+        with open(path, encoding="utf-8-sig", newline="") as f:     # (a spreadsheet's BOM)
+            text = f.read()
     except FileNotFoundError:
         raise ResultsError(f"{path} is missing") from None
     except UnicodeDecodeError:

@@ -496,7 +496,25 @@ def _careful(run_dir: Path):
     return pd.read_csv(io.StringIO(results._csv_text([header, *rows]))), journal
 
 
-def test_a_whole_run_is_read_by_pandas_alone_as_the_careful_path_reads_it(run_dir):
+def _quoted_newline(run_dir: Path) -> None:
+    """A text field holding a CR LF inside its quotes (the csv module writes it so)."""
+    import csv
+    import io
+    with open(run_dir / "results.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    rows[1][rows[0].index("verified")] = "two\r\nlines"
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    (run_dir / "results.csv").write_text(buf.getvalue(), newline="")
+
+
+@pytest.mark.parametrize("how", ["as written", "LF line ends", "a quoted CR LF"])
+def test_a_whole_run_is_read_by_pandas_alone_as_the_careful_path_reads_it(run_dir, how):
+    if how == "LF line ends":
+        data = (run_dir / "results.csv").read_bytes()
+        (run_dir / "results.csv").write_bytes(data.replace(b"\r\n", b"\n"))
+    elif how == "a quoted CR LF":
+        _quoted_newline(run_dir)
     fast = results.Run.open(run_dir)._frame_whole()
     assert fast is not None
     df, journal = _careful(run_dir)
@@ -515,8 +533,12 @@ UNUSUAL = {
     "a row short of its value": lambda d: _edit_rows(
         d, lambda ls: [ls[0], ls[1].rsplit(",", 1)[0] + "\n", *ls[2:]]),
     "a row with a field more": lambda d: _edit_rows(
-        d, lambda ls: [ls[0], ls[1].rstrip("\n") + ",7\n", *ls[2:]]),
+        d, lambda ls: [ls[0], ls[1].rstrip("\r\n") + ",7\r\n", *ls[2:]]),
     "a row twice": lambda d: _edit_rows(d, lambda ls: [*ls, ls[-1]]),
+    "a blank line": lambda d: _edit_rows(d, lambda ls: [ls[0], "  \r\n", *ls[1:]]),
+    "values true and false": lambda d: _edit_rows(d, lambda ls: [ls[0], *(
+        x.rsplit(",", 1)[0] + (",True\r\n" if i % 2 else ",False\r\n")
+        for i, x in enumerate(ls[1:]))]),
     "an infinite value": lambda d: _edit_rows(
         d, lambda ls: [ls[0], ls[1].rsplit(",", 1)[0] + ",inf\n", *ls[2:]]),
     "a damaged journal line": lambda d: (d / "cases.jsonl").write_text(

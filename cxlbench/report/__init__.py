@@ -118,6 +118,11 @@ def across_table(frame) -> Table:
                   for key, cells in rows.items()])
 
 
+def _point_text(params: dict, keys: list[str]) -> str:
+    """A point's own values of the varied parameters (not those its case lacks)."""
+    return _figures.params_text(params, [k for k in keys if params.get(k) is not None])
+
+
 def fleet_table(frame) -> Table:
     """Many runs at each measured point: the fleet's median and range, and the runs slower
     than the fleet by more than their noise."""
@@ -130,7 +135,7 @@ def fleet_table(frame) -> Table:
         r = g.iloc[0]
         names = [f"{s['label']} ({s['slower']:+.0%})"
                  for _, s in slow[slow["_point"] == point].iterrows()]
-        rows.append([_figures.params_text(r["params"], keys), r["metric"], r["unit"],
+        rows.append([_point_text(r["params"], keys), r["metric"], r["unit"],
                      g["median"].median(), g["median"].min(), g["median"].max(),
                      g["label"].nunique(), ", ".join(names)])
     return Table(["parameters", "metric", "unit", "fleet median", "min", "max", "runs",
@@ -150,9 +155,8 @@ def slow_machines(frame) -> Table | None:
     rows = []
     for label, g in slow.groupby("label", sort=False):     # slowest first (off's order)
         w = g.iloc[0]
-        own = [k for k in keys[w["benchmark"]] if w["params"].get(k) is not None]
         rows.append([label, len(g), f"{w['benchmark']} "
-                     f"{_figures.params_text(w['params'], own)} {w['metric']}".strip(),
+                     f"{_point_text(w['params'], keys[w['benchmark']])} {w['metric']}".strip(),
                      f"{w['slower']:+.0%}", f"{w['median']:.4g} against {w['fleet']:.4g} "
                      f"{w['unit']}"])
     return Table(["run", "points slower", "worst point", "by", "its median"], rows)
@@ -185,14 +189,22 @@ def machines_blocks(runs: list[RunData]) -> list:
     if len(machines) <= fleet.FLEET:
         return [b for r in machines for b in machine_blocks(r)]
     kinds: dict[str, list] = {}
-    for r in machines:
-        blocks = machine_blocks(r)
-        kinds.setdefault(repr(blocks[1:]), [blocks]).append(r.label)
+    for r in machines:      # alike but for the timer's overhead, measured on each
+        blocks = [Table(b.headers, [row for row in b.rows if row[0] != "timer"])
+                  if isinstance(b, Table) and b.headers == ["setting", "value"] else b
+                  for b in machine_blocks(r)[1:]]
+        kinds.setdefault(repr(blocks), [blocks, []])[1].append(r)
     out = []
-    for blocks, *labels in kinds.values():
-        out.append(Heading(3, f"{len(labels)} machine{'s' * (len(labels) > 1)} alike: "
-                              f"{', '.join(labels)}"))
-        out.extend(blocks[1:])
+    for blocks, alike in kinds.values():
+        out.append(Heading(3, f"{len(alike)} machine{'s' * (len(alike) > 1)} alike: "
+                              f"{', '.join(r.label for r in alike)}"))
+        out.extend(blocks)
+        overheads = [t["clock_overhead_ns"] for r in alike
+                     if (t := r.meta.get("timer") or {}).get("clock_overhead_ns") is not None]
+        if overheads:
+            out.append(Para(f"Timer: {alike[0].meta['timer'].get('clock')}, its overhead "
+                            f"measured on each machine from {min(overheads):.3g} to "
+                            f"{max(overheads):.3g} ns."))
     return out
 
 
@@ -355,7 +367,7 @@ def build(paths, out_dir, title: str | None = None, suite: str | None = None,
         what = list(dict.fromkeys(f"{r.suite} on {r.machine}" for r in runs))
         suites = list(dict.fromkeys(r.suite for r in runs))
         machines = sorted({r.machine for r in runs})
-        if len(what) > fleet.FLEET:     # a fleet: its suites and its count of machines
+        if len(machines) > fleet.FLEET:     # a fleet: its suites and count of machines
             what = [f"{', '.join(suites)} on {len(machines)} machines ({machines[0]} to "
                     f"{machines[-1]})"]
         title = "cxlbench report: " + ", ".join(what)

@@ -94,9 +94,21 @@ def series_names(frame: pd.DataFrame, exclude=(), runs: bool = True) -> list[str
     return out
 
 
-def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers") -> str:
+# What a fleet view's marks are (a figure of many runs: see fleet.py).
+FLEET_SHOWN = {
+    "fleet-band": "lines: the median of the runs' medians at each point, bands: their range",
+    "fleet-box": "boxes: the runs' medians (quartiles, whiskers to 1.5 interquartile "
+                 "ranges), a dot per run",
+    "fleet-range": "points: the median of the runs' medians, whiskers: their range (not a "
+                   "confidence interval)",
+    "fleet-cells": "cells hold the median of the runs' medians"}
+
+
+def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers",
+            labels=None) -> str:
     """What was measured, the parameters every shown case shared, the repetitions, and
-    what the points and whiskers are."""
+    what the points and whiskers are (shown: one of FLEET_SHOWN for a fleet view, whose
+    runs are `labels` where the frame holds only their fleet's rows)."""
     f = fixed(frame, exclude)
     settings = ", ".join(f"{k}={value_text(k, v)}" for k, v in f.items())
     n_lo, n_hi = int(frame["n"].min()), int(frame["n"].max())
@@ -106,11 +118,15 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers") ->
     failed = int((~frame["placement_ok"].astype(bool)).sum())
     placed = ("placement verified on every case (move_pages after the case)" if not failed
               else f"placement check FAILED on {failed} rows")
-    runs = fleet.runs_text(list(frame["label"]))
-    ci = {"whiskers": "whiskers: the 95 % distribution-free confidence interval of the "
-                      "median", "cells": "cells hold medians", "none": ""}[shown]
-    text = (f"{measured}. Each value is the median of {reps} repetitions{warm_text}"
-            f"{'; ' + ci if ci else ''}. ")
+    runs = fleet.runs_text(list(frame["label"]) if labels is None else labels)
+    if shown in FLEET_SHOWN:
+        text = (f"{measured}. Each run's value is the median of its {reps} repetitions"
+                f"{warm_text}; {FLEET_SHOWN[shown]}. ")
+    else:
+        ci = {"whiskers": "whiskers: the 95 % distribution-free confidence interval of the "
+                          "median", "cells": "cells hold medians", "none": ""}[shown]
+        text = (f"{measured}. Each value is the median of {reps} repetitions{warm_text}"
+                f"{'; ' + ci if ci else ''}. ")
     if settings:
         text += f"Fixed: {settings}. "
     legend = varying(frame, exclude)
@@ -193,8 +209,9 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     _legend(ax, legend)
-    return Figure(key, family, title, caption(sub, measured, exclude=exclude) + extra,
-                  _png(fig))
+    shown = "fleet-band" if many else "whiskers"
+    return Figure(key, family, title, caption(sub, measured, exclude=exclude, shown=shown) +
+                  extra, _png(fig))
 
 
 def _fleet_lines(ax, sub: pd.DataFrame) -> tuple[list[str], str]:
@@ -218,9 +235,7 @@ def _fleet_lines(ax, sub: pd.DataFrame) -> tuple[list[str], str]:
             ax.plot(g["_x"].astype(float), g["median"], linestyle="--", linewidth=1,
                     label=text)
             legend.append(text)
-    n = sub["label"].nunique()
-    return legend, (f" {n} runs: lines are their median at each point, bands their range; "
-                    f"dashed, runs off the fleet. " + fleet.named(outliers)).rstrip()
+    return legend, (" Dashed: runs off the fleet. " + fleet.named(outliers)).rstrip()
 
 
 def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str, key: str,
@@ -245,13 +260,12 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
         g = sub[sub["_series"] == name]
         offset = (i - (len(names) - 1) / 2) * width
         if many:
-            _fleet_boxes(ax, g, order, offset, width, name)
+            _fleet_boxes(ax, g, order, offset, width, name, f"C{i % 10}")
         else:
             at = [order.index(v) + offset for v in g["_group"]]
             ax.bar(at, g["median"], width, yerr=_errors(g), capsize=2, label=name)
     if many:
-        extra = (f" {sub['label'].nunique()} runs: a box per case (quartiles, whiskers to "
-                 f"1.5 interquartile ranges), a dot per run, runs off the fleet named. " +
+        extra = (" Runs off the fleet are named beside their dots. " +
                  fleet.named(fleet.off(sub, ["_group", "_series"]))).rstrip()
     ax.set_xticks(range(len(order)))
     crowded = len(order) > 4 or sum(len(v) for v in order) > 40
@@ -264,17 +278,17 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     ax.grid(True, axis="y", alpha=0.3)
     _legend(ax, names)
     return Figure(key, family, title,
-                  caption(sub, measured, exclude=(*groups, *exclude)) + extra, _png(fig))
+                  caption(sub, measured, exclude=(*groups, *exclude),
+                          shown="fleet-box" if many else "whiskers") + extra, _png(fig))
 
 
 def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
-                 name: str) -> None:
+                 name: str, color: str) -> None:
     """One series of many runs: a box of the runs' medians at each group, a dot per run,
     and the runs off the fleet named beside their dots."""
     groups = [v for v in order if (g["_group"] == v).any()]
     at = [order.index(v) + offset for v in groups]
     values = [g.loc[g["_group"] == v, "median"].to_numpy(float) for v in groups]
-    color = ax._get_lines.get_next_color()
     ax.boxplot(values, positions=at, widths=width * 0.8, showfliers=False, patch_artist=True,
                boxprops={"facecolor": color, "alpha": 0.35}, medianprops={"color": color})
     for x, v in zip(at, values):
@@ -372,7 +386,8 @@ def random_bw(frame, runs):
 
 
 def loaded_latency(frame, runs):
-    frame, words = fleet.view(frame)
+    fv = fleet.view(frame)
+    frame = fv.frame
     lat, bw = _metric(frame, "latency"), _metric(frame, "bandwidth")
     gbs = {(l, c): v for l, c, v in zip(bw["label"], bw["case"], bw["median"])}
     xs = [gbs.get((l, c), 0.0) for l, c in zip(lat["label"], lat["case"])]
@@ -395,11 +410,14 @@ def loaded_latency(frame, runs):
                  caption(sub, "Chase latency (ns per load) on the first CPU while the other "
                               "CPUs stream with a pause (delay) after every 8 lines; each "
                               "point is one delay, from idle to no pause",
-                         exclude=("delay", "threads")) + words, _png(fig))
+                         exclude=("delay", "threads"),
+                         shown="fleet-range" if fv.labels else "whiskers", labels=fv.labels) +
+                 (" " + fv.words if fv.words else ""), _png(fig))
 
 
 def matrix(frame, runs):
-    frame, words = fleet.view(frame)
+    fv = fleet.view(frame)
+    frame = fv.frame
     for metric in ("latency", "bandwidth"):
         sub = _metric(frame, metric)
         tables = []
@@ -416,7 +434,9 @@ def matrix(frame, runs):
                                                      "CPUs (rows) to memory bound to each "
                                                      "node (columns)",
                                                 exclude=("initiator", "target"),
-                                                shown="cells") + words)
+                                                shown="fleet-cells" if fv.labels else "cells",
+                                                labels=fv.labels) +
+                           (" " + fv.words if fv.words else ""))
 
 
 def _ratio_share(p, info) -> float | None:
@@ -436,7 +456,8 @@ def interleave_sweep(frame, runs):
 
 
 def pingpong(frame, runs):
-    frame, words = fleet.view(frame)
+    fv = fleet.view(frame)
+    frame = fv.frame
     sub = _metric(frame, "latency")
     tables = []
     for (label, mem, mode), g in sub.groupby(
@@ -455,7 +476,9 @@ def pingpong(frame, runs):
                    caption_text=caption(sub, "One-way transfer time (ns) of one cache line "
                                              "bounced between two CPUs, homed on the node the "
                                              "title names, handed over by a store or a CAS",
-                                        exclude=("mem", "mode"), shown="cells") + words)
+                                        exclude=("mem", "mode"),
+                                        shown="fleet-cells" if fv.labels else "cells",
+                                        labels=fv.labels) + (" " + fv.words if fv.words else ""))
 
 
 def atomics(frame, runs):
