@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cxlbench import PACKAGE_PARENT, results
-from cxlbench.errors import UserError
+from cxlbench.errors import ResultsWarning, UserError
 from cxlbench.fleet import collect, record, script, slurm, status, submit
 
 from .conftest import cxlbench
@@ -633,3 +633,36 @@ def test_collect_waits_for_a_resume_submitted_meanwhile(tmp_path, monkeypatch):
             jobs.write_text(json.dumps({"100": ["FAILED", "vm"], "101": ["FAILED", "vm"]}))
     (m,) = collect.wait(record.find("100", shared), progress, interval=0.01)
     assert said == ["1 running", "1 running", "1 failed"] and m.job == "101"
+
+
+def test_sbatch_that_does_not_answer_keeps_the_fleet(tmp_path, monkeypatch):
+    """sbatch timing out may have queued the job all the same: its folder stays."""
+    bin_dir = tmp_path / "bin"
+    fake(bin_dir, "sbatch", "import time; time.sleep(5)")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(slurm, "TIMEOUT", 0.5)
+    fleet, text = submit.prepare(str(write_suite(tmp_path)), {}, script.Options(nodes=1),
+                                 str(tmp_path / "r"))
+    with pytest.raises(slurm.SlurmError, match="may be queued all the same"):
+        submit.submit(fleet, text)
+    assert (fleet.path / "job.sbatch").read_text() == text
+    assert (fleet.path / "tiny.toml").exists()
+
+
+def test_an_unreadable_fleet_hides_no_other(tmp_path):
+    older = record.create(tmp_path, {"options": {}})
+    older.add_job("100", None, "job.sbatch", None)
+    newer = record.create(tmp_path, {"options": {}})
+    (newer.path / "fleet.json").write_text('{"format": 1, "jobs": [')   # cut short
+    with pytest.warns(ResultsWarning, match=f"{newer.path.name}/fleet.json cannot be read"):
+        assert record.find("100", tmp_path).path == older.path
+
+
+def test_the_default_reference_is_a_machine_that_finished(tmp_path):
+    def machine(node, state, finished):
+        return status.Machine(node=node, state=state, job="1", run=tmp_path / node,
+                              finished=finished, cases=4)
+    found = [machine("n1", "failed", 2), machine("n2", "done", 4), machine("n3", "done", 4)]
+    assert collect.reference(found, None).node == "n2"
+    assert collect.reference(found, "n1").node == "n1"
+    assert collect.reference(found[:1], None).node == "n1"     # none finished: the first

@@ -48,12 +48,17 @@ def fleet_table(found: list[status.Machine]) -> Table:
                   "cluster", "cases", "why", "run"], rows)
 
 
-def reference(found: list[status.Machine], against: str | None) -> status.Machine:
-    with_runs = [m for m in found if m.run is not None and m.finished]
+def with_results(found: list[status.Machine]) -> list[status.Machine]:
+    return [m for m in found if m.run is not None and m.finished]
+
+
+def reference(with_runs: list[status.Machine], against: str | None) -> status.Machine:
+    """The machine the others are compared with: --against, or else the first by name
+    whose run finished (a partial run would leave the others' cases unpaired)."""
     if not with_runs:
         raise UserError("no machine of the fleet finished a case: nothing to report")
     if against is None:
-        return with_runs[0]
+        return next((m for m in with_runs if m.state == "done"), with_runs[0])
     for m in with_runs:
         if m.node == against:
             return m
@@ -78,8 +83,8 @@ def against_blocks(ref: status.Machine, other: status.Machine, alpha: float) -> 
 def build(fleet: record.Fleet, found: list[status.Machine], out_dir: str | Path,
           against: str | None = None, alpha: float = rep.ALPHA, force: bool = False,
           title: str | None = None) -> tuple[Path, Path]:
-    ref = reference(found, against)
-    with_runs = [m for m in found if m.run is not None and m.finished]
+    with_runs = with_results(found)
+    ref = reference(with_runs, against)
     runs = rep.load_runs([m.run for m in with_runs])
     blocks: list = [Heading(2, "Fleet"),
                     Para(f"Suite {fleet.data['suite']} on {len(found)} machine(s) through "

@@ -1,8 +1,9 @@
 """A fleet's folder, RESULTS/fleet/<stamp>/, beside the runs it makes: the suite as
 submitted, each job's sbatch script, fleet.json (the suite, the options, and every job
 submitted for it, the first and each resume; changed under fleet.lock), nodes-<job>, the
-machines each job was given, and logs/<node>-<job>.log, each machine's output. The runs themselves are ordinary run folders, RESULTS/<machine>/<run-id>/, whose
-run.json names the SLURM job and node that made them."""
+machines each job was given, and logs/<node>-<job>.log, each machine's output. The runs
+themselves are ordinary run folders, RESULTS/<machine>/<run-id>/, whose run.json names
+the SLURM job and node that made them."""
 from __future__ import annotations
 
 import contextlib
@@ -11,12 +12,13 @@ import fcntl
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from .. import results
-from ..errors import ResultsError, StorageError, UserError
+from ..errors import ResultsError, ResultsWarning, StorageError, UserError
 
 FOLDER = "fleet"
 RECORD = "fleet.json"
@@ -80,7 +82,8 @@ class Fleet:
             fcntl.flock(self._lock, fcntl.LOCK_EX)
         except OSError as e:
             self._lock = None
-            raise StorageError(f"cannot lock {self.path / LOCK}: {e.strerror or e}") from None
+            raise StorageError(f"cannot lock {self.path / LOCK}: {e.strerror or e}") \
+                from None
         try:
             self.reload()
             yield
@@ -155,7 +158,11 @@ def find(job_or_path: str, results_dir: str | os.PathLike = "results") -> Fleet:
         return _open(given)
     folder = Path(results_dir) / FOLDER
     for record in sorted(folder.glob(f"*/{RECORD}"), reverse=True):
-        fleet = _open(record.parent)
+        try:
+            fleet = _open(record.parent)
+        except ResultsError as e:           # one fleet's record hides no other fleet
+            warnings.warn(f"{e}: skipped", ResultsWarning, stacklevel=2)
+            continue
         if job_or_path in fleet.job_ids():
             return fleet
     raise UserError(f"no fleet of job {job_or_path} in {folder} (give the results folder "

@@ -160,7 +160,8 @@ run_on() {
   return "$code"
 }
 # On the machine: its Python must be there (the same path on every machine).
-on_node='[ -x "$0" ] || { echo "cxlbench fleet: $0: no such program on $(hostname)" >&2; exit 3; }; exec "$0" "$@"'
+on_node='[ -x "$0" ] || { echo "cxlbench fleet: $0: no such program on $(hostname)" >&2;
+  exit 3; }; exec "$0" "$@"'
 pids=()
 rc=0"""
 

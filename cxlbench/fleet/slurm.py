@@ -42,13 +42,20 @@ def require(name: str) -> str:
     return path
 
 
-def _run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+class SlurmTimeout(SlurmError):
+    """A SLURM command that did not answer in time: what it asked may have been done."""
+
+
+TIMEOUT = 60.0      # seconds a SLURM command may take
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess:
     try:
         return subprocess.run([require(args[0]), *args[1:]], capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(args)} did not answer in {timeout:g} s "
-                         "(is slurmctld up?)") from None
+        raise SlurmTimeout(f"{' '.join(args)} did not answer in {TIMEOUT:g} s "
+                           "(is slurmctld up?)") from None
 
 
 def submit(script_path: str | os.PathLike) -> tuple[str, str | None]:

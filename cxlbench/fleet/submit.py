@@ -65,6 +65,10 @@ def _submit(fleet: record.Fleet, name: str, text: str,
     path.write_text(text)
     try:
         job, cluster = slurm.submit(path)
+    except slurm.SlurmTimeout as e:
+        # The controller may have queued it all the same: its folder stays for it.
+        raise slurm.SlurmError(f"{e}; the job may be queued all the same (see squeue "
+                               f"--me), so {path} and its folder are kept") from None
     except Exception:
         if fleet.jobs:
             path.unlink(missing_ok=True)
