@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cxlbench import results
+from cxlbench.units import parse_list
 
 from .conftest import cxlbench
 from .test_fleet import NO_SLURM_ENV, sbatch_lines
@@ -41,6 +42,7 @@ class Cluster:
     env: dict
     node: str
     folder: Path
+    binds: bool             # task/affinity binds each task to its cores by default
 
     def scontrol(self, *args) -> str:
         out = subprocess.run(["scontrol", *args], env=self.env, capture_output=True,
@@ -89,7 +91,7 @@ def cluster(tmp_path_factory):
                                check=True).stdout.splitlines()[0]
     node = node_line.split()[0].split("=", 1)[1]
     conf = d / "slurm.conf"
-    conf.write_text("\n".join([
+    lines = [
         "ClusterName=cxlbench-test", f"SlurmctldHost={node}(127.0.0.1)",
         f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
         "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
@@ -98,12 +100,15 @@ def cluster(tmp_path_factory):
         f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd.pid'}",
         f"SlurmctldLogFile={d / 'slurmctld.log'}", f"SlurmdLogFile={d / 'slurmd.log'}",
         # No cgroups, no accounting database: what a CI container can run.
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+        "ProctrackType=proctrack/linuxproc",
         "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory",
         "MpiDefault=none", "ReturnToService=2", "KillWait=2", "InactiveLimit=0",
         f"{node_line} NodeAddr=127.0.0.1 State=UNKNOWN",
-        f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP", ""]))
+        f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP"]
+    # A site's default binding (each task to its cores) where task/affinity starts here:
+    # a fleet's step must run on every CPU all the same.
+    tasks = [["TaskPlugin=task/affinity", "TaskPluginParam=Cores"], ["TaskPlugin=task/none"]]
     env = {**os.environ, **NO_SLURM_ENV, "SLURM_CONF": str(conf)}
     logs = [open(d / f"{name}.out", "w") for name in ("munged", "slurmctld", "slurmd")]
     procs = [subprocess.Popen(["munged", "-F", "-f", "-S", str(sock), f"--key-file={key}",
@@ -116,20 +121,29 @@ def cluster(tmp_path_factory):
             _wait(sock.exists, 10, "munged made no socket")
         except AssertionError as e:
             pytest.skip(f"munge did not start here: {e}: {_logs(d)}")
-        procs.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
-                                      stdout=logs[1], stderr=subprocess.STDOUT))
-        procs.append(subprocess.Popen(["slurmd", "-D", "-N", node, "-f", str(conf)], env=env,
-                                      stdout=logs[2], stderr=subprocess.STDOUT))
 
         def idle():
             out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env,
                                  capture_output=True, text=True, timeout=10)
             return out.stdout.strip() == "idle"
-        try:
-            _wait(idle, 30, "the node was not idle")
-        except AssertionError as e:
-            pytest.skip(f"SLURM did not start here: {e}: {_logs(d)}")
-        yield Cluster(env=env, node=node, folder=d)
+        for task in tasks:
+            conf.write_text("\n".join(lines + task) + "\n")
+            daemons = [subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
+                                        stdout=logs[1], stderr=subprocess.STDOUT),
+                       subprocess.Popen(["slurmd", "-D", "-N", node, "-f", str(conf)],
+                                        env=env, stdout=logs[2], stderr=subprocess.STDOUT)]
+            procs += daemons
+            try:
+                _wait(idle, 30, "the node was not idle")
+                break
+            except AssertionError as e:
+                if task is tasks[-1]:
+                    pytest.skip(f"SLURM did not start here: {e}: {_logs(d)}")
+                for p in daemons:           # again without task/affinity
+                    p.terminate()
+                    p.wait(timeout=15)
+                    procs.remove(p)
+        yield Cluster(env=env, node=node, folder=d, binds="task/affinity" in task[0])
         # Jobs outlive slurmd (their slurmstepd goes on): none is left running.
         subprocess.run(["scancel", "--user", str(os.geteuid())], env=env, timeout=30)
         try:
@@ -198,6 +212,9 @@ def test_submit_runs_each_machine_and_collect_reports(cluster, tmp_path):
                              "node": cluster.node, "node_index": "0", "partition": "debug",
                              "cluster": "cxlbench-test"}
     assert len(results.Run.open(run_dir).finished()) == 4
+    if cluster.binds:                   # the site's default binding did not reach the run
+        assert parse_list(meta["topology"]["cpu"]["allowed"]) == \
+            sorted(os.sched_getaffinity(0))
     assert f"{cluster.node}  done     job {job:<8} 4/4 cases" in r.stdout
     report = (tmp_path / "report" / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith(f"| {cluster.node} |"))
