@@ -1,6 +1,7 @@
-"""Each machine of a fleet: pending, running (and the case it is on), done, or failed
-(and why), from what SLURM says of the job that last ran on it and from its run folder's
-journal, which a finished case reaches whole or not at all."""
+"""Each machine of a fleet: pending, running (and the case it is on), done, failed (and
+why), or unknown (SLURM did not answer), from what SLURM says of the job that last ran on
+it and from its run folder's journal, which a finished case reaches whole or not at
+all."""
 from __future__ import annotations
 
 import re
