@@ -666,3 +666,19 @@ def test_the_default_reference_is_a_machine_that_finished(tmp_path):
     assert collect.reference(found, None).node == "n2"
     assert collect.reference(found, "n1").node == "n1"
     assert collect.reference(found[:1], None).node == "n1"     # none finished: the first
+
+
+def test_force_resumes_no_machine_it_does_not_know(tmp_path):
+    """--nodes 2, SLURM not answering before the job wrote its machines down: there is
+    nothing --force could resume."""
+    env, jobs = fake_slurm(tmp_path)
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+                 "--results", str(shared), env=env)
+    assert r.returncode == 0, r.stderr
+    env["FAKE_DOWN"] = "1"
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), "--json", env=env)
+    (m,) = json.loads(r.stdout)
+    assert (m["node"], m["state"], m["allocated"]) == ("(2 unallocated)", "unknown", False)
+    r = cxlbench("fleet", "resume", "100", "--results", str(shared), "--force", env=env)
+    assert r.returncode == 2 and "job 100 has no machines known here" in r.stderr

@@ -90,7 +90,7 @@ def _asked(fleet: record.Fleet) -> list[str]:
     nodelist = fleet.data["options"].get("nodelist")
     try:
         return slurm.hostnames(nodelist) if nodelist else []
-    except UserError:           # n[1-4] without SLURM here: known from the runs instead
+    except (UserError, slurm.SlurmError):   # n[1-4] without SLURM here: from the runs
         return []
 
 

@@ -115,10 +115,11 @@ def resumable(fleet: record.Fleet, force: bool = False) -> dict[str, Path | None
         raise UserError(f"SLURM did not say whether job {unknown[0].job} ended on "
                         f"{', '.join(m.node for m in unknown)} ({unknown[0].reason}): try "
                         "again when it answers, or --force if you know the job has ended")
-    never = [m for m in machines if m.state == "failed" and not m.allocated]
+    never = [m for m in machines if m.state in ("failed", "unknown") and not m.allocated]
     if never:
-        raise UserError(f"job {never[0].job} ended before SLURM gave it machines "
-                        f"({never[0].reason}): submit the suite again")
+        raise UserError(f"job {never[0].job} " + ("ended before SLURM gave it machines"
+                        if never[0].state == "failed" else "has no machines known here")
+                        + f" ({never[0].reason}): submit the suite again")
     return {m.node: m.run for m in machines if m.state in ("failed", "unknown")}
 
 
