@@ -682,3 +682,22 @@ def test_force_resumes_no_machine_it_does_not_know(tmp_path):
     assert (m["node"], m["state"], m["allocated"]) == ("(2 unallocated)", "unknown", False)
     r = cxlbench("fleet", "resume", "100", "--results", str(shared), "--force", env=env)
     assert r.returncode == 2 and "job 100 has no machines known here" in r.stderr
+
+
+def test_a_machine_whose_step_ended_while_the_job_runs_on(tmp_path):
+    """One machine's step ended badly while the job runs on the others: that machine is
+    failed at once, in srun's word, with the job's state (RUNNING, or COMPLETING)."""
+    env, jobs = fake_slurm(tmp_path)
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "n1,n2",
+                 "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
+    assert r.returncode == 0, r.stderr
+    (fleet_dir,) = (shared / "fleet").iterdir()
+    (fleet_dir / "job-100.out").write_text("srun: error: n2: task 0: Killed\n"
+                                           "cxlbench fleet: n2: srun exit code 137\n")
+    r = cxlbench("fleet", "status", "100", "--results", str(shared), "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert [(m["node"], m["state"], m["reason"]) for m in json.loads(r.stdout)] == [
+        ("n1", "running", None),
+        ("n2", "failed", "job 100 is RUNNING, but this machine's step ended; its task: "
+                         "Killed; no run started")]

@@ -245,7 +245,9 @@ def test_timeout_is_shown_failed_then_resumed(cluster, tmp_path):
     holder = (run_dir / results.LOCK).read_text().split()
     os.kill(int(holder[1]), signal.SIGSTOP)
     cluster.scontrol("update", f"JobId={job}", "TimeLimit=0")
-    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"],
+    # Failed as soon as its step ends; TIMEOUT once the job has ended (not COMPLETING).
+    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"
+                          and m["reason"].startswith("TIMEOUT")],
                  60, "the job did not time out", 1)
     assert m["node"] == cluster.node and m["run"] == str(run_dir)
     assert m["reason"].startswith("TIMEOUT (TimeLimit)")
@@ -299,7 +301,8 @@ def test_a_machine_that_refuses_the_suite_shows_why(cluster, tmp_path):
               "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
-    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"],
+    (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"
+                          and m["reason"].startswith("FAILED")],
                  30, "the job did not fail", 0.5)
     assert m["node"] == cluster.node and m["run"] is None
     assert m["reason"] == ("FAILED (NonZeroExitCode), exit code 2:0; its task: Exited with "

@@ -148,7 +148,8 @@ def _machine(fleet: record.Fleet, node: str, job: dict,
     if now is None:
         why = f"SLURM does not know job {job['job']} (any more, or here)"
     elif now["state"] in slurm.ACTIVE:
-        why = f"job {job['job']} runs on, but this machine's task ended"
+        # RUNNING for the others, or COMPLETING: its end state is not told until it ends.
+        why = f"job {job['job']} is {now['state']}, but this machine's step ended"
     else:
         why = now["state"] + (f" ({now['reason']})" if now["reason"] else "") + \
             (f", exit code {now['exit_code']}" if now.get("exit_code") not in
