@@ -170,7 +170,7 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
           key: str, family: str, logx=False, logy=False, xsize=False, marks=(),
           exclude=()) -> Figure | None:
     """Median against x (a parameter name, or a function of a row's params and info), one
-    line per series, CI whiskers."""
+    line per series, CI whiskers; for many runs, the fleet's (see _fleet_lines)."""
     sub = _metric(frame, metric)
     if sub.empty:
         return None
@@ -235,12 +235,14 @@ def _fleet_lines(ax, sub: pd.DataFrame) -> tuple[list[str], str]:
             ax.plot(g["_x"].astype(float), g["median"], linestyle="--", linewidth=1,
                     label=text)
             legend.append(text)
-    return legend, (" Dashed: runs off the fleet. " + fleet.named(outliers)).rstrip()
+    dashed = " Dashed: runs off the fleet." if len(outliers) else ""
+    return legend, (dashed + " " + fleet.named(outliers)).rstrip()
 
 
 def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str, key: str,
          family: str, logy=False, exclude=()) -> Figure | None:
-    """Grouped bars: one group per value of `groups` (parameter names), one bar per series."""
+    """Grouped bars: one group per value of `groups` (parameter names), one bar per series;
+    for many runs, a box of their medians per series (see _fleet_boxes)."""
     sub = _metric(frame, metric)
     if sub.empty:
         return None
