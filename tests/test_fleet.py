@@ -647,6 +647,7 @@ def test_sbatch_that_does_not_answer_keeps_the_fleet(tmp_path, monkeypatch):
         submit.submit(fleet, text)
     assert (fleet.path / "job.sbatch").read_text() == text
     assert (fleet.path / "tiny.toml").exists()
+    assert status.machines(record.find(str(fleet.path))) == []   # no job known yet
 
 
 def test_an_unreadable_fleet_hides_no_other(tmp_path):

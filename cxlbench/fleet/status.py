@@ -41,6 +41,8 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     or allocated, and those that started a run. Each job's allocation is written down
     (nodes-JOB, by the job as it starts, or here), so machines stay known after SLURM
     forgets the job; a ResultsWarning says where fewer are known than were asked for."""
+    if not fleet.jobs:
+        return []                       # its sbatch did not answer: no job known
     runs = fleet.runs()
     info = {j["job"]: _ask(j) for j in fleet.jobs}
     last: dict[str, dict] = {}          # node -> the job that last covered it
