@@ -142,19 +142,20 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
 # would put a one-task step on one core) and memory node; its log is named by SLURM's
 # node name (srun's %N is the host's). A step that ends badly says so here, in the job's
 # output, at once; the job's exit code is the last such step's.
-_RUN = r"""# This job's machines, kept where `fleet status` finds them once SLURM forgets the job.
+_RUN = r"""fleet=FLEET     # the fleet's folder
+# This job's machines, kept where `fleet status` finds them once SLURM forgets the job.
 nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
 if [ -z "$nodes" ]; then
   echo "cxlbench fleet: no machines in SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST" >&2; exit 3
 fi
-printf '%s\n' $nodes > FLEET/nodes-$SLURM_JOB_ID.tmp &&
-  mv FLEET/nodes-$SLURM_JOB_ID.tmp FLEET/nodes-$SLURM_JOB_ID
+printf '%s\n' $nodes > "$fleet/nodes-$SLURM_JOB_ID.tmp" &&
+  mv "$fleet/nodes-$SLURM_JOB_ID.tmp" "$fleet/nodes-$SLURM_JOB_ID"
 
 run_on() {
   local n=$1 code
   shift
   srun --nodes=1 --ntasks=1 --nodelist="$n" --kill-on-bad-exit=0 --cpu-bind=none \
-    --mem-bind=none --output=FLEET/logs/"$n"-%j.log bash -c "$on_node" "$@"
+    --mem-bind=none --output="$fleet/logs/$n-%j.log" bash -c "$on_node" "$@"
   code=$?
   [ "$code" -eq 0 ] || echo "cxlbench fleet: $n: srun exit code $code" >&2
   return "$code"
