@@ -104,7 +104,11 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
     assert r.returncode == 0, r.stderr
     cases = [line for line in r.stdout.splitlines() if "/" in line.split(" ")[0]]
     nodes = len(Topology.read(probe_gpus=False).memory_nodes)      # copies: bind:*
-    assert len(cases) == 7 + 25 + 9 + 23 + 7 + 36 * nodes + 9 * nodes + 9 + 36 + 3 * nodes + 4 + 4 + 6 * nodes
+    # stream, occupancy, working set, latency, tlb; copies, SM copies (registered a node,
+    # pinned), pinned copies, zero-copy, managed, embedding (HBM and pinned, then a node
+    # each), KV swaps
+    assert len(cases) == (7 + 25 + 9 + 23 + 7 + 36 * nodes + 9 * nodes + 9 + 36 + 3 * nodes
+                          + 4 + 4 + 2 * nodes + 4 * nodes)
     pageable_bidir = "pageable copies are staged by the driver synchronously"
     assert r.stderr.count(f"skipped: {why}") == len(cases) - 6 * nodes
     assert r.stderr.count(f"skipped: {pageable_bidir}") == 6 * nodes
@@ -122,11 +126,14 @@ H200 = {"index": 0, "name": "NVIDIA H200", "major": 9, "minor": 0, "sms": 132,
         "max_threads_per_sm": 2048, "max_blocks_per_sm": 32, "l2_bytes": 50 << 20}
 
 
+def defaults(module, over: dict, **small) -> dict:
+    """A GPU benchmark's option defaults, then `small` (sizes and repetitions a test
+    uses), then the test's own `over`."""
+    return {**{k: o.default for k, o in module.OPTIONS.items()}, **small, **over}
+
+
 def params(**over):
-    p = {k: o.default for k, o in gpu_stream.OPTIONS.items()}
-    p.update(size=1 << 20, repeat=3, warmup=2)
-    p.update(over)
-    return p
+    return defaults(gpu_stream, over, size=1 << 20, repeat=3, warmup=2)
 
 
 def fake(monkeypatch, ns, bad=0):
@@ -185,10 +192,8 @@ def test_threads_must_be_whole_warps(monkeypatch):
 
 # ---- copies --------------------------------------------------------------------------------
 def copy_params(**over):
-    p = {k: o.default for k, o in gpu_copy.OPTIONS.items()}
-    p.update(size=1 << 20, repeat=3, warmup=2, mem="local", page="4k")
-    p.update(over)
-    return p
+    return defaults(gpu_copy, over, size=1 << 20, repeat=3, warmup=2, mem="local",
+                    page="4k")
 
 
 @pytest.mark.parametrize("host,placed", [("pageable", True), ("registered", True),
@@ -277,10 +282,7 @@ def test_an_sm_copy_runs_a_grid_and_refuses_pageable_memory(monkeypatch):
 
 # ---- managed memory ---------------------------------------------------------------------------
 def managed_params(**over):
-    p = {k: o.default for k, o in gpu_managed.OPTIONS.items()}
-    p.update(size=1 << 20, repeat=3, warmup=1)
-    p.update(over)
-    return p
+    return defaults(gpu_managed, over, size=1 << 20, repeat=3, warmup=1)
 
 
 def test_managed_memory_times_in_one_call_from_the_cpu_asked_and_drops_warmups(monkeypatch):
@@ -327,10 +329,7 @@ def test_managed_memory_is_never_oversubscribed(monkeypatch):
 
 # ---- device-memory latency ---------------------------------------------------------------------
 def chase_params(**over):
-    p = {k: o.default for k, o in gpu_chase.OPTIONS.items()}
-    p.update(size=1 << 20, repeat=3, warmup=1)
-    p.update(over)
-    return p
+    return defaults(gpu_chase, over, size=1 << 20, repeat=3, warmup=1)
 
 
 def test_chase_latency_and_cycles_per_load_warmups_dropped(monkeypatch):
@@ -364,10 +363,8 @@ def test_the_library_refuses_a_chase_of_one_element():
 
 # ---- zero-copy -------------------------------------------------------------------------------
 def zc_params(**over):
-    p = {k: o.default for k, o in gpu_zero_copy.OPTIONS.items()}
-    p.update(size=1 << 20, repeat=3, warmup=1, mem="local", page="4k")
-    p.update(over)
-    return p
+    return defaults(gpu_zero_copy, over, size=1 << 20, repeat=3, warmup=1, mem="local",
+                    page="4k")
 
 
 @pytest.mark.parametrize("op,blocks,threads,figure", [

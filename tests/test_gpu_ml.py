@@ -14,22 +14,17 @@ from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
 from .conftest import cxlbench
-from .test_gpu import H200, mutant, needs_nvcc, private_sources  # noqa: F401 (fixtures)
+from .test_gpu import H200, defaults, mutant, needs_nvcc, private_sources  # noqa: F401 (fixtures)
 
 
 def emb_params(**over):
-    p = {k: o.default for k, o in gpu_embedding.OPTIONS.items()}
-    p.update(rows=4096, dim=64, pooling=8, batch=256, repeat=3, warmup=1, mem="local",
-             page="4k")
-    p.update(over)
-    return p
+    return defaults(gpu_embedding, over, rows=4096, dim=64, pooling=8, batch=256, repeat=3,
+                    warmup=1, mem="local", page="4k")
 
 
 def kv_params(**over):
-    p = {k: o.default for k, o in gpu_kv_swap.OPTIONS.items()}
-    p.update(blocks=8, pool_blocks=32, repeat=3, warmup=1, mem="local", page="4k")
-    p.update(over)
-    return p
+    return defaults(gpu_kv_swap, over, blocks=8, pool_blocks=32, repeat=3, warmup=1,
+                    mem="local", page="4k")
 
 
 def placed_sizes(monkeypatch, module):
