@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from cxlbench import gpu
+from cxlbench import benchmarks, gpu
 from cxlbench.benchmarks import embedding, gpu_embedding, gpu_kv_swap, kvcache
 from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
@@ -235,7 +235,7 @@ def test_kv_swap_options_each_case_ignores():
     assert set(gpu_kv_swap.unused(kv_params(method="copies"))) == \
         {"threads", "blocks_per_sm", "layers", "kv_heads", "head_dim"}
     assert set(gpu_kv_swap.unused(kv_params(method="kernel", preset="custom"))) == set()
-    assert gpu_kv_swap.buffers_of(kv_params()) == ("pool",)
+    assert benchmarks.get("gpu_kv_swap").case_buffers(kv_params()) == ("pool",)
 
 
 def test_kv_swap_refuses_what_cannot_be_swapped(monkeypatch):

@@ -179,6 +179,12 @@ def replay(timed: Callable[[], list], figures: Callable[[object], dict[str, floa
     return once
 
 
+def unplaced(spec: str) -> dict:
+    """The placement record of memory cxlbench did not place (the CUDA driver's, device
+    memory): what it is, nothing verified."""
+    return {"spec": spec, "page": None, "method": None, "verified": []}
+
+
 def measure(m: Measurement, params: dict, buffers: list[Buffer],
             once: Callable[[], dict[str, float]]) -> Measurement:
     """Warm up, repeat, then verify placement again. A placement that drifted, or huge

@@ -16,7 +16,8 @@ from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 from ..errors import CheckError, UserError
 from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
+from .common import (Measurement, check_placement, measure, place, replay, resolve_cpus,
+                     unplaced)
 
 NAME = "gpu_copy"
 BUFFERS = ("host",)
@@ -114,6 +115,5 @@ def run(params: dict) -> Measurement:
     m = measure(m, params, bufs,
                 replay(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))
     if not bufs:        # the driver's memory: neither placed nor verified
-        m.placement = {"spec": f"cudaHostAlloc ({params['host']})", "page": None,
-                       "method": None, "verified": []}
+        m.placement = unplaced(f"cudaHostAlloc ({params['host']})")
     return m

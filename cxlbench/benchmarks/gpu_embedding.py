@@ -18,7 +18,8 @@ from .. import gpu
 from ..errors import CheckError
 from ..options import Option, pick
 from . import embedding
-from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
+from .common import (Measurement, check_placement, measure, place, replay, resolve_cpus,
+                     unplaced)
 from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 
@@ -137,7 +138,6 @@ def run(params: dict) -> Measurement:
                           "indices": params["dist"]})
     m = measure(m, params, bufs, replay(timed, figures(lookups, gathered)))
     if not placed:      # device memory, or the driver's: neither placed nor verified
-        m.placement = {"spec": "device memory (cudaMalloc)" if params["table"] == "hbm"
-                       else "cudaHostAlloc (mapped)", "page": None, "method": None,
-                       "verified": []}
+        m.placement = unplaced("device memory (cudaMalloc)" if params["table"] == "hbm"
+                               else "cudaHostAlloc (mapped)")
     return m

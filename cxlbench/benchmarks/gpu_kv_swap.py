@@ -65,8 +65,7 @@ OPTIONS = {
 
 def shape(params: dict) -> dict:
     """layers, kv_heads, head_dim: the preset's, or the custom options'."""
-    preset = kvcache.PRESETS.get(params["preset"])
-    return dict(preset) if preset is not None else {k: params[k] for k in CUSTOM}
+    return kvcache.model_shape(params)
 
 
 def copy_bytes(params: dict) -> int:
@@ -93,10 +92,6 @@ def slots(params: dict) -> np.ndarray:
     slot = rng.choice(params["pool_blocks"], params["blocks"], replace=False).astype(np.uint64)
     planes = np.arange(2 * shape(params)["layers"], dtype=np.uint64)[:, None]
     return np.ascontiguousarray((planes * np.uint64(params["pool_blocks"]) + slot).ravel())
-
-
-def buffers_of(params: dict) -> tuple[str, ...]:
-    return BUFFERS
 
 
 def unused(params: dict) -> dict[str, str]:

@@ -156,10 +156,17 @@ class Layout:
                              group_bytes=2 * self.layers * part)
 
 
-def layout(params: dict) -> Layout:
+def model_shape(params: dict) -> dict:
+    """layers, kv_heads, head_dim: a preset's (its layers times `scale`, where the options
+    have one), or the custom options'."""
     preset = PRESETS.get(params["preset"])
-    shape = ({k: params[k] for k in CUSTOM} if preset is None else
-             {**preset, "layers": max(1, round(preset["layers"] * params["scale"]))})
+    if preset is None:
+        return {k: params[k] for k in CUSTOM}
+    return {**preset, "layers": max(1, round(preset["layers"] * params.get("scale", 1.0)))}
+
+
+def layout(params: dict) -> Layout:
+    shape = model_shape(params)
     return Layout(params["op"], shape["layers"], shape["kv_heads"], shape["head_dim"],
                   params["dtype"], params["block"], params["batch"], params["seq_len"],
                   params["steps"], params["chunk_tokens"])
