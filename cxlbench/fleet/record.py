@@ -125,7 +125,6 @@ class Fleet:
                 found[slurm["node"]] = meta_path.parent
         return found
 
-
     def _day_before(self) -> str | None:
         """YYYYMMDD of the day before this fleet began: its runs began after it, and their
         folders are named by the time (a day apart for the machines' clocks and zones), so
