@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import statistics
 import sys
 import warnings
@@ -56,25 +57,35 @@ def main():
 @click.option("--var", "variables", multiple=True, metavar="KEY=VALUE",
               help="a suite variable from its [vars] (repeatable), e.g. node=1")
 @click.option("--resume", type=click.Path(), help="finish an interrupted run directory")
-@click.option("--results-dir", default="results", show_default=True,
-              help="where results/<machine>/<run>/ go")
+@click.option("--other-machine", is_flag=True,
+              help="with --resume: finish a run started on another machine; run.json records "
+                   "the mix, and each case the machine that measured it")
+@click.option("--results-dir", help="where results/<machine>/<run>/ go  [default: results]")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
-@click.option("--dry-run", is_flag=True, help="list the cases and stop")
-@click.option("--max-cases", type=click.IntRange(min=1), default=suite.DEFAULT_MAX_CASES,
-              show_default=True, help="refuse a suite that expands to more cases than this")
+@click.option("--dry-run", is_flag=True, help="list the cases (with --resume: those left) and "
+              "stop, changing nothing")
+@click.option("--max-cases", type=click.IntRange(min=1),
+              help="refuse a suite that expands to more cases than this  "
+                   f"[default: {suite.DEFAULT_MAX_CASES}]")
 @_errors
-def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_run, max_cases):
+def run(suite_name, bench, sets, variables, resume, other_machine, results_dir, as_json,
+        dry_run, max_cases):
     """Run SUITE_NAME (a file, or a suite under suites/; default: quick) or --bench."""
-    echo = functools.partial(click.echo, err=True)
     if resume:
-        if suite_name or bench or sets:
-            raise UserError("--resume takes the run directory alone")
-        run_ = results.Run.open(resume, lock=True)
-        runner.check_resumable(run_)        # before repair rewrites anything
-        for note in run_.repair():
-            echo(f"{run_.path}: {note}")
-        runner.record_resume(run_)
+        # A resume runs the cases run.json recorded, where the run already is.
+        given = [flag for flag, value in (("a suite", suite_name), ("--bench", bench),
+                                          ("--set", sets), ("--var", variables),
+                                          ("--results-dir", results_dir),
+                                          ("--max-cases", max_cases)) if value]
+        if given:
+            raise UserError(f"--resume re-runs the recorded suite in its own folder, so it "
+                            f"takes no {', '.join(given)}")
+        run_ = _resume(resume, other_machine, dry_run)
+        if run_ is None:
+            return
     else:
+        if other_machine:
+            raise UserError("--other-machine applies to --resume")
         if bench and suite_name:
             raise UserError("give a suite or --bench, not both")
         if sets and not bench:
@@ -83,10 +94,37 @@ def run(suite_name, bench, sets, variables, resume, results_dir, as_json, dry_ru
             raise UserError("--var applies to suites; use --set with --bench")
         s = suite.adhoc(bench, list(sets)) if bench else \
             suite.load(suite_name or "quick", suite.parse_pairs(variables, "--var"))
-        run_ = _start(s, results_dir, dry_run, max_cases)
+        run_ = _start(s, results_dir or "results", dry_run,
+                      max_cases or suite.DEFAULT_MAX_CASES)
         if run_ is None:
             return
     _execute(run_, as_json)
+
+
+def _resume(path: str, other_machine: bool, dry_run: bool):
+    """The run at path checked, repaired and held for its remaining cases to run (None
+    for a dry run, which lists them and changes nothing)."""
+    echo = functools.partial(click.echo, err=True)
+    run_ = results.Run.open(path, lock=not dry_run)
+    runner.check_resumable(run_)        # before repair rewrites anything
+    elsewhere = runner.check_machine(run_, Topology.read(), other_machine)
+    if dry_run:
+        done = run_.finished()
+        left = [suite.Case.from_dict(c) for c in run_.meta["cases"] if c["id"] not in done]
+        echo(f"{run_.path}: {len(done)} of {len(run_.meta['cases'])} cases finished; a "
+             f"resume would run these {len(left)}")
+        for c in left:
+            click.echo(f"{c.id} {c.bench} {c.label()}")
+        return None
+    for note in run_.repair():
+        echo(f"{run_.path}: {note}")
+    if elsewhere:
+        run_.update_meta(resumed_elsewhere=[*run_.meta.get("resumed_elsewhere", []), elsewhere])
+        echo(f"note: {run_.path} was started on another machine; its cases from here on are "
+             f"measured on {elsewhere['machine id']} (recorded in run.json and each case's "
+             "journal line)")
+    runner.record_resume(run_)
+    return run_
 
 
 def _start(s, results_dir: str, dry_run: bool, max_cases: int):
@@ -113,12 +151,14 @@ def _execute(run_, as_json: bool) -> None:
     if run_.meta.get("emulated"):
         echo(f"EMULATED ({run_.meta['emulated']['topology']} guest): figures come from QEMU, "
              "not from hardware")
+    signal.signal(signal.SIGTERM, _terminated)     # stopped as Ctrl-C stops it
     try:
         journal = runner.execute(run_, echo)
-    except KeyboardInterrupt:
-        echo(f"\ninterrupted; finished cases are saved. Resume with: "
+    except (KeyboardInterrupt, Terminated) as e:
+        why = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        echo(f"\n{why}; finished cases are saved. Resume with: "
              f"cxlbench run --resume {run_.path}")
-        sys.exit(130)
+        sys.exit(143 if isinstance(e, Terminated) else 130)
     except StorageError as e:
         echo(f"error: {e}\nthe run stops here with {len(run_.finished())} of "
              f"{len(run_.meta['cases'])} cases saved; make room, then resume with: "
@@ -136,6 +176,14 @@ def _execute(run_, as_json: bool) -> None:
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
     if failed:
         sys.exit(1)
+
+
+class Terminated(Exception):
+    """SIGTERM (kill, a scheduler's end of time) during a run."""
+
+
+def _terminated(signum, frame):
+    raise Terminated()
 
 
 # The parameters column is as wide as its longest entry up to this; longer ones push the

@@ -71,9 +71,14 @@ def build(compiler: str) -> Path:
     out = library_path(compiler)
     if out.exists():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     sources = sorted(str(p) for p in source_dir().glob("*.cu"))
-    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so")
+    except OSError as e:
+        raise UserError(f"the GPU library is built on first use into {out.parent}, which "
+                        f"cannot be written ({e.strerror or e}): set CXLBENCH_CACHE to a "
+                        "writable folder") from None
     os.close(fd)
     try:
         r = subprocess.run([compiler, *NVCC_FLAGS, "-I", str(source_dir()), "-o", tmp,

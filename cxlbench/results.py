@@ -26,6 +26,8 @@ import os
 import re
 import shutil
 import socket
+import stat
+import tempfile
 import warnings
 from bisect import bisect
 from dataclasses import dataclass
@@ -114,7 +116,7 @@ class Run:
     @classmethod
     def create(cls, root: str | os.PathLike, meta: dict) -> "Run":
         """A new run folder, locked by this process, its files in place and empty."""
-        base = Path(root) / machine_id()
+        base = machine_folder(root)
         path = new_folder(base)
         meta = {"format_version": FORMAT_VERSION, "run_id": path.name,
                 "machine_id": base.name, **meta}
@@ -136,6 +138,11 @@ class Run:
         """An existing run. lock: hold the folder (see _lock) before reading anything, as a
         process that will write to it must."""
         path = _run_dir(path)
+        if lock:    # a writer: never through a link left at one of our names
+            for name in FILES:
+                if (path / name).is_symlink():
+                    raise ResultsError(f"{path / name} is a symbolic link, not a file "
+                                       "cxlbench wrote: remove it")
         fd = _lock(path) if lock else None
         try:
             raw, version = _read_stored(path)
@@ -157,7 +164,7 @@ class Run:
         whole); rows of cases without a journal line are dropped."""
         known = {c["id"] for c in self.meta["cases"]}
         done, bad = _journal(self.path / "cases.jsonl", self.stored_version, known)
-        header, rows, cut = _read_table(self.path / "results.csv")
+        header, rows, cut = _read_table(self.path / "results.csv", self.columns)
         for v in range(self.stored_version, FORMAT_VERSION):
             header, rows = UPGRADES[v].table(self.meta, header, rows)
         if header != self.columns:
@@ -165,7 +172,7 @@ class Run:
                                "run.json lists")
         notes = [f"{bad} journal line(s) cut short or damaged" for _ in [1] if bad]
         if cut:
-            notes.append("its last row was cut short")
+            notes.append(cut)
         case_col = header.index("case")
         counts = collections.Counter(row[case_col] for row in rows)
         for case in [c for c, e in done.items() if counts[c] != _rows_expected(e)]:
@@ -263,17 +270,24 @@ class Run:
         w.writerows(rows)
         writes = [(self.path / "results.csv", buf.getvalue()),
                   (self.path / "cases.jsonl", _journal_text([{"case": case_id, **entry}]))]
-        sizes = [path.stat().st_size for path, _ in writes]
+        fds = []
         try:
-            for path, text in writes:
-                _append(path, text)
-        except BaseException as e:
-            for (path, _), size in zip(writes, sizes):
-                with contextlib.suppress(OSError):
-                    os.truncate(path, size)
-            if isinstance(e, OSError):
-                raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
-            raise
+            for path, _ in writes:
+                fds.append(_open_ours(path, os.O_WRONLY | os.O_APPEND))
+            sizes = [os.fstat(fd).st_size for fd in fds]
+            try:
+                for fd, (path, text) in zip(fds, writes):
+                    _append(fd, text)
+            except BaseException as e:
+                for fd, size in zip(fds, sizes):
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                if isinstance(e, OSError):
+                    raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
+                raise
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def update_meta(self, **fields) -> None:
         self.meta.update(fields)
@@ -285,11 +299,25 @@ def _lock(path: Path) -> int:
     would run its remaining cases twice, competing for the CPUs. flock goes with the
     process however it ends (on NFS it holds across hosts only where the lock manager
     runs: not with -o nolock or local_lock). The file names the holder for the other
-    process's message. Returns the descriptor to keep open."""
+    process's message. Returns the descriptor to keep open.
+
+    A results folder may be shared (a fleet's is): the lock is written only where it is a
+    plain file of its own, never through a link someone left at its name."""
+    where = path / LOCK
     try:
-        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ResultsError(f"{where} is a symbolic link, not cxlbench's lock file: "
+                               "remove it, then resume") from None
         raise ResultsError(f"cannot write in {path}: {e.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        what = "has other names (hard links)" if stat.S_ISREG(st.st_mode) else \
+            "is not a plain file"
+        raise ResultsError(f"{where} {what}, so it is not cxlbench's lock file: remove it, "
+                           "then resume")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -315,27 +343,50 @@ def _journal_text(entries) -> str:
     return "".join(json.dumps(e, default=str) + "\n" for e in entries)
 
 
-def _append(path: Path, text: str) -> None:
+def _open_ours(path: Path, flags: int, mode: int = 0o644) -> int:
+    """A file of a run folder, opened only where it is a plain file of one name: a results
+    folder may be shared (a fleet's is), and a link left at one of our names must not
+    make cxlbench write to whatever it points at. ResultsError naming what is there."""
+    try:    # (O_NONBLOCK: a FIFO left there fails rather than hangs the open)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ResultsError(f"{path} is a symbolic link, not a file cxlbench wrote: "
+                               "remove it") from None
+        if e.errno == errno.ENOENT:
+            raise ResultsError(f"{path} is missing") from None
+        raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        what = "has other names (hard links)" if stat.S_ISREG(st.st_mode) else \
+            "is not a plain file"
+        raise ResultsError(f"{path} {what}, so it is not a file cxlbench wrote: remove it")
+    return fd
+
+
+def _append(fd: int, text: str) -> None:
     """All of text or an OSError: write() may write less than it was given."""
     data = memoryview(text.encode())
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        while data:
-            n = os.write(fd, data)
-            if n <= 0:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            data = data[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    while data:
+        n = os.write(fd, data)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        data = data[n:]
+    os.fsync(fd)
 
 
 def _write_atomic(path: Path, text: str) -> None:
     """path holds the old text or the new, whole, whatever happens; StorageError if the
-    new cannot be written (the old stays)."""
+    new cannot be written (the old stays). The new text goes to a file made afresh
+    (O_EXCL, never through a link left at its name), then renamed over path: the rename
+    replaces a link at path rather than writing where it points."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w") as f:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()            # left by a crash (or planted): a link goes, not its target
+        fd = _open_ours(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -356,24 +407,60 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def check_writable(root: str | os.PathLike) -> Path:
-    """The folder this machine's runs go in, made and tried with a file, before anything
-    runs: a results folder that cannot be written is bad input, said in one line."""
+def machine_folder(root: str | os.PathLike) -> Path:
+    """root/<machine>, made if need be, where this machine's runs go. A link there is
+    refused (a shared results folder is anyone's to plant one in), and so is anything
+    else that is not a folder, each named with what is there."""
     base = Path(root) / machine_id()
+    if base.is_symlink():
+        state = ("it loops" if _loops(base) else "it points at nothing" if not base.exists()
+                 else "it points at a file" if not base.is_dir() else "")
+        raise ResultsError(f"cannot write results to {base}: it is a symbolic link to "
+                           f"{os.readlink(base)}"
+                           f"{' (' + state + ')' if state else ''}: cxlbench writes runs only "
+                           "into a folder of its own there; remove the link, or give another "
+                           "--results-dir")
+    for p in (Path(root), base):
+        if p.exists() and not p.is_dir():
+            raise ResultsError(f"cannot write results to {p}: it is a file, not a folder: "
+                               "move it away, or give another --results-dir")
     try:
         base.mkdir(parents=True, exist_ok=True)
-        probe = base / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"x")
-        probe.unlink()
     except OSError as e:
-        raise ResultsError(f"cannot write results to {root}: {e.strerror or e}") from None
+        raise ResultsError(f"cannot write results to {e.filename or root}: "
+                           f"{e.strerror or e}") from None
     return base
 
 
-def _read_table(path: Path) -> tuple[list[str], list[list[str]], bool]:
+def _loops(path: Path) -> bool:
+    try:
+        path.stat()
+    except OSError as e:
+        return e.errno == errno.ELOOP
+    return False
+
+
+def check_writable(root: str | os.PathLike) -> Path:
+    """The folder this machine's runs go in, made and tried with a file, before anything
+    runs: a results folder that cannot be written is bad input, said in one line."""
+    base = machine_folder(root)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=base)    # O_EXCL, no link
+        try:
+            os.write(fd, b"x")      # a full disk makes the file but holds no byte
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        raise ResultsError(f"cannot write results to {base}: {e.strerror or e}") from None
+    return base
+
+
+def _read_table(path: Path, columns: list[str]) -> tuple[list[str], list[list[str]], str]:
     """results.csv's header and rows, checked: ResultsError for anything that is not a
     cxlbench table; a last row without its newline (cut short) is left out, and the
-    third value says so."""
+    third value says so. A header cut short (a kill as the run was made) is the header
+    run.json's `columns` give, with no rows."""
     try:    # (newline="": a CR within a quoted field is the field's, as pandas reads it)
         with open(path, encoding="utf-8-sig", newline="") as f:     # (a spreadsheet's BOM)
             text = f.read()
@@ -384,8 +471,10 @@ def _read_table(path: Path) -> tuple[list[str], list[list[str]], bool]:
     except OSError as e:
         raise ResultsError(f"{path} cannot be read: {e.strerror}") from None
     if "\n" not in text:
+        if text and _csv_text([columns]).startswith(text):
+            return columns, [], "its header row, cut short, from run.json's columns"
         raise ResultsError(f"{path} is empty or damaged: it has no whole header row")
-    cut = not text.endswith("\n")
+    cut = "" if text.endswith("\n") else "its last row was cut short"
     if cut:
         text = text[:text.rindex("\n") + 1]
     reader = csv.reader(io.StringIO(text))

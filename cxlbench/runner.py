@@ -4,6 +4,7 @@ A case that crashes, is OOM-killed or times out fails alone; the run goes on. A 
 outright resumes with `cxlbench run --resume RUN`, skipping the cases its journal lists."""
 from __future__ import annotations
 
+import collections
 import json
 import math
 import signal
@@ -12,7 +13,7 @@ import sys
 import time
 from typing import Callable
 
-from . import PACKAGE_PARENT, __version__, benchmarks, lifetime, native, stats, system
+from . import PACKAGE_PARENT, __version__, benchmarks, lifetime, native, results, stats, system
 from .errors import UserError
 from .fleet import slurm
 from .results import Run, columns_for
@@ -147,6 +148,7 @@ def journal_entry(case: Case, m: dict, seconds: float) -> dict:
         if values:
             summary[metric] = {"unit": unit, **stats.summarize(values)}
     return {"status": m.get("status", "failed"), "error": m.get("error"),
+            "machine": results.machine_id(),    # a run resumed elsewhere: who measured it
             "bench": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
             "cpus": m.get("cpus"), "params": case.params, "summary": summary, "placement": m.get("placement"),
             "info": m.get("info"), "seconds": round(seconds, 3)}
@@ -172,15 +174,35 @@ def execute(run: Run, echo: Callable[[str], None]) -> dict[str, dict]:
 
 
 def check_resumable(run: Run) -> None:
-    """A run resumed by another cxlbench holds cases expanded with that one's options:
-    where a benchmark's options have changed since, say so before anything runs or is
-    rewritten, rather than fail those cases one by one."""
+    """A resume runs what run.json lists, so its cases get the checks a suite's do, before
+    anything runs or is rewritten: ids that name one case each, values each option takes
+    in the form cxlbench records them (a hand-edited run.json is anyone's), and the
+    options of this cxlbench's benchmarks (a run made by another cxlbench holds cases
+    expanded with that one's: where they have changed, say so, rather than fail those
+    cases one by one)."""
+    ids = collections.Counter(c["id"] for c in run.meta["cases"])
+    twice = sorted(i for i, n in ids.items() if n > 1)
+    if twice:
+        raise UserError(f"cannot resume {run.path}: run.json lists {len(twice)} case id(s) "
+                        f"more than once ({', '.join(twice[:5])}): a damaged run, which "
+                        "could never finish")
     done = run.finished()
     for case in (Case.from_dict(c) for c in run.meta["cases"] if c["id"] not in done):
         try:
             bench = benchmarks.get(case.bench)
         except UserError as e:
             raise UserError(f"cannot resume {run.path}: {case.id}: {e}") from None
+        for key, value in case.params.items():
+            if not bench.takes(key):
+                continue            # (said below, with the other changed options)
+            try:
+                ok = bench.option(key).convert(value) == value
+                why = f"{value!r} is not a value cxlbench records"
+            except (ValueError, UserError) as e:
+                ok, why = False, str(e)
+            if not ok:
+                raise UserError(f"cannot resume {run.path}: run.json's case {case.id}: "
+                                f"option {key!r}: {why}")
         missing = set(bench.options) - set(case.params)
         dropped = {k for k in case.params if not bench.takes(k)}
         if missing or dropped:
@@ -191,6 +213,40 @@ def check_resumable(run: Run) -> None:
             raise UserError(f"cannot resume {run.path}: its {case.bench} cases were expanded "
                             f"by cxlbench {made}, whose {case.bench} options differ from this "
                             f"one's ({change}); finish it with that cxlbench, or start a new run")
+
+
+def machine_identity(topo: dict) -> dict:
+    """Which machine a topology (as run.json records it) is: its host, CPU model and node
+    layout (each node's CPUs, and which have no memory)."""
+    def get(d, key):
+        return d.get(key) if isinstance(d, dict) else None
+    nodes = get(topo, "nodes")
+    layout = None
+    if isinstance(nodes, list):
+        layout = " ".join(f"{get(n, 'id')}:{format_list(get(n, 'cpus') or []) or 'no CPUs'}"
+                          f"{'' if get(n, 'mem_total') else ' no memory'}" for n in nodes)
+    return {"host": get(get(topo, "machine"), "hostname"), "CPU": get(get(topo, "cpu"), "model"),
+            "nodes": layout}
+
+
+def check_machine(run: Run, topo: Topology, other_machine: bool) -> dict | None:
+    """A resume measures on this machine: one that started on another would file this
+    machine's figures under that one's name, so it is refused, unless other_machine.
+    Returns what run.json's "resumed_elsewhere" is to record of this machine (None: the
+    same machine); every journal line names the machine of its case (journal_entry)."""
+    was = {"machine id": run.meta.get("machine_id"),
+           **machine_identity(run.meta.get("topology") or {})}
+    now = {"machine id": results.machine_id(), **machine_identity(topo.to_dict())}
+    differs = [f"{key} {was[key]!r}, here {now[key]!r}" for key in was
+               if was[key] is not None and was[key] != now[key]]
+    if not differs:
+        return None
+    if not other_machine:
+        raise UserError(f"cannot resume {run.path} here: it was started on another machine "
+                        f"({'; '.join(differs)}), and this machine's figures would be filed "
+                        "under that one's; start a new run here, or add --other-machine to "
+                        "finish it here with the mix recorded")
+    return {**now, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
 def describe(entry: dict) -> str:

@@ -117,6 +117,7 @@ def load(name_or_path: str, variables: dict[str, str] | None = None) -> Suite:
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise SuiteError(f"{path}: not UTF-8 text (line {line}: {e.reason})") from None
+    text = text.removeprefix("\ufeff")      # a BOM that some Windows editors write
     try:
         data = tomllib.loads(text)
     except ValueError as e:     # TOMLDecodeError, or an integer of over 4300 digits
@@ -161,7 +162,11 @@ def parse_pairs(items, flag: str) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise SuiteError(f"{flag} {item!r}: use KEY=VALUE")
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if key in out:      # the last would win unsaid
+            raise SuiteError(f"{flag} {key} is given twice ({out[key]!r} and "
+                             f"{value.strip()!r}): give it once (a suite sweeps values)")
+        out[key] = value.strip()
     return out
 
 

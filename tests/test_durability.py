@@ -216,7 +216,8 @@ def test_a_full_disk_refuses_the_run_before_it_starts(tmp_path, tiny_disk):
                  "--results-dir", str(tiny_disk / "r"))
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
-    assert line.startswith(f"error: cannot write results to {tiny_disk / 'r'}: No space left")
+    where = tiny_disk / "r" / results.machine_id()
+    assert line.startswith(f"error: cannot write results to {where}: No space left")
 
 
 def test_a_run_that_cannot_be_created_leaves_nothing(tiny_disk):

@@ -184,8 +184,11 @@ def check(params: dict, topology: Topology) -> None:
                         f"fast={fast} is not theirs (set cpus on it instead)")
     if kind == "real":
         if slow is None:
+            have = (f"one (node {memory[0]})" if len(memory) == 1 else
+                    f"{len(memory)} (nodes {format_list(memory)})")
             raise UserError("engine=real moves pages between two nodes with memory; this "
-                            f"machine has {format_list(memory)}: use engine=model")
+                            f"machine has {have}: use engine=model, or cxlbench emulate "
+                            "for a machine with a far node")
         check_placement(buffer_params(params, fast, slow), resolve_cpus(params), topology,
                         work.sizes())
     return None
