@@ -47,6 +47,11 @@ _python_show_warning = warnings.showwarning
 def main():
     """Latency, bandwidth and placement-verified measurements on every kind of memory."""
     warnings.showwarning = _show_warning
+    # A path that is not UTF-8 (a folder named in Latin-1) is printed as the bytes it is,
+    # whatever the locale, rather than crash the command after its work is done.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
 
 
 @main.command()

@@ -336,8 +336,19 @@ def _read_cpu(sysfs: Path, procfs: Path) -> dict:
             "allowed": m.group(1) if m else online}
 
 
+def _link_name(link: Path) -> str | None:
+    """The last part of a symlink's target (a driver's or a device's name), read from the
+    link itself: sysfs copies (containers, support bundles, partial snapshots) keep links
+    whose targets are missing, and the name still says what the link points at."""
+    try:
+        return os.readlink(link).rstrip("/").rpartition("/")[2] or None
+    except OSError:         # no link there (unbound), or not a link at all
+        return None
+
+
 def _cxl_parent(path: Path, prefix: str) -> str | None:
-    """Name of the nearest ancestor (or self) called prefixN, following the real path."""
+    """Name of the nearest ancestor (or self) called prefixN, following the real path.
+    (resolve() without strict= reads link targets without requiring them to exist.)"""
     for part in reversed(path.resolve().parts):
         if re.fullmatch(re.escape(prefix) + r"\d+(\.\d+)?", part):
             return part
@@ -365,8 +376,7 @@ def _read_cxl(sysfs: Path) -> dict:
                     "interleave_granularity": _int(p / "interleave_granularity"),
                     "target_list": _read(p / "target_list")})
             elif re.fullmatch(r"endpoint\d+", parent.name):
-                uport = parent / "uport"
-                memdev = uport.resolve().name if uport.exists() else _cxl_parent(parent, "mem")
+                memdev = _link_name(parent / "uport") or _cxl_parent(parent, "mem")
                 endpoints[name] = (memdev, _read(p / "mode"))
     for p in sorted(devices.iterdir()):
         if re.fullmatch(r"region\d+", p.name):
@@ -395,8 +405,7 @@ def _read_dax(sysfs: Path) -> list[dict]:
     if not devices.is_dir():
         return out
     for p in sorted(devices.iterdir()):
-        driver = p / "driver"
-        driver_name = driver.resolve().name if driver.exists() else None
+        driver_name = _link_name(p / "driver")
         # A DAX device of the nvdimm path hangs off an nd region (ndbusN/regionM), whose
         # number is not the CXL region's: only a CXL-bus parent names the region.
         parents = p.resolve().parts

@@ -7,9 +7,11 @@ the tree is written afresh for each test session."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 GIB = 1 << 30
+MISSING = None          # a files value: this folder is left out of the tree (after links)
 BLOCK = 2 * GIB                      # memory block size in the fixtures
 
 
@@ -205,13 +207,34 @@ def lab_machine():
     return files, links
 
 
+def snapshot_cxl():
+    """A support bundle's copy of a machine with a 32 GiB CXL expander onlined as CPU-less
+    node 1 through region0 and a kmem DAX device: the copy kept each device's files and
+    links but not sys/bus/dax/drivers/, so dax0.0/driver dangles (its name, .../kmem, still
+    says system RAM), and holds no memory blocks. Only the DAX device maps the region."""
+    files, links = {}, {}
+    _node(files, 0, "0-7", 64 * 1024 * 1024, "10 20")
+    _node(files, 1, "", 32 * 1024 * 1024, "20 10")
+    _common(files, "0-7", {4: "0", 22: "1"}, 2, "always [madvise] never", {0: 1, 1: 1},
+            "fpu avx2")
+    start, size = 256 * GIB, 32 * GIB
+    _cxl_memdev(files, links, "mem0", "endpoint2", 0, 0xd1, size)
+    reg = _cxl_region(files, links, start, size, 1, ["decoder2.0"])
+    _dax(files, links, f"{reg}/dax_region0/dax0.0", 1, start, size)
+    files["sys/bus/dax/drivers"] = MISSING
+    return files, links
+
+
 MACHINES = {"vm": vm_one_node, "two_socket_cxl": two_socket_cxl,
-            "interleaved_cxl": interleaved_cxl, "nvdimm_cxl": nvdimm_cxl, "lab": lab_machine}
+            "interleaved_cxl": interleaved_cxl, "nvdimm_cxl": nvdimm_cxl, "lab": lab_machine,
+            "snapshot_cxl": snapshot_cxl}
 
 
 def write(root: Path, machine: str) -> Path:
     files, links = MACHINES[machine]()
     for rel, text in files.items():
+        if text is MISSING:
+            continue
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         if p.name != ".link":
@@ -221,4 +244,6 @@ def write(root: Path, machine: str) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         (root / target).mkdir(parents=True, exist_ok=True)
         os.symlink(os.path.relpath(root / target, p.parent), p)
+    for rel in [rel for rel, text in files.items() if text is MISSING]:
+        shutil.rmtree(root / rel)           # after the links to it: they dangle
     return root

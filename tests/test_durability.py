@@ -554,3 +554,228 @@ def test_anything_unusual_is_left_to_the_careful_path(run_dir, how):
     refuses the run."""
     UNUSUAL[how](run_dir)
     assert results.Run.open(run_dir)._frame_whole() is None
+
+
+# ---- trust at the edges: links, other machines, dry runs, hand-edited run.json ----------
+
+def _snapshot(run_dir: Path) -> dict:
+    """Every file of the run but the lock, which a refused resume may have made."""
+    return {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+            for p in sorted(run_dir.iterdir()) if p.name != ".lock"}
+
+
+def _one_left(run_dir: Path) -> None:
+    """lat/002 not finished: its journal line and rows gone, so a resume has work."""
+    rows = (run_dir / "results.csv").read_text().splitlines(keepends=True)
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "results.csv").write_text("".join(rows[:-2]))
+    (run_dir / "cases.jsonl").write_text("".join(lines[:-1]))
+
+
+@pytest.mark.parametrize("how", ["symlink", "hard link", "fifo"])
+def test_resume_never_writes_through_what_stands_at_the_lock(run_dir, tmp_path, how):
+    """Anyone who can write to a shared results folder could plant a link at .lock: the
+    resume must not truncate and write the file it points at."""
+    victim = tmp_path / "precious"
+    victim.write_text("precious\n")
+    (run_dir / ".lock").unlink(missing_ok=True)
+    if how == "symlink":
+        (run_dir / ".lock").symlink_to(victim)
+    elif how == "hard link":
+        os.link(victim, run_dir / ".lock")
+    else:
+        os.mkfifo(run_dir / ".lock")
+    _one_left(run_dir)
+    r = cxlbench("run", "--resume", str(run_dir), timeout=60)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{run_dir / '.lock'}" in line and "not cxlbench's lock file" in line
+    assert victim.read_text() == "precious\n"
+    assert journal_cases(run_dir) == ["lat/000", "lat/001"]          # nothing ran
+
+
+@pytest.mark.parametrize("name", ["results.csv", "cases.jsonl", "run.json"])
+def test_resume_refuses_a_link_at_a_run_file(run_dir, tmp_path, name):
+    _one_left(run_dir)
+    elsewhere = tmp_path / f"elsewhere-{name}"
+    elsewhere.write_bytes((run_dir / name).read_bytes())
+    (run_dir / name).unlink()
+    (run_dir / name).symlink_to(elsewhere)
+    before = elsewhere.read_bytes()
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2, r.stderr
+    assert f"{run_dir / name} is a symbolic link" in r.stderr
+    assert elsewhere.read_bytes() == before
+
+
+def test_a_link_planted_at_a_temporary_name_is_replaced_not_followed(run_dir, tmp_path):
+    """run.json is rewritten through run.json.tmp: a link left there goes, its target
+    stays as it was."""
+    _one_left(run_dir)
+    victim = tmp_path / "precious"
+    victim.write_text("precious\n")
+    (run_dir / "run.json.tmp").symlink_to(victim)
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "precious\n"
+    assert not (run_dir / "run.json.tmp").exists()
+    assert sorted(journal_cases(run_dir)) == ["lat/000", "lat/001", "lat/002"]
+
+
+@pytest.mark.parametrize("what", ["dangling", "loop", "file", "folder"])
+def test_a_link_at_the_machine_folder_is_refused_naming_it(tmp_path, what):
+    root = tmp_path / "r"
+    root.mkdir()
+    base = root / results.machine_id()
+    target = {"dangling": tmp_path / "gone", "loop": base, "file": tmp_path / "a-file",
+              "folder": tmp_path / "their-folder"}[what]
+    if what == "file":
+        target.write_text("x")
+    elif what == "folder":
+        target.mkdir()
+    base.symlink_to(target)
+    r = cxlbench("run", "--bench", "chase", "--set", "size=64K", "--results-dir", str(root))
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot write results to {base}: it is a symbolic link "
+                           f"to {target}")
+    said = {"dangling": "points at nothing", "loop": "loops", "file": "points at a file",
+            "folder": "link, or give another --results-dir"}[what]
+    assert said in line
+    if what == "folder":
+        assert list(target.iterdir()) == []          # no run was made through the link
+
+
+def test_a_file_at_the_machine_folder_is_named(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / results.machine_id()).write_text("x")
+    r = cxlbench("run", "--bench", "chase", "--set", "size=64K", "--results-dir", str(root))
+    assert r.returncode == 2
+    assert (f"cannot write results to {root / results.machine_id()}: it is a file, not a "
+            "folder") in r.stderr
+
+
+def _as_if_from(run_dir: Path, host: str) -> None:
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["machine_id"] = host
+    meta["topology"]["machine"]["hostname"] = host
+    meta["topology"]["cpu"]["model"] = "Lab CPU 9000"
+    (run_dir / "run.json").write_text(json.dumps(meta))
+
+
+def test_a_resume_on_another_machine_is_refused(run_dir):
+    _one_left(run_dir)
+    _as_if_from(run_dir, "lab7")
+    before = _snapshot(run_dir)
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "started on another machine" in line and "'lab7'" in line
+    assert f"'{results.machine_id()}'" in line and "--other-machine" in line
+    assert _snapshot(run_dir) == before
+
+
+def test_other_machine_finishes_it_and_records_the_mix(run_dir):
+    _one_left(run_dir)
+    _as_if_from(run_dir, "lab7")
+    r = cxlbench("run", "--resume", str(run_dir), "--other-machine")
+    assert r.returncode == 0, r.stderr
+    assert "was started on another machine" in r.stderr
+    meta = json.loads((run_dir / "run.json").read_text())
+    (here,) = meta["resumed_elsewhere"]
+    assert here["machine id"] == results.machine_id() and here["CPU"] != "Lab CPU 9000"
+    entries = {json.loads(x)["case"]: json.loads(x)
+               for x in (run_dir / "cases.jsonl").read_text().splitlines()}
+    assert entries["lat/002"]["machine"] == results.machine_id()
+    # the run is still lab7's: a later resume here needs the flag again
+    _one_left(run_dir)
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2 and "'lab7'" in r.stderr
+
+
+def test_resume_dry_run_lists_what_is_left_and_changes_nothing(run_dir):
+    _one_left(run_dir)
+    (run_dir / ".lock").unlink(missing_ok=True)
+    before = _snapshot(run_dir)
+    r = cxlbench("run", "--resume", str(run_dir), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[:2] == ["lat/002", "chase"] and len(r.stdout.splitlines()) == 1
+    assert "2 of 3 cases finished" in r.stderr
+    assert _snapshot(run_dir) == before and not (run_dir / ".lock").exists()
+
+
+@pytest.mark.parametrize("args", [["--var", "node=1"], ["--results-dir", "elsewhere"],
+                                  ["--max-cases", "5"], ["--set", "size=1M"]])
+def test_resume_refuses_what_it_would_ignore(run_dir, args):
+    _one_left(run_dir)
+    before = _snapshot(run_dir)
+    r = cxlbench("run", "--resume", str(run_dir), *args)
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: --resume re-runs the recorded suite") and args[0] in line
+    assert _snapshot(run_dir) == before
+
+
+def _edit_case(run_dir: Path, **params) -> None:
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["cases"][2]["params"].update(params)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"repeat": 1000000000}, "option 'repeat': 1000000000 is above the maximum 10000"),
+    ({"size": "abc"}, "option 'size': "),
+    ({"timeout": float("nan")}, "option 'timeout': nan is not a finite number"),
+    ({"size": "1M"}, "option 'size': '1M' is not a value cxlbench records"),
+    ({"duplicate": True}, "lists 1 case id(s) more than once (lat/001)"),
+])
+def test_a_resumed_run_s_cases_are_checked_as_a_suite_s(run_dir, edit, message):
+    _one_left(run_dir)
+    if "duplicate" in edit:
+        meta = json.loads((run_dir / "run.json").read_text())
+        meta["cases"][2]["id"] = "lat/001"
+        (run_dir / "run.json").write_text(json.dumps(meta))
+    else:
+        _edit_case(run_dir, **edit)
+    before = _snapshot(run_dir)
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot resume {run_dir}") and message in line, line
+    assert _snapshot(run_dir) == before
+
+
+def test_a_header_cut_short_is_rebuilt_from_run_json(run_dir):
+    """Killed as the run was made: results.csv holds part of its header, and the run
+    resumes from its columns (run.json lists them) rather than being refused."""
+    header = (run_dir / "results.csv").read_text().splitlines()[0]
+    (run_dir / "results.csv").write_text(header[:len(header) // 2])
+    (run_dir / "cases.jsonl").write_text("")
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert "dropped its header row, cut short, from run.json's columns" in r.stderr
+    assert results.load(run_dir).groupby("case").size().tolist() == [2, 2, 2]
+    # a header that is no prefix of the columns is damage, still refused
+    (run_dir / "results.csv").write_text("nonsense,header")
+    assert cxlbench("run", "--resume", str(run_dir)).returncode == 2
+
+
+def test_sigterm_says_how_to_resume(tmp_path):
+    suite_file = tmp_path / "many.toml"
+    suite_file.write_text(MANY)
+    root = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "cxlbench", "run", str(suite_file),
+                             "--results-dir", str(root)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(root.glob("*/*/cases.jsonl")):
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    (run_dir,) = [p.parent for p in root.glob("*/*/run.json")]
+    assert "terminated (SIGTERM); finished cases are saved" in err
+    assert f"cxlbench run --resume {run_dir}" in err
+    assert cxlbench("run", "--resume", str(run_dir)).returncode == 0

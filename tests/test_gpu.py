@@ -83,6 +83,23 @@ def test_without_nvcc_the_reason_says_so(monkeypatch):
         gpu._loaded.cache_clear()
 
 
+def test_an_unwritable_cache_says_where_and_what_moves_it(tmp_path, monkeypatch):
+    """HOME unwritable (a service account, a read-only container): the skip reason names
+    the folder and CXLBENCH_CACHE, not the bare OSError."""
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path / "a-file" / "cache"))
+    monkeypatch.setattr(gpu, "nvcc", lambda: "nvcc")
+    monkeypatch.setattr(gpu, "library_path", lambda compiler: gpu.cache_dir() / "lib.so")
+    gpu._loaded.cache_clear()
+    try:
+        assert gpu.unavailable() == (
+            f"GPU library: the GPU library is built on first use into "
+            f"{tmp_path / 'a-file' / 'cache' / 'gpu'}, which cannot be written (Not a "
+            f"directory): set CXLBENCH_CACHE to a writable folder")
+    finally:
+        gpu._loaded.cache_clear()
+
+
 @needs_nvcc
 def test_no_gpu_here_is_a_skip_with_the_reason():
     rt = gpu.runtime()

@@ -164,15 +164,15 @@ def test_a_failed_write_leaves_the_old_report_as_it_was(tmp_path, blocks, monkey
     report.write(out, "old", blocks)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     calls = []
-    real = Path.write_bytes
+    real = report._create
 
-    def disk_full(self, data):
-        calls.append(self)
+    def disk_full(path, data):
+        calls.append(path)
         if len(calls) == 2:                 # report.html is made; report.md is not
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
-        return real(self, data)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, data)
 
-    monkeypatch.setattr(Path, "write_bytes", disk_full)
+    monkeypatch.setattr(report, "_create", disk_full)
     with pytest.raises(report.OutputError, match="No space left on device"):
         report.write(out, "new", blocks)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
@@ -186,11 +186,11 @@ def test_a_crash_between_moves_leaves_whole_files_the_next_report_knows(tmp_path
     old_md = (out / "report.md").read_text()
     real, calls = os.replace, []
 
-    def crash(src, dst):
+    def crash(src, dst, **kw):
         calls.append(dst)
         if len(calls) == 3:                 # after the manifest and report.html
             raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
-        return real(src, dst)
+        return real(src, dst, **kw)
 
     monkeypatch.setattr(report.os, "replace", crash)
     with pytest.raises(report.OutputError, match="Input/output error"):
@@ -271,9 +271,9 @@ def test_a_report_stopped_in_a_new_folder_leaves_it_usable(tmp_path, blocks, mon
     there (its temporary folder left behind): the next report goes in without --force."""
     out = tmp_path / "new"
 
-    def full(self, data):
-        raise OSError(errno.ENOSPC, "No space left on device", str(self))
-    monkeypatch.setattr(Path, "write_bytes", full)
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    monkeypatch.setattr(report, "_create", full)
     with pytest.raises(report.OutputError, match="No space left"):
         report.write(out, "t", blocks)
     monkeypatch.undo()

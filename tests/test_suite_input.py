@@ -300,3 +300,30 @@ def test_a_refused_run_leaves_no_folder(tmp_path, args):
     r = cxlbench("run", *args, "--results-dir", str(results_dir), timeout=60)
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     assert not results_dir.exists()
+
+
+@pytest.mark.parametrize("flag", ["--set", "--var", "--param"])
+def test_a_key_given_twice_is_refused_not_overwritten(flag):
+    with pytest.raises(SuiteError, match=f"^{flag} size is given twice \\('2M' and '4M'\\): "
+                                         "give it once"):
+        suite.parse_pairs(["size=2M", "threads=1", " size = 4M"], flag)
+
+
+def test_cli_refuses_a_repeated_set_in_one_line():
+    r = cxlbench("run", "--bench", "chase", "--set", "size=2M", "--set", "size=4M",
+                 "--dry-run", timeout=60)
+    assert r.returncode == 2
+    (line,) = r.stderr.splitlines()
+    assert line == "error: --set size is given twice ('2M' and '4M'): give it once (a suite " \
+                   "sweeps values)"
+
+
+def test_a_suite_that_starts_with_a_bom_reads_as_without(tmp_path):
+    body = '[j]\nbench = "chase"\nsize = ["64K", "128K"]\n'
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbf" + body.encode())
+    loaded = suite.load(str(tmp_path / "bom.toml"))
+    assert loaded.text == body and loaded.data == {"j": {"bench": "chase",
+                                                        "size": ["64K", "128K"]}}
+    r = cxlbench("run", str(tmp_path / "bom.toml"), "--dry-run", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [line.split()[0] for line in r.stdout.splitlines()] == ["j/000", "j/001"]

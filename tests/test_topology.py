@@ -83,6 +83,20 @@ def test_nvdimm_path_region_mapped_by_physical_address(topo):
         "dax dax1.1: devdax, 0 MiB, node 1"]
 
 
+def test_dangling_driver_link_still_names_kmem(topo, machines):
+    # A support bundle kept dax0.0/driver but not the drivers' folders, and no memory
+    # blocks: the link's own name (.../kmem) is what says the region feeds node 1.
+    driver = machines["snapshot_cxl"] / "sys/bus/dax/devices/dax0.0/driver"
+    assert driver.is_symlink() and not driver.exists()
+    t = topo("snapshot_cxl")
+    assert t.dax == [{"name": "dax0.0", "size": 32 * 1024 ** 3, "resource": 256 * 1024 ** 3,
+                      "target_node": 1, "mode": "system-ram", "region": "region0"}]
+    (region,) = t.cxl["regions"]
+    assert region["node"] == 1 and region["targets"] == [{"decoder": "decoder2.0",
+                                                          "memdev": "mem0"}]
+    assert t.node(1).cxl_regions == ["region0"]
+
+
 def test_lab_machine_shape(topo):
     t = topo("lab")
     assert [len(n.cpus) for n in t.nodes] == [192, 192, 0, 0]

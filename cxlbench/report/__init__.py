@@ -21,6 +21,7 @@ from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
 from .runs import (NOT_MEASURED, RunData, fact_text, facts, load_runs, machine_key, not_ok,
                    summary)
+from .text import printable
 
 FIGURE_DIR = "figures"
 # What cxlbench wrote in a report folder, with each file's SHA-256: the only files it ever
@@ -264,6 +265,34 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# Files and folders cxlbench makes are opened without following a link at their last part,
+# new files only where nothing is (O_EXCL): a link planted in a report folder (figures/ ->
+# elsewhere) cannot make a report write or remove files outside it.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_OUR_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _create(path: Path, data: bytes) -> None:
+    with os.fdopen(os.open(path, _NEW_FILE, 0o666), "wb") as f:
+        f.write(data)
+
+
+def _read(path: Path) -> bytes:
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+        return f.read()
+
+
+def _refuse_links(out: Path, names) -> None:
+    """A symlink where cxlbench keeps a file or folder of its own (figures/, report.html,
+    report.md, the manifest, a figure) is refused, naming where it points: writing through
+    it would reach outside out. out itself may be a link: the user named it."""
+    for name in (FIGURE_DIR, *names):       # figures/ first: the figures lie below it
+        if (out / name).is_symlink():
+            raise OutputError(f"{out / name} is a symbolic link (to {os.readlink(out / name)})"
+                              " where cxlbench keeps its own file or folder; cxlbench does "
+                              "not write through links: remove it, or name another folder")
+
+
 # The only names a manifest may list: one from elsewhere cannot point outside the folder.
 _OURS = re.compile(rf"report\.(html|md)|{FIGURE_DIR}/[^/]+\.png")
 
@@ -272,7 +301,7 @@ def _manifest(out: Path) -> dict[str, list[str]] | None:
     """Each file the manifest lists, with the contents (hashes) cxlbench wrote there; None
     without a readable manifest."""
     try:
-        files = json.loads((out / MANIFEST).read_text())["files"]
+        files = json.loads(_read(out / MANIFEST))["files"]
         return {name: [str(h) for h in hashes] for name, hashes in files.items()
                 if _OURS.fullmatch(name)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -281,12 +310,17 @@ def _manifest(out: Path) -> dict[str, list[str]] | None:
 
 def _previous(out: Path, force: bool) -> dict[str, list[str]]:
     """What cxlbench wrote in out before and may replace or remove; refuses (OutputError) a
-    file, a non-empty folder that is no cxlbench report, and files changed since cxlbench
-    wrote them, unless force (then the changed files are no longer its own to remove)."""
+    file, a non-empty folder that is no cxlbench report, symlinks where its own files go,
+    and files changed since cxlbench wrote them, unless force (then the changed files are
+    no longer its own to remove)."""
+    if out.is_symlink() and not out.exists():
+        raise OutputError(f"{out} is a symbolic link to {os.readlink(out)}, which does not "
+                          "exist: name a folder for the report")
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} is a file, not a folder: name a folder for the report")
     if not out.exists():
         return {}
+    _refuse_links(out, [MANIFEST, "report.html", "report.md"])
     listed = _manifest(out)
     if listed is None:
         # What an interrupted report leaves (its temporary folder, an empty figures/) does
@@ -297,8 +331,9 @@ def _previous(out: Path, force: bool) -> dict[str, list[str]]:
             raise OutputError(f"{out} is not empty and holds no cxlbench report (no readable "
                               f"{MANIFEST}): name a new or empty folder, or --force")
         return {}
+    _refuse_links(out, listed)
     changed = [name for name, hashes in listed.items() if (out / name).is_file()
-               and _sha((out / name).read_bytes()) not in hashes]
+               and _sha(_read(out / name)) not in hashes]
     if changed and not force:
         raise OutputError(f"{', '.join(str(out / n) for n in changed)} changed since "
                           "cxlbench wrote it: move it away, or --force to overwrite it")
@@ -306,17 +341,18 @@ def _previous(out: Path, force: bool) -> dict[str, list[str]]:
 
 
 def _write_manifest(folder: Path, files: dict[str, list[str]]) -> None:
-    (folder / MANIFEST).write_text(json.dumps({"cxlbench_version": __version__,
-                                               "files": files}, indent=1))
+    _create(folder / MANIFEST, json.dumps({"cxlbench_version": __version__, "files": files},
+                                          indent=1).encode())
 
 
 def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) -> tuple[Path, Path]:
     """report.html (self-contained), report.md and figures/*.png under out_dir, with a
     manifest of them. Only files the manifest lists are ever replaced or removed (figures of
     an older report that this one lacks are removed); a folder that is not empty and holds no
-    cxlbench report is refused, and so is a listed file changed since. force writes anyway,
-    overwriting report.html, report.md and the figures of the same names, and still removes
-    nothing cxlbench did not write. Each file appears whole or not at all: all are made in a
+    cxlbench report is refused, and so is a listed file changed since, and (even with force)
+    a symlink where one of these files or figures/ goes. force writes anyway, overwriting
+    report.html, report.md and the figures of the same names, and still removes nothing
+    cxlbench did not write. Each file appears whole or not at all: all are made in a
     temporary folder in out_dir, then moved into place."""
     out = Path(out_dir)
     with _os_errors(out):
@@ -324,7 +360,9 @@ def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) ->
         files = {"report.html": to_html(title, blocks).encode(),
                  "report.md": to_markdown(title, blocks, FIGURE_DIR).encode(),
                  **{f"{FIGURE_DIR}/{f.key}.png": f.png for f in figures_in(blocks)}}
-        theirs = [n for n in files if n not in listed and (out / n).exists()]
+        if out.exists():
+            _refuse_links(out, files)
+        theirs = [n for n in files if n not in listed and os.path.lexists(out / n)]
         if theirs and not force:
             raise OutputError(f"{', '.join(str(out / n) for n in theirs)} would be overwritten "
                               "but cxlbench did not write it: move it away, or --force")
@@ -332,23 +370,39 @@ def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) ->
         # Inside out, not beside it: on out's file system even where out is a mount point
         # (os.replace cannot cross file systems), and writable wherever out is.
         tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out))
+        figures_fd = None
         try:
             (tmp / FIGURE_DIR).mkdir()
             for name, data in files.items():
-                (tmp / name).write_bytes(data)
+                _create(tmp / name, data)
             new = {name: [_sha(data)] for name, data in files.items()}
             # While files move the manifest takes old and new contents alike: a crash midway
             # leaves a folder the next report still knows as its own.
             _write_manifest(tmp, {**listed, **{n: listed.get(n, []) + h for n, h in new.items()}})
             os.replace(tmp / MANIFEST, out / MANIFEST)
-            (out / FIGURE_DIR).mkdir(exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                (out / FIGURE_DIR).mkdir()
+            # figures/ held open as the folder checked: one swapped for a link since is
+            # refused (ELOOP), and figures move into and out of this folder only.
+            figures_fd = os.open(out / FIGURE_DIR, _OUR_DIR)
+
+            def there(name: str) -> tuple[str | Path, int | None]:
+                """(path, folder fd) of name: a figure by its name in figures/."""
+                if name.startswith(FIGURE_DIR + "/"):
+                    return name[len(FIGURE_DIR) + 1:], figures_fd
+                return out / name, None
             for name in files:
-                os.replace(tmp / name, out / name)
+                dst, fd = there(name)
+                os.replace(tmp / name, dst, dst_dir_fd=fd)
             for stale in listed.keys() - files.keys():
-                (out / stale).unlink(missing_ok=True)
+                dst, fd = there(stale)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(dst, dir_fd=fd)
             _write_manifest(tmp, new)
             os.replace(tmp / MANIFEST, out / MANIFEST)
         finally:
+            if figures_fd is not None:
+                os.close(figures_fd)
             shutil.rmtree(tmp, ignore_errors=True)
     return out / "report.html", out / "report.md"
 
@@ -389,7 +443,7 @@ def comparison(a_path, b_path, alpha: float = ALPHA):
     if a.path.resolve() == b.path.resolve():
         raise ResultsError(f"A and B are the same run ({a.path})")
     short = [f"{r.machine}/{r.run_id}" if across_machines(a, b) else r.run_id for r in (a, b)]
-    a.label, b.label = f"A {short[0]}", f"B {short[1]}"
+    a.label, b.label = printable(f"A {short[0]}"), printable(f"B {short[1]}")
     frame = summary([a, b])
     table, unpaired = pair(frame[frame["label"] == a.label], frame[frame["label"] == b.label],
                            alpha)

@@ -1,7 +1,8 @@
 """A report as a list of blocks (headings, paragraphs, tables, figures, folded sections),
 written out as self-contained HTML (images inline, nothing fetched) or as Markdown with the
 figures beside it. Every text is escaped on the way out: job names and parameters come
-from suites and results, which anyone may have written."""
+from suites and results, which anyone may have written, and paths may hold bytes that are
+not UTF-8 (shown as \\xNN, see text.printable)."""
 from __future__ import annotations
 
 import base64
@@ -9,6 +10,7 @@ import html
 from dataclasses import dataclass, field
 
 from .figures import Figure
+from .text import printable
 
 
 @dataclass
@@ -55,8 +57,12 @@ def _cell(value) -> str:
     return "" if value is None else str(value)
 
 
+def _escape(text: str) -> str:
+    return html.escape(printable(text))
+
+
 def to_html(title: str, blocks: list) -> str:
-    e = html.escape
+    e = _escape
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            f"<title>{e(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
            f"<h1>{e(title)}</h1>"]
@@ -94,7 +100,8 @@ def to_html(title: str, blocks: list) -> str:
 
 def _md(text: str) -> str:
     """Markdown passes raw HTML through, so escape it; pipes would split table cells."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+    return (html.escape(printable(str(text)), quote=False).replace("|", "\\|")
+            .replace("\n", " "))
 
 
 def to_markdown(title: str, blocks: list, figure_dir: str) -> str:

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 
 from .. import analysis, benchmarks  # noqa: E402
 from . import fleet  # noqa: E402
+from .text import printable  # noqa: E402
 from ..options import split_buffer_option  # noqa: E402
 from ..paramtext import NOT_MEASURED, params_text, resolved, value_text  # noqa: E402
 from ..units import format_size, parse_list  # noqa: E402
@@ -146,6 +147,18 @@ def _legend(ax, names: list[str]) -> None:
 
 
 def _png(fig) -> bytes:
+    # Labels and titles may hold a path's or a name's undecodable bytes, which the font
+    # code refuses: drawn as \xNN instead. Tick labels given as text are drawn afresh from
+    # their formatter (a FuncFormatter, or a FixedFormatter before matplotlib 3.5), so its
+    # texts are made printable too.
+    for t in fig.findobj(matplotlib.text.Text):
+        t.set_text(printable(t.get_text()))
+    for axis in (a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)):
+        f = axis.get_major_formatter()
+        if isinstance(f, matplotlib.ticker.FixedFormatter):
+            f.seq = [printable(str(s)) for s in f.seq]
+        elif isinstance(f, matplotlib.ticker.FuncFormatter):
+            f.func = lambda x, pos=None, g=f.func: printable(str(g(x, pos)))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)

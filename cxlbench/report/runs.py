@@ -3,6 +3,7 @@ repetitions and summary (median, confidence interval) with its parameters, in on
 with a label per run."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from .. import results, stats
 from ..errors import ResultsError
 from ..paramtext import NOT_MEASURED  # noqa: F401 (the reports' name for it)
 from ..units import format_list, format_size
+from .text import printable
 
 
 @dataclass
@@ -119,20 +121,28 @@ class Runs(list):
 def find_runs(paths) -> dict[Path, bool]:
     """Run directories, each with whether it was named (True) or found by searching a folder
     such as results/ or results/<machine>/ (False). A folder holding run.json.tmp alone is a
-    run interrupted as it was created: found too, so that the report says it left it out."""
+    run interrupted as it was created: found too, so that the report says it left it out.
+    A run reached twice (a symlink to it, or named and inside a folder named) is one run,
+    under the path it was first reached by; named if either way named it."""
     found: dict[Path, bool] = {}
+    first: dict[str, Path] = {}             # real path -> the path the run was first given
+
+    def add(run: Path, named: bool) -> None:
+        run = first.setdefault(os.path.realpath(run), run)
+        found[run] = found.get(run, False) or named
+
     for p in map(Path, paths):
         if not p.exists():
             raise ResultsError(f"{p} does not exist")
         if (p / "run.json").exists() or p.name == "run.json":
-            found[p if p.is_dir() else p.parent] = True
+            add(p if p.is_dir() else p.parent, True)
             continue
         below = sorted({f.parent for f in p.rglob("run.json*")
                         if f.name in ("run.json", "run.json.tmp")})
         if not below:
             raise ResultsError(f"{p} holds no cxlbench runs (no run.json below it)")
         for run in below:
-            found.setdefault(run, False)
+            add(run, False)
     return found
 
 
@@ -210,7 +220,7 @@ def _label(runs: list[RunData]) -> None:
     else:
         labels = [f"{r.machine}/{r.run_id} #{i + 1}" for i, r in enumerate(runs)]
     for r, label in zip(runs, labels):
-        r.label = label
+        r.label = printable(label)      # shown in figures and held in pandas' Arrow text
 
 
 def case_params(run: RunData, case: str) -> dict:
@@ -234,7 +244,10 @@ def summary(runs: list[RunData]) -> pd.DataFrame:
             first = g.iloc[0]
             s = stats.summarize(g["value"].astype(float).tolist())
             entry = run.journal.get(case, {})
-            out.append({"label": run.label, "machine": run.machine, "run": run.run_id,
+            # A folder's name may stand in for machine or run id: an undecodable byte
+            # in it cannot be held as Arrow text (UTF-8), so it is shown as \xNN.
+            out.append({"label": run.label, "machine": printable(run.machine),
+                        "run": printable(run.run_id),
                         "case": case, "job": first["job"], "benchmark": first["benchmark"],
                         "kernel": first["kernel"], "isa": first["isa"],
                         "cpus_used": str(first["cpus_used"]),
