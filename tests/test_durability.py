@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from cxlbench import results, runner, stats
+from cxlbench.report import run_table
+from cxlbench.report.runs import load_runs
 from cxlbench.errors import ResultsError, ResultsWarning, StorageError
 
 from .conftest import cxlbench
@@ -688,6 +690,8 @@ def test_other_machine_finishes_it_and_records_the_mix(run_dir):
     entries = {json.loads(x)["case"]: json.loads(x)
                for x in (run_dir / "cases.jsonl").read_text().splitlines()}
     assert entries["lat/002"]["machine"] == results.machine_id()
+    (row,) = run_table(load_runs([run_dir])).rows
+    assert row[1] == f"lab7, then {results.machine_id()} (resumed there)"
     # the run is still lab7's: a later resume here needs the flag again
     _one_left(run_dir)
     r = cxlbench("run", "--resume", str(run_dir))

@@ -30,9 +30,16 @@ MANIFEST = ".cxlbench-report.json"
 TMP_PREFIX = ".cxlbench-report.tmp-"    # where a report is made before it moves into place
 
 
+def _machines(r: RunData) -> str:
+    """The run's machine, and those that finished it (run --resume --other-machine)."""
+    others = [m.get("machine id") for m in r.meta.get("resumed_elsewhere") or []
+              if isinstance(m, dict)]
+    return r.machine + "".join(f", then {m} (resumed there)" for m in others)
+
+
 def run_table(runs: list[RunData]) -> Table:
     return Table(["label", "machine", "run", "suite", "started", "cxlbench", "command"],
-                 [[r.label, r.machine, r.run_id, r.suite, r.meta.get("started", ""),
+                 [[r.label, _machines(r), r.run_id, r.suite, r.meta.get("started", ""),
                    f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
                    .strip(), " ".join(r.meta.get("command", []))] for r in runs])
 
