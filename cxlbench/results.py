@@ -273,7 +273,10 @@ class Run:
         fds = []
         try:
             for path, _ in writes:
-                fds.append(_open_ours(path, os.O_WRONLY | os.O_APPEND))
+                try:
+                    fds.append(_open_ours(path, os.O_WRONLY | os.O_APPEND))
+                except OSError as e:
+                    raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
             sizes = [os.fstat(fd).st_size for fd in fds]
             try:
                 for fd, (path, text) in zip(fds, writes):
@@ -303,21 +306,10 @@ def _lock(path: Path) -> int:
 
     A results folder may be shared (a fleet's is): the lock is written only where it is a
     plain file of its own, never through a link someone left at its name."""
-    where = path / LOCK
     try:
-        fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        fd = _open_ours(path / LOCK, os.O_RDWR | os.O_CREAT, "cxlbench's lock file")
     except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise ResultsError(f"{where} is a symbolic link, not cxlbench's lock file: "
-                               "remove it, then resume") from None
         raise ResultsError(f"cannot write in {path}: {e.strerror}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        what = "has other names (hard links)" if stat.S_ISREG(st.st_mode) else \
-            "is not a plain file"
-        raise ResultsError(f"{where} {what}, so it is not cxlbench's lock file: remove it, "
-                           "then resume")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -343,25 +335,23 @@ def _journal_text(entries) -> str:
     return "".join(json.dumps(e, default=str) + "\n" for e in entries)
 
 
-def _open_ours(path: Path, flags: int, mode: int = 0o644) -> int:
+def _open_ours(path: Path, flags: int, ours: str = "a file cxlbench wrote") -> int:
     """A file of a run folder, opened only where it is a plain file of one name: a results
     folder may be shared (a fleet's is), and a link left at one of our names must not
-    make cxlbench write to whatever it points at. ResultsError naming what is there."""
+    make cxlbench write to whatever it points at. ResultsError naming what is there;
+    OSError for the rest."""
     try:    # (O_NONBLOCK: a FIFO left there fails rather than hangs the open)
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise ResultsError(f"{path} is a symbolic link, not a file cxlbench wrote: "
-                               "remove it") from None
-        if e.errno == errno.ENOENT:
-            raise ResultsError(f"{path} is missing") from None
-        raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
+            raise ResultsError(f"{path} is a symbolic link, not {ours}: remove it") from None
+        raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)
         what = "has other names (hard links)" if stat.S_ISREG(st.st_mode) else \
             "is not a plain file"
-        raise ResultsError(f"{path} {what}, so it is not a file cxlbench wrote: remove it")
+        raise ResultsError(f"{path} {what}, so it is not {ours}: remove it")
     return fd
 
 
