@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.util
 import json
+import math
 import os
 import shlex
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from .. import PACKAGE_PARENT, lifetime
 from ..errors import CxlbenchError, UserError
+from ..units import format_size
 from . import kit as _kit
 from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
 
@@ -92,18 +94,63 @@ def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout: float = 900,
-        accel: str = "tcg", kernel_package: str | None = None, kernel_tiering: bool = False,
-        log=print) -> int:
-    """Boot the guest, run `cxlbench COMMAND` inside, relay its output; its exit code."""
+ACCELS = ("tcg", "kvm")
+KVM_DEVICE = "/dev/kvm"
+POLL_S = 0.5                    # how often the guest's progress is looked for
+
+
+def check_options(topology: str, overrides: dict[str, str], *, timeout: float, accel: str,
+                  kernel_package: str | None, kernel_tiering: bool):
+    """Every option of `cxlbench emulate`, checked before anything is downloaded, built
+    or booted: the topology and its resolved parameters, or a UserError of one line."""
     topo = get(topology)
     params = topo.resolve(overrides)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or \
+            not math.isfinite(timeout) or timeout <= 0:
+        raise UserError(f"--timeout {timeout!r}: give the guest's limit as a number of "
+                        "seconds above 0")
+    if accel not in ACCELS:
+        raise UserError(f"--accel {accel!r}: choose from {', '.join(ACCELS)}")
+    if accel == "kvm" and not os.access(KVM_DEVICE, os.R_OK | os.W_OK):
+        raise UserError(f"--accel kvm: {KVM_DEVICE} is missing or not ours to use here; "
+                        "use --accel tcg")
+    _kit.check_kernel(*_kit.chosen_kernel(kernel_package))
+    # QEMU allocates the guest's RAM-backed memory up front (the CXL devices' is a file):
+    # Linux refuses it beyond what the machine has, and QEMU stops.
+    ram = params["dram"] + (0 if topo.cxl_devices else params["far"])
+    have = host_memory()
+    if have and ram > have:
+        what = "dram" if topo.cxl_devices else "dram + far"
+        raise UserError(f"topology {topology}: {what} = {format_size(ram, exact=False)} is "
+                        f"more than this machine's memory and swap "
+                        f"({format_size(have, exact=False)}): QEMU could not allocate it")
     if kernel_tiering and not topo.cxl_devices:
         # Linux puts only dax/kmem memory (the CXL topologies') in a lower tier: an
         # HMAT-only far node shares node 0's, and nothing would ever be demoted to it.
         raise UserError(f"--kernel-tiering: topology {topology}'s far node is in the same "
                         "memory tier as node 0 (Linux tiers only CXL (dax/kmem) memory "
                         "lower): use a cxl topology")
+    return topo, params
+
+
+def host_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """This machine's memory and swap in bytes; None where /proc does not say."""
+    try:
+        with open(meminfo) as f:
+            kib = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f)
+                   if k in ("MemTotal", "SwapTotal")}
+    except (OSError, ValueError):
+        return None
+    return sum(kib.values()) << 10 if "MemTotal" in kib else None
+
+
+def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout: float = 900,
+        accel: str = "tcg", kernel_package: str | None = None, kernel_tiering: bool = False,
+        log=print) -> int:
+    """Boot the guest, run `cxlbench COMMAND` inside, relay its output (its stderr, the
+    progress, as it comes); its exit code."""
+    topo, params = check_options(topology, overrides, timeout=timeout, accel=accel,
+                                 kernel_package=kernel_package, kernel_tiering=kernel_tiering)
     missing = missing_requirements(topology)
     if missing:
         raise UserError("emulation needs " + "; ".join(missing))
@@ -122,15 +169,9 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
         log(f"booting the {topo.name} guest (QEMU {marker['qemu']}, {accel}, kernel "
             f"{kit.version}); limit {timeout:g} s")
         t0 = time.monotonic()
-        try:
-            # subprocess kills with SIGKILL on time-out: QEMU has been seen to ignore SIGTERM.
-            # The guest goes with cxlbench if that is killed.
-            proc = subprocess.run(lifetime.dying_with_us(cmd), capture_output=True, text=True,
-                                  timeout=timeout)
-            problem = None if proc.returncode == 0 else \
-                f"QEMU exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
-        except subprocess.TimeoutExpired:
-            problem = f"the guest did not finish within {timeout:g} s"
+        relay = _Tail(xchg / "stderr", sys.stderr)
+        problem = _boot(cmd, Path(scratch) / "qemu.log", timeout, relay)
+        relay.poll(final=True)
         log(f"guest finished in {time.monotonic() - t0:.1f} s")
         rc_file = xchg / "rc"
         if problem is None and not rc_file.exists():
@@ -144,12 +185,65 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
             tail = guest_log.read_text().strip().splitlines()[-4:] if guest_log.exists() else []
             raise CxlbenchError(f"emulation failed: {problem}. Last guest lines: "
                                 f"{' | '.join(tail) or '-'}. Console and guest logs: {where}")
-        for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
-            path = xchg / name
-            if path.exists():
-                stream.write(path.read_text())
-                stream.flush()
+        out = xchg / "stdout"
+        if out.exists():
+            sys.stdout.write(out.read_text())
+            sys.stdout.flush()
         return int(rc_file.read_text().strip() or 1)
+
+
+def _boot(cmd: list[str], qemu_log: Path, timeout: float, relay: "_Tail") -> str | None:
+    """Run QEMU to its end, relaying the guest's progress meanwhile; what went wrong, or
+    None. Killed with SIGKILL at the limit (QEMU has been seen to ignore SIGTERM), and by
+    the kernel if cxlbench is (lifetime.dying_with_us)."""
+    deadline = time.monotonic() + timeout
+    with open(qemu_log, "wb") as qlog:
+        # QEMU's own output to a file, not a pipe nobody reads while it runs.
+        proc = subprocess.Popen(lifetime.dying_with_us(cmd), stdin=subprocess.DEVNULL,
+                                stdout=qlog, stderr=subprocess.STDOUT)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    proc.wait(timeout=max(0.0, min(POLL_S, left)))
+                    break
+                except subprocess.TimeoutExpired:
+                    relay.poll()
+                    if left <= 0:
+                        proc.kill()
+                        proc.wait()
+                        return f"the guest did not finish within {timeout:g} s"
+        except BaseException:           # ^C, say: the guest goes too
+            proc.kill()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        return (f"QEMU exited {proc.returncode}: "
+                f"{qemu_log.read_text(errors='replace').strip()[-500:]}")
+    return None
+
+
+class _Tail:
+    """Relays the lines a file grows by (the guest's stderr, written over 9p) to a stream,
+    whole lines only until the last poll."""
+
+    def __init__(self, path: Path, stream):
+        self.path, self.stream, self.offset, self.partial = path, stream, 0, b""
+
+    def poll(self, final: bool = False) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        data = self.partial + data
+        cut = len(data) if final else data.rfind(b"\n") + 1
+        self.partial = data[cut:]
+        if cut:
+            self.stream.write(data[:cut].decode(errors="replace"))
+            self.stream.flush()
 
 
 def _qemu_command(topo, params: dict, kit, accel: str, scratch: str, xchg: Path,
@@ -178,8 +272,8 @@ def _keep_logs(console: Path, xchg: Path, name: str) -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     where = Path("results") / "emulate-failures" / f"{stamp}-{name}"
     where.mkdir(parents=True, exist_ok=True)
-    for src in (console, xchg / "guest.log", xchg / "guest.sh", xchg / "probe.json",
-                xchg / "stderr"):
+    for src in (console, console.parent / "qemu.log", xchg / "guest.log", xchg / "guest.sh",
+                xchg / "probe.json", xchg / "stderr"):
         if src.exists():
             shutil.copy(src, where / src.name)
     return where

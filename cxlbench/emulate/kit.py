@@ -52,11 +52,38 @@ def missing_tools(names: dict[str, str], path: str | None = None) -> list[str]:
     return [f"{', '.join(tools)} (apt-get install {pkg})" for pkg, tools in absent.items()]
 
 
+KERNEL_ENV = "CXLBENCH_GUEST_KERNEL"
+# Debian's rule for package names (lower-case letters, digits, + - and ., starting with a
+# letter or digit), here a kernel image's; or a series such as 6.12.
+_PACKAGE = re.compile(r"linux-image-[a-z0-9][a-z0-9+.-]*")
+_SERIES = re.compile(r"\d+\.\d+")
+
+
+def check_kernel(wanted: str | None, source: str = "--kernel") -> None:
+    """Refuse what cannot name a kernel package before anything is downloaded or built:
+    the name becomes a folder of the cache (so no '/' or '..') and an argument of
+    apt-get (so no leading '-')."""
+    if wanted is None:
+        return
+    if not isinstance(wanted, str) or not (_SERIES.fullmatch(wanted) or (
+            _PACKAGE.fullmatch(wanted) and ".." not in wanted)):
+        raise UserError(f"{source} {wanted!r}: not a Debian kernel package (such as "
+                        "linux-image-6.1.0-57-amd64) nor a series (such as 6.12)")
+
+
+def chosen_kernel(wanted: str | None = None) -> tuple[str | None, str]:
+    """The kernel asked for, by --kernel or else $CXLBENCH_GUEST_KERNEL, and which."""
+    if wanted is not None:
+        return wanted, "--kernel"
+    return os.environ.get(KERNEL_ENV) or None, KERNEL_ENV
+
+
 def kernel_package(wanted: str | None = None) -> str:
     """A Debian kernel package: a full name, a series such as "6.12" (its newest build),
     or by default what linux-image-amd64 points at now (the name changes with updates)."""
-    wanted = wanted or os.environ.get("CXLBENCH_GUEST_KERNEL")
-    if wanted and re.fullmatch(r"\d+\.\d+", wanted):
+    wanted, source = chosen_kernel(wanted)
+    check_kernel(wanted, source)
+    if wanted and _SERIES.fullmatch(wanted):
         out = subprocess.run(["apt-cache", "search", "--names-only",
                               rf"^linux-image-{re.escape(wanted)}\.[0-9]+\+deb[0-9]+-amd64$"],
                              capture_output=True, text=True).stdout
@@ -73,7 +100,7 @@ def kernel_package(wanted: str | None = None) -> str:
     if not m:
         raise UserError("cannot find the Debian kernel package (apt-cache depends "
                         "linux-image-amd64 named none): run apt-get update, or set "
-                        "CXLBENCH_GUEST_KERNEL to a package such as linux-image-6.1.0-57-amd64")
+                        f"{KERNEL_ENV} to a package such as linux-image-6.1.0-57-amd64")
     return m.group(1)
 
 

@@ -3,6 +3,7 @@ the guest commands that bring the far memory online. Sizes and HMAT values are
 parameters (`cxlbench emulate --param far=1G ...`)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -11,6 +12,12 @@ from ..units import format_size, parse_size
 # HMAT as QEMU declares it: latency in ns, bandwidth in bytes/s ("5G" = 5 GiB/s, which the
 # guest reads back as 5120 MB/s).
 COMMON_PARAMS = {"dram": "1536M", "cpus": "2"}
+# Parameters that are sizes (bandwidths in bytes/s), each with the unit said when refused;
+# the others are whole numbers, with theirs.
+SIZES = {"dram": "", "far": "", "local_bandwidth": "/s", "far_bandwidth": "/s"}
+INTEGERS = {"cpus": "", "distance": "", "local_latency": " of ns", "far_latency": " of ns"}
+MAX_CPUS = 255          # beyond, QEMU 7.2's q35 wants KVM's irqchip and x2APIC
+HMAT_ENTRY = 65534      # the largest entry of QEMU's HMAT tables (16 bits, 0xFFFF not a value)
 
 
 @dataclass(frozen=True)
@@ -21,23 +28,55 @@ class EmuTopology:
     cxl_devices: int = 0                  # type-3 devices; 0: an HMAT node instead
 
     def resolve(self, overrides: dict[str, str]) -> dict:
+        """The parameters as numbers, every one checked before anything is built or
+        booted: a value QEMU or the guest would refuse later is refused here."""
         params = {**COMMON_PARAMS, **self.params}
         for key, value in overrides.items():
             if key not in params:
                 raise UserError(f"topology {self.name} has no parameter {key!r} "
                                 f"(parameters: {', '.join(params)})")
             params[key] = value
-        try:
-            out = {k: (parse_size(v) if k in ("dram", "far", "local_bandwidth", "far_bandwidth")
-                       else int(v)) for k, v in params.items()}
-        except ValueError as e:
-            raise UserError(f"topology {self.name}: {e}") from None
-        if out["cpus"] < 1 or out["dram"] < 512 << 20:
-            raise UserError(f"topology {self.name}: needs at least 1 CPU and 512M of DRAM")
-        if out["far"] < 256 << 20 or out["far"] % (256 << 20):
-            raise UserError(f"topology {self.name}: far must be a multiple of 256M (memory "
-                            f"blocks online in those steps); got {format_size(out['far'])}")
+        out = {k: self._number(k, v) for k, v in params.items()}
+        if not 1 <= out["cpus"] <= MAX_CPUS:
+            raise UserError(f"topology {self.name}: cpus must be 1 to {MAX_CPUS} (QEMU's q35 "
+                            f"without an IOMMU gives no more); got {out['cpus']}")
+        if out["dram"] < 512 << 20:
+            raise UserError(f"topology {self.name}: needs at least 512M of DRAM; got "
+                            f"{format_size(out['dram'])}")
+        # Each CXL device holds an equal share of the region, in whole 256M blocks.
+        step = (256 << 20) * max(1, self.cxl_devices)
+        if out["far"] < step or out["far"] % step:
+            each = (f"256M on each of its {self.cxl_devices} interleaved devices: "
+                    if self.cxl_devices > 1 else "")
+            raise UserError(f"topology {self.name}: far must be a multiple of "
+                            f"{format_size(step)} ({each}memory blocks online in 256M "
+                            f"steps); got {format_size(out['far'])}")
+        if "distance" in out and not 11 <= out["distance"] <= 254:
+            raise UserError(f"topology {self.name}: distance must be 11 to 254 (10 is a "
+                            f"node's own, 255 unreachable); got {out['distance']}")
+        for kind in ("latency", "bandwidth"):
+            keys = [k for k in (f"local_{kind}", f"far_{kind}") if k in out]
+            if keys and (why := _hmat_misfit(kind, [out[k] for k in keys])):
+                raise UserError(f"topology {self.name}: "
+                                f"{' and '.join(f'{k}={params[k]}' for k in keys)}: {why}")
         return out
+
+    def _number(self, key: str, value) -> int:
+        where = f"topology {self.name}: {key}"
+        if key in SIZES:
+            try:
+                n = parse_size(value)
+            except ValueError as e:
+                raise UserError(f"{where}: {e}") from None
+            if n < 1 << 20 or n % (1 << 20):
+                raise UserError(f"{where} must be a whole number of MiB{SIZES[key]} (QEMU "
+                                f"takes it in M); got {value!r}")
+            return n
+        text = str(value).strip()
+        if isinstance(value, bool) or not re.fullmatch(r"[0-9]{1,9}", text) or int(text) < 1:
+            raise UserError(f"{where} must be a whole number{INTEGERS[key]}, at least 1; "
+                            f"got {value!r}")
+        return int(text)
 
     def qemu_args(self, p: dict, scratch: str) -> list[str]:
         if self.cxl_devices:
@@ -67,6 +106,23 @@ class EmuTopology:
         return {"read_latency": p["far_latency"], "write_latency": p["far_latency"],
                 "read_bandwidth": p["far_bandwidth"] >> 20,
                 "write_bandwidth": p["far_bandwidth"] >> 20}
+
+
+def _hmat_misfit(kind: str, values: list[int]) -> str | None:
+    """Why QEMU cannot declare these HMAT values, or None. QEMU 7.2 writes each table as
+    16-bit entries of one base unit: the largest power of 10 ns dividing every latency, the
+    largest power of 2 bytes/s dividing every bandwidth. It refuses some values that do
+    not fit (the first entered decides) and writes others cut to 16 bits."""
+    if kind == "latency":
+        base = min(10 ** (len(str(v)) - len(str(v).rstrip("0"))) for v in values)
+        unit = f"{base} ns"
+    else:
+        base = min(v & -v for v in values)
+        unit = f"{format_size(base)}/s"
+    if max(values) // base <= HMAT_ENTRY:
+        return None
+    return (f"QEMU's HMAT holds them as whole numbers up to {HMAT_ENTRY} of one unit, here "
+            f"{unit} (the largest dividing each)")
 
 
 def _hmat_args(p: dict) -> list[str]:
