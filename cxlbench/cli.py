@@ -156,7 +156,7 @@ def _execute(run_, as_json: bool) -> None:
     if run_.meta.get("emulated"):
         echo(f"EMULATED ({run_.meta['emulated']['topology']} guest): figures come from QEMU, "
              "not from hardware")
-    signal.signal(signal.SIGTERM, _terminated)     # stopped as Ctrl-C stops it
+    before = signal.signal(signal.SIGTERM, _terminated)    # stopped as Ctrl-C stops it
     try:
         journal = runner.execute(run_, echo)
     except (KeyboardInterrupt, Terminated) as e:
@@ -169,6 +169,8 @@ def _execute(run_, as_json: bool) -> None:
              f"{len(run_.meta['cases'])} cases saved; make room, then resume with: "
              f"cxlbench run --resume {run_.path}")
         sys.exit(1)
+    finally:
+        signal.signal(signal.SIGTERM, before)
     records = runner.summary_records(run_, journal)
     # An instruction the CPU lacks is a finding, not a failure.
     failed = sum(1 for e in journal.values() if e["status"] not in ("ok", "unsupported"))
