@@ -706,3 +706,24 @@ def test_qemu_failing_names_its_exit_and_output(fake_guest):
     e, _, _ = fake_guest("echo 'qemu-system-x86_64: no such device' >&2; exit 1")
     assert isinstance(e, CxlbenchError)
     assert "QEMU exited 1: qemu-system-x86_64: no such device" in str(e)
+
+
+def test_failure_logs_go_to_a_new_folder_and_never_follow_the_guest_s_links(tmp_path,
+                                                                           monkeypatch):
+    """The exchange folder is the guest's: a guest.log it made a link to a host file is
+    kept as that link, not as the host file's contents; each failure gets its own folder."""
+    monkeypatch.chdir(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("host only\n")
+    xchg = tmp_path / "xchg"
+    xchg.mkdir()
+    (xchg / "guest.log").symlink_to(secret)
+    (xchg / "stderr").write_text("guest said\n")
+    console = tmp_path / "console.log"
+    console.write_text("boot\n")
+    first = emulate._keep_logs(console, xchg, "cxl")
+    second = emulate._keep_logs(console, xchg, "cxl")
+    assert first != second and first.parent == second.parent == \
+        Path("results") / "emulate-failures"
+    assert (first / "guest.log").is_symlink() and (first / "stderr").read_text() == "guest said\n"
+    assert sorted(p.name for p in first.iterdir()) == ["console.log", "guest.log", "stderr"]

@@ -269,11 +269,15 @@ def _version_tuple(release: str) -> tuple[int, ...]:
 
 
 def _keep_logs(console: Path, xchg: Path, name: str) -> Path:
+    """The logs copied into a folder of results/emulate-failures/ made afresh (so nothing
+    can stand in it beforehand). The exchange folder is the guest's to write: a link it
+    left there is copied as a link, never followed into the host's files."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    where = Path("results") / "emulate-failures" / f"{stamp}-{name}"
-    where.mkdir(parents=True, exist_ok=True)
+    parent = Path("results") / "emulate-failures"
+    parent.mkdir(parents=True, exist_ok=True)
+    where = Path(tempfile.mkdtemp(prefix=f"{stamp}-{name}-", dir=parent))
     for src in (console, console.parent / "qemu.log", xchg / "guest.log", xchg / "guest.sh",
                 xchg / "probe.json", xchg / "stderr"):
-        if src.exists():
-            shutil.copy(src, where / src.name)
+        if os.path.lexists(src):
+            shutil.copy(src, where / src.name, follow_symlinks=False)
     return where
