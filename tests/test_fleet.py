@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cxlbench import PACKAGE_PARENT, results
-from cxlbench.errors import ResultsWarning, UserError
+from cxlbench.errors import ResultsError, ResultsWarning, UserError
 from cxlbench.fleet import collect, record, script, slurm, status, submit
 
 from .conftest import cxlbench
@@ -612,6 +612,25 @@ def test_no_job_is_lost_to_another_commands_save(tmp_path):
              "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)", str(first.path / "fleet.lock")],
             capture_output=True, text=True)
     assert probe.returncode != 0 and "BlockingIOError" in probe.stderr
+
+
+def test_a_link_at_the_fleet_lock_or_a_script_is_not_written_through(tmp_path, monkeypatch):
+    """The fleet's folder is in the shared results folder: a link planted at fleet.lock is
+    refused, and one at a script's name is replaced, its target untouched."""
+    fleet = record.create(tmp_path, {"options": {}})
+    victim = tmp_path / "precious"
+    victim.write_text("precious\n")
+    (fleet.path / "fleet.lock").unlink(missing_ok=True)
+    (fleet.path / "fleet.lock").symlink_to(victim)
+    with pytest.raises(ResultsError, match="fleet.lock is a symbolic link, not cxlbench's "
+                                           "fleet lock"):
+        with fleet.locked():
+            pass
+    (fleet.path / "job.sbatch").symlink_to(victim)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))      # written, then no sbatch
+    with pytest.raises(UserError, match="no sbatch on PATH"):
+        submit.submit(fleet, "#!/bin/sh\n")
+    assert victim.read_text() == "precious\n"
 
 
 def test_collect_waits_for_a_resume_submitted_meanwhile(tmp_path, monkeypatch):

@@ -77,8 +77,9 @@ class Fleet:
         if self._lock is not None:
             yield
             return
-        try:
-            self._lock = open(self.path / LOCK, "a")
+        try:        # (a plain file of its own: the folder is shared, see results._open_ours)
+            self._lock = open(results._open_ours(self.path / LOCK, os.O_RDWR | os.O_CREAT,
+                                                 "cxlbench's fleet lock"), "r+")
             fcntl.flock(self._lock, fcntl.LOCK_EX)
         except OSError as e:
             self._lock = None

@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .. import __version__, suite
+from .. import __version__, results, suite
 from . import record, script, slurm, status
 from ..errors import UserError
 
@@ -62,7 +62,7 @@ def _submit(fleet: record.Fleet, name: str, text: str,
     """Write the script into the fleet's folder, sbatch it, record the job; its id. A
     script sbatch refuses is not kept, nor a fleet folder left without a job."""
     path = fleet.path / name
-    path.write_text(text)
+    results._write_atomic(path, text)           # never through a link left at its name
     try:
         job, cluster = slurm.submit(path)
     except slurm.SlurmTimeout as e:
