@@ -240,7 +240,7 @@ def format_size_mib(n: int) -> str:
 
 
 # ---- readers ----------------------------------------------------------------------------
-def _meminfo(path: Path) -> dict[str, int]:
+def meminfo(path: Path) -> dict[str, int]:
     """/proc/meminfo or a node's meminfo ("Node 0 MemFree: ... kB") -> bytes by field."""
     out = {}
     for line in (_read(path, "") or "").splitlines():
@@ -254,7 +254,7 @@ def _read_nodes(sysfs: Path, procfs: Path) -> list[Node]:
     base = sysfs / "devices/system/node"
     nodes, rows = [], {}
     for node_id, d in _numbered(base, "node"):
-        info = _meminfo(d / "meminfo")
+        info = meminfo(d / "meminfo")
         cpus = parse_list(_read(d / "cpulist")) if _read(d / "cpulist") else []
         rows[node_id] = [int(x) for x in (_read(d / "distance", "") or "").split()]
         hugepages = {}
@@ -278,7 +278,7 @@ def _read_nodes(sysfs: Path, procfs: Path) -> list[Node]:
     if len(nodes) == 1:
         # Some VMs hot-plug memory that the node's meminfo does not count; on one node the
         # whole machine's figures are the node's.
-        sysinfo = _meminfo(procfs / "meminfo")
+        sysinfo = meminfo(procfs / "meminfo")
         n = nodes[0]
         n.mem_total = max(n.mem_total, sysinfo.get("MemTotal", 0))
         n.mem_free = max(n.mem_free, sysinfo.get("MemFree", 0))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import PACKAGE_PARENT, lifetime
 from ..errors import CxlbenchError, UserError
+from ..topology import meminfo
 from ..units import format_size
 from . import kit as _kit
 from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
@@ -133,15 +134,10 @@ def check_options(topology: str, overrides: dict[str, str], *, timeout: float, a
     return topo, params
 
 
-def host_memory(meminfo: str = "/proc/meminfo") -> int | None:
+def host_memory() -> int | None:
     """This machine's memory and swap in bytes; None where /proc does not say."""
-    try:
-        with open(meminfo) as f:
-            kib = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f)
-                   if k in ("MemTotal", "SwapTotal")}
-    except (OSError, ValueError):
-        return None
-    return sum(kib.values()) << 10 if "MemTotal" in kib else None
+    info = meminfo(Path("/proc/meminfo"))
+    return info["MemTotal"] + info.get("SwapTotal", 0) if "MemTotal" in info else None
 
 
 def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout: float = 900,
