@@ -6,6 +6,9 @@ import json
 import math
 import statistics
 
+from .benchmarks.tiering import OPTIONS as TIERING_OPTIONS
+from .tiering.policies import KNOBS, POLICIES
+
 # Thresholds in natural-log units of latency. Real hierarchies have 3-10x between the
 # latencies of consecutive levels and 8x or more between their capacities (32K/256K,
 # 48K/2M, 1M/32M, 128K/12M), so the limits below leave room for noise and smearing.
@@ -233,14 +236,12 @@ NOT_SCENARIO = ("policy", "share", "engine", "repeat", "warmup", "timeout", "tol
                 "move_ms")
 
 
-def tiering(records: list[dict]) -> list[dict]:
+def tiering_scenarios(records: list[dict]) -> list[dict]:
     """Tiering cases grouped into scenarios (the same workload and settings, policy and
     share apart), each with every policy's throughput, slowdown against all-fast and gap
     to the oracle at each share, and its knee: the smallest share from which on, at every
     larger share measured, the slowdown stays within KNEE_SLOWDOWN (None: not within it
     even at the largest). Slowdown is all-fast's throughput over the policy's, less 1."""
-    from .benchmarks.tiering import KNOBS, OPTIONS     # (the registry imports much)
-    from .tiering.policies import POLICIES
     groups: dict[str, dict] = {}
     for r in records:
         if r["benchmark"] != "tiering" or r["status"] != "ok" or r["metric"] is None:
@@ -255,7 +256,7 @@ def tiering(records: list[dict]) -> list[dict]:
         own = [k for k, (policy, _, _) in KNOBS.items() if policy == p["policy"]]
         name = " ".join([p["policy"], *(f"{KNOBS[k][1] if k in KNOBS else k}={p[k]}"
                                         for k in (*own, "move_ms")
-                                        if k in p and p[k] != OPTIONS[k].default)])
+                                        if k in p and p[k] != TIERING_OPTIONS[k].default)])
         g = groups.setdefault(key, {"params": p, "cells": {}, "units": {}, "engines": set(),
                                     "held": {}})
         g["engines"].add(engine)

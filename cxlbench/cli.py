@@ -4,16 +4,16 @@ from __future__ import annotations
 import functools
 import json
 import signal
-import statistics
 import sys
 import warnings
 
 import click
 
-from . import __version__, analysis, benchmarks, paramtext, results, runner, suite
+from . import __version__, analysis, analysis_text, benchmarks, paramtext, results, runner, suite
 from .errors import CxlbenchError, ResultsWarning, StorageError, UserError
+from .benchmarks import tiering as tiering_bench
+from .tiering.policies import KNOBS
 from .topology import Topology
-from .units import format_size
 
 
 def _errors(fn):
@@ -179,7 +179,8 @@ def _execute(run_, as_json: bool) -> None:
         click.echo(json.dumps(records, indent=1))
     else:
         _print_summary(records)
-        _print_analysis(found)
+        for line in analysis_text.analysis_lines(found):
+            click.echo(line)
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
     if failed:
         sys.exit(1)
@@ -242,7 +243,7 @@ def _job_title(job: str, recs: list[dict], varying: list[str]) -> str:
     the placement, the size, or not the benchmark's default (run-control options aside)."""
     bench = recs[0]["benchmark"]
     module = benchmarks.available().get(bench)
-    opts = module.OPTIONS if module else {}
+    opts = module.options if module else {}
     first = recs[0]["parameters"]
     shared = [k for k, v in first.items()
               if k not in varying and k not in paramtext.NOT_MEASURED
@@ -262,7 +263,7 @@ def _analyse(run_, records: list[dict]) -> dict:
     found["matrices"] = {m: {**v, "cells": [[i, t, x] for (i, t), x in v["cells"].items()]}
                          for m, v in found["matrices"].items()}
     found["pingpong"] = analysis.pingpong_matrices(records)
-    found["tiering"] = analysis.tiering(records)
+    found["tiering"] = analysis.tiering_scenarios(records)
     try:
         run_.update_meta(analysis=found)
     except StorageError as e:               # every result is in already
@@ -270,45 +271,34 @@ def _analyse(run_, records: list[dict]) -> dict:
     return found
 
 
-def _print_analysis(found: dict) -> None:
-    for sweep in found["cache_levels"]:
-        parts = [f"{row['level']} " + (format_size(row["detected"], exact=False)
-                                       if row["detected"] else "not detected")
-                 + (f" (sysfs {format_size(row['sysfs'])})" if "sysfs" in row else "")
-                 for row in sweep["levels"]]
-        click.echo(f"cache levels from {sweep['job']} ({sweep['mem']}, {sweep['page']} pages): "
-                   + ", ".join(parts))
-    for table in found["pingpong"]:
-        cells = {(a, b): x for a, b, x in table["cells"]}
-        cpus = table["cpus"]
-        click.echo(f"\nping-pong ({table['mode']}, line homed {table['mem']}), ns one way, CPU x CPU")
-        click.echo("cpu  " + "".join(f"{c:>10}" for c in cpus))
-        for a in cpus:
-            click.echo(f"{a:>4} " + "".join(
-                f"{cells[(a, b)]:>10.4g}" if (a, b) in cells else f"{'-':>10}" for b in cpus))
-    for scenario in found.get("tiering", []):
-        _print_tiering(scenario)
-    for metric, m in found["matrices"].items():
-        cells = {(i, t): x for i, t, x in m["cells"]}
-        click.echo(f"\n{metric} matrix ({m['unit']}), initiator rows x target columns")
-        click.echo("node " + "".join(f"{t:>10}" for t in m["targets"]))
-        for i in m["initiators"]:
-            click.echo(f"{i:>4} " + "".join(
-                f"{cells[(i, t)]:>10.4g}" if (i, t) in cells else f"{'-':>10}"
-                for t in m["targets"]))
+# The tiering options `cxlbench tiering` sweeps, each a comma-separated list on its flag
+# (what it is called in messages, the flag's default); --engine is one value.
+SWEPT = {"workload": ("--workload", "workload", "embedding"),
+         "policy": ("--policies", "policy", "all"),
+         "share": ("--shares", "share", "halving")}
 
 
-@main.command()
-@click.option("--workload", default="embedding", show_default=True,
-              help="comma-separated workloads whose pages are tiered, or all (a row each "
-              "in the report's matrix)")
-@click.option("--policies", default="all", show_default=True,
-              help="comma-separated policies, or all (every one but linux)")
-@click.option("--shares", default="1,0.5,0.25,0.125,0.0625", show_default=True,
-              help="comma-separated fast-tier shares of the workload's pages")
-@click.option("--engine", type=click.Choice(["auto", "real", "model"]), default="auto",
-              show_default=True, help="real: pages moved and timed (two memory nodes); model: "
-              "predicted; auto: real where it can run")
+def _swept_option(name: str):
+    """A flag of `cxlbench tiering` made from the tiering benchmark's option `name`."""
+    flag, _, default = SWEPT[name]
+    opt = tiering_bench.OPTIONS[name]
+    words = "; ".join(f"{word}: {', '.join(map(str, values))}"
+                      for word, values in (opt.expand or {}).items())
+    return click.option(flag, name, default=default, show_default=True,
+                        help=f"comma-separated: {opt.help}" + (f" (or {words})" if words else ""))
+
+
+def _engine_option():
+    opt = tiering_bench.OPTIONS["engine"]
+    return click.option("--engine", type=click.Choice(opt.choices), default=opt.default,
+                        show_default=True, help=opt.help)
+
+
+@main.command("tiering")
+@_swept_option("workload")
+@_swept_option("policy")
+@_swept_option("share")
+@_engine_option()
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="any other option of the tiering benchmark (repeatable), e.g. phase=shift")
 @click.option("--results-dir", default="results", show_default=True,
@@ -316,28 +306,18 @@ def _print_analysis(found: dict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
 @click.option("--dry-run", is_flag=True, help="list the cases and stop")
 @_errors
-def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_run):
+def tiering_command(workload, policy, share, engine, sets, results_dir, as_json, dry_run):
     """How much fast memory a workload needs, and which policy to run: every policy at
     every share, the bounds once each, then the knee of each policy."""
-    from .benchmarks import tiering as bench
-    names = _names(policies, "--policies", "policy", bench.OPTIONS["policy"].choices,
-                   bench.OPTIONS["policy"].expand["all"])
-    works = _names(workload, "--workload", "workload", bench.OPTIONS["workload"].choices,
-                   bench.OPTIONS["workload"].choices)
-    if not works:
-        raise UserError("--workload: name at least one workload")
-    try:
-        fractions = list(dict.fromkeys(float(x) for x in shares.split(",") if x.strip()))
-    except ValueError:
-        raise UserError(f"--shares {shares!r}: give numbers between 0 and 1, e.g. 1,0.5,0.25")
+    works, names, fractions = (_listed(text, key) for key, text in
+                               (("workload", workload), ("policy", policy), ("share", share)))
     extra = suite.parse_pairs(sets, "--set")
-    flags = {"policy": "--policies", "share": "--shares", "workload": "--workload",
-             "engine": "--engine"}
+    flags = {**{key: flag for key, (flag, _, _) in SWEPT.items()}, "engine": "--engine"}
     for key in flags.keys() & extra.keys():
         raise UserError(f"--set {key}=...: use {flags[key]}")
     # A policy's knobs go to its own job only: the others would refuse them as unused.
-    knobs = {k: v for k, v in extra.items() if k in bench.KNOBS}
-    strays = sorted({bench.KNOBS[k][0] for k in knobs} - set(names))
+    knobs = {k: v for k, v in extra.items() if k in KNOBS}
+    strays = sorted({KNOBS[k][0] for k in knobs} - set(names))
     if strays:
         raise UserError(f"--set {', '.join(knobs)}: a knob of {', '.join(strays)}, which "
                         "--policies does not run")
@@ -352,69 +332,37 @@ def tiering(workload, policies, shares, engine, sets, results_dir, as_json, dry_
         if name not in analysis.BOUNDS:
             data[name.replace("-", "_")] = {
                 **common, "policy": name, "share": fractions,
-                **{k: v for k, v in knobs.items() if bench.KNOBS[k][0] == name}}
-    if not data:
-        raise UserError("--policies: name at least one policy")
+                **{k: v for k, v in knobs.items() if KNOBS[k][0] == name}}
     s = suite.Suite(name="tiering", source="cxlbench tiering", text="", data=data)
     run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES)
     if run_ is not None:
         _execute(run_, as_json)
 
 
-def _names(text: str, flag: str, what: str, choices, everyone) -> list[str]:
-    """A comma-separated list of names, `all` standing for `everyone`, each checked."""
-    asked = [word.strip() for word in text.split(",") if word.strip()]
-    names = list(dict.fromkeys(n for word in asked
-                               for n in (everyone if word == "all" else (word,))))
-    for name in names:
-        if name not in choices:
-            raise UserError(f"{flag}: no {what} {name!r} (choose from "
-                            f"{', '.join(choices)}, or all)")
-    return names
-
-
-def _print_tiering(sc: dict) -> None:
-    """Slowdown against all-fast at each share, the knee, and at the smallest share the
-    gap to the oracle and the MB moved; for the real engine, the model's error."""
-    unit = sc["unit"] or ""
-    bounds = ", ".join(f"{name} {value:.4g} {unit}" for name, value in
-                       (("all-fast", sc["all_fast"]), ("all-slow", sc["all_slow"])) if value)
-    engine = {"model": "model engine: PREDICTED from each tier's latency and bandwidth, "
-                       "not measured", "real": "real engine: pages moved, time measured"}
-    click.echo(f"\ntiering: {sc['workload']}" + (", hot set shifting halfway"
-                                                   if sc["phase"] == "shift" else "")
-               + f" ({engine.get(sc['engine'], sc['engine'] + ' engines')})"
-               + (f"; {bounds}" if bounds else ""))
-    if not sc["policies"]:
-        return
-    if not sc["all_fast"]:
-        click.echo("(no all-fast case: slowdowns and knees need one)")
-    shares, real = sc["shares"], sc["engine"] == "real"
-    click.echo("slowdown against all-fast at each fast share; knee: the smallest share "
-               f"within {analysis.KNEE_SLOWDOWN:.0%}; at {shares[-1]:g}: gap, the oracle's "
-               "throughput over the policy's, and MB moved"
-               + ("; model: the prediction's median error over the shares" if real else ""))
-    w = max(12, *(len(name) for name in sc["policies"]))
-    click.echo(f"{'policy':<{w}} " + "".join(f"{s:>8g}" for s in shares)
-               + f"{'knee':>8}{'gap':>8}{'moved MB':>10}" + (f"{'model':>8}" if real else ""))
-
-    def knee_text(row: dict) -> str:
-        if not row["held"]:
-            return "n/a"        # not held to the share
-        if not sc["all_fast"]:
-            return "-"          # no baseline to be within 5 % of
-        return "none" if row["knee"] is None else format(row["knee"], "g")
-
-    def cell(value, width=8, spec=".1%"):
-        return f"{value:>{width}{spec}}" if value is not None else f"{'-':>{width}}"
-    for name, row in sc["policies"].items():
-        errors = [row["predicted"][s] / t - 1 for s, t in row["throughput"].items()
-                  if t and s in row["predicted"]]
-        click.echo(f"{name:<{w}} " + "".join(cell(row["slowdown"].get(s)) for s in shares)
-                   + f"{knee_text(row):>8}"
-                   + cell(row["gap"].get(shares[-1]))
-                   + cell(row["migrated"].get(shares[-1]), 10, ".4g")
-                   + (cell(statistics.median(errors) if errors else None) if real else ""))
+def _listed(text: str, name: str) -> list:
+    """A swept flag's comma-separated values, its option's words (all, halving) expanded,
+    each name checked against the option's choices; shares are numbers, which the suite
+    then holds to the option's bounds."""
+    flag, what, _ = SWEPT[name]
+    opt = tiering_bench.OPTIONS[name]
+    values = []
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        if opt.expand and word in opt.expand:
+            values += opt.expand[word]
+        elif opt.kind == "choice" and word not in opt.choices:
+            raise UserError(f"{flag}: no {what} {word!r} (choose from "
+                            f"{', '.join(opt.choices)}, or {' or '.join(opt.expand)})")
+        elif opt.kind == "choice":
+            values.append(word)
+        else:
+            try:
+                values.append(float(word))
+            except ValueError:
+                raise UserError(f"{flag} {text!r}: give numbers between 0 and 1, e.g. "
+                                "1,0.5,0.25") from None
+    if not values:
+        raise UserError(f"{flag}: name at least one {what}")
+    return list(dict.fromkeys(values))
 
 
 @main.command()

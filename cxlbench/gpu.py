@@ -19,6 +19,7 @@ from pathlib import Path
 from cffi import FFI
 
 from .errors import CxlbenchError, UserError
+from .placement import Placement
 
 # SASS for A100 (sm_80) and H100/H200 (sm_90), and PTX for what comes after; the CUDA
 # runtime linked in statically, so only the driver (libcuda) is needed where it runs.
@@ -92,15 +93,49 @@ def build(compiler: str) -> Path:
     return out
 
 
+# The header's declarations, once a process (cffi refuses a struct declared twice), at
+# import: its enums name the options, which must be known where nvcc is not.
 ffi = FFI()
+ffi.cdef("\n".join(line for line in (source_dir() / HEADER).read_text().splitlines()
+                   if not line.lstrip().startswith("#")))
 
 
-@functools.lru_cache(maxsize=1)
-def _declare() -> None:
-    """The header's declarations, once a process (cffi refuses a struct declared twice);
-    read at first use, not at import: nothing of the CPU side needs the GPU's sources."""
-    text = (source_dir() / HEADER).read_text()
-    ffi.cdef("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")))
+def _enum(kind: str) -> tuple[str, ...]:
+    """The names of the header's enum cxb_gpu_<kind>, CXB_GPU_<KIND>_<NAME> lower-cased
+    with _ as -, in value order (a name's index is its C value); CXB_GPU_<KIND>S counts
+    them. Read from the declarations alone: no library needed."""
+    prefix = f"CXB_GPU_{kind.upper()}_"
+    values = ffi.typeof(f"enum cxb_gpu_{kind}").relements
+    found = sorted((v, n[len(prefix):].lower().replace("_", "-")) for n, v in values.items()
+                   if n.startswith(prefix))
+    if [v for v, _ in found] != list(range(len(found))) or \
+            values.get(prefix[:-1] + "S") != len(found) or len(values) != len(found) + 1:
+        raise ImportError(f"enum cxb_gpu_{kind} in {HEADER} is not {prefix}* numbered 0, 1, "
+                          f"2, ... and then {prefix[:-1]}S counting them: {values}")
+    return tuple(name for _, name in found)
+
+
+DIRECTIONS = _enum("direction")
+ENGINES = _enum("engine")           # the copy engines (cudaMemcpyAsync), or a kernel on the SMs
+HOST_KINDS = _enum("host_kind")
+MANAGED_MODES = _enum("managed_mode")
+EMBEDDING_TABLES = _enum("embedding_table")
+KV_DIRECTIONS = _enum("kv_direction")
+KV_METHODS = _enum("kv_method")     # one cudaMemcpyAsync per block, or one gather kernel
+ZERO_COPY_OPS = _enum("zero_copy_op")
+
+
+def _kernel_bytes() -> dict[str, int]:
+    """Each streaming kernel's bytes moved per element, CXB_GPU_BYTES_<KERNEL>."""
+    consts = {k: "CXB_GPU_BYTES_" + k.upper().replace("-", "_") for k in _enum("kernel")}
+    per = ffi.typeof("enum cxb_gpu_kernel_bytes").relements
+    if set(per) != set(consts.values()):
+        raise ImportError(f"enum cxb_gpu_kernel_bytes in {HEADER} is not one CXB_GPU_BYTES_* "
+                          f"a kernel: {sorted(per)}, not {sorted(consts.values())}")
+    return {k: per[c] for k, c in consts.items()}
+
+
+KERNELS = _kernel_bytes()           # the streaming kernels: name -> bytes moved per element
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,9 +145,7 @@ def _loaded():
     if compiler is None:
         return None, "nvcc not found (the GPU library is built by nvcc on first use)"
     try:
-        path = build(compiler)
-        _declare()
-        return ffi.dlopen(str(path)), None
+        return ffi.dlopen(str(build(compiler))), None
     except (UserError, OSError, subprocess.CalledProcessError) as e:
         return None, str(e)
 
@@ -139,7 +172,7 @@ class Runtime:
 
 
 def runtime() -> Runtime:
-    cuda = lib()                # (declares the structs too)
+    cuda = lib()
     out = ffi.new("struct cxb_gpu_info *")
     _check(cuda.cxb_gpu_info(out), "cxb_gpu_info")
     error = ffi.string(lib().cxb_gpu_error()).decode() if out.status else ""
@@ -182,11 +215,10 @@ def movable_only_nodes(proc_root: str = "/proc") -> set[int]:
                                                       if z != "Movable")}
 
 
-def pinnable(mem: str, proc_root: str = "/proc") -> str | None:
+def pinnable(mem: Placement | str, proc_root: str = "/proc") -> str | None:
     """Why memory placed by `mem` cannot be pinned where it lies, or None."""
-    from .placement import Placement
     movable = movable_only_nodes(proc_root)
-    nodes = sorted(set(Placement.parse(mem).nodes) & movable)
+    nodes = sorted(set(Placement.of(mem).nodes) & movable)
     if not nodes:
         return None
     return (f"mem={mem}: node {', '.join(map(str, nodes))} holds only movable memory, which "
@@ -206,7 +238,8 @@ def check_device(index: int) -> None:
 
 
 def kernels() -> dict[str, int]:
-    """The library's streaming-kernel table: name -> bytes moved per element."""
+    """The library's streaming-kernel table: name -> bytes moved per element (KERNELS, as
+    the library was built)."""
     cuda = lib()
     row = ffi.new("struct cxb_gpu_kernel_row *")
     out = {}
@@ -239,24 +272,19 @@ class StreamResult:
 def stream(kernel: str, n: int, blocks: int, threads: int, reps: int,
            device_index: int = 0) -> StreamResult:
     """reps timed launches of a streaming kernel over arrays of n doubles, then its check."""
-    names = list(kernels())
+    cuda = lib()
     a = ffi.new("struct cxb_gpu_stream_args *")
     ns = ffi.new("unsigned long long[]", reps)
-    a.device, a.kernel, a.n = device_index, names.index(kernel), n
+    a.device, a.kernel, a.n = device_index, list(KERNELS).index(kernel), n
     a.blocks, a.threads, a.reps, a.ns = blocks, threads, reps, ns
-    _check(lib().cxb_gpu_stream(a), f"gpu stream {kernel}")
+    _check(cuda.cxb_gpu_stream(a), f"gpu stream {kernel}")
     return StreamResult(list(ns), int(a.bad), float(a.sum), float(a.want_sum))
-
-
-DIRECTIONS = ("h2d", "d2h", "bidir")
-ENGINES = ("ce", "sm")          # the copy engines (cudaMemcpyAsync), or a kernel on the SMs
-HOST_KINDS = ("pageable", "registered", "pinned", "wc")
 
 
 def _timed(call: str, fill, reps: int, what: str) -> tuple[list[int], int]:
     """Calls cxb_gpu_<call> with its args struct (filled by fill(args)) and reps slots of ns:
     (each repetition's ns, the check's bad count)."""
-    cuda = lib()                # (declares the structs too)
+    cuda = lib()
     a = ffi.new(f"struct cxb_gpu_{call}_args *")
     ns = ffi.new("unsigned long long[]", reps)
     a.reps, a.ns = reps, ns
@@ -280,9 +308,6 @@ def copy(direction: str, host_kind: str, nbytes: int, reps: int, host_addr: int 
     return _timed("copy", fill, reps, f"gpu copy {direction} {host_kind} {engine}")
 
 
-MANAGED_MODES = ("fault", "prefetch", "resident", "first-touch")
-
-
 def managed(mode: str, nbytes: int, reps: int, blocks: int, threads: int,
             device_index: int = 0) -> tuple[list[int], int]:
     """reps timed launches through nbytes of managed memory in one of MANAGED_MODES:
@@ -291,9 +316,6 @@ def managed(mode: str, nbytes: int, reps: int, blocks: int, threads: int,
         a.device, a.mode, a.bytes = device_index, MANAGED_MODES.index(mode), nbytes
         a.blocks, a.threads = blocks, threads
     return _timed("managed", fill, reps, f"gpu managed {mode}")
-
-
-EMBEDDING_TABLES = ("hbm", "pinned", "registered")
 
 
 def embedding(table: str, rows: int, dim: int, indices, pooling: int, reps: int,
@@ -312,10 +334,6 @@ def embedding(table: str, rows: int, dim: int, indices, pooling: int, reps: int,
     return _timed("embedding", fill, reps, f"gpu embedding ({table})")
 
 
-KV_DIRECTIONS = ("in", "out")
-KV_METHODS = ("copies", "kernel")   # one cudaMemcpyAsync per block, or one gather kernel
-
-
 def kv_swap(direction: str, method: str, host_addr: int, pool_blocks: int, block_bytes: int,
             slots, reps: int, grid: int = 0, threads: int = 0,
             device_index: int = 0) -> tuple[list[int], list[int], int]:
@@ -332,9 +350,6 @@ def kv_swap(direction: str, method: str, host_addr: int, pool_blocks: int, block
         a.blocks, a.grid, a.threads, a.issue_ns = len(slots), grid, threads, issue
     ns, bad = _timed("kv_swap", fill, reps, f"gpu kv swap {direction} {method}")
     return ns, list(issue), bad
-
-
-ZERO_COPY_OPS = ("read", "write", "chase")
 
 
 def zero_copy(op: str, host_addr: int, nbytes: int, reps: int, blocks: int = 1,

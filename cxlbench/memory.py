@@ -1,10 +1,12 @@
-"""Placement specs and placed buffers.
+"""Placed buffers, and page moves and node maps over them.
 
-A spec says where a buffer's pages go: `local`, `bind:N`, `preferred:N`, `interleave:0-3`
-or `weighted:0=3,2=1`. A Buffer is checked against the topology before anything is
-mapped, prefaulted from the CPUs that will use it, and its placement read back with
-move_pages(2) (and its page size with smaps) so a number measured on the wrong node, or
-on small pages where huge ones were asked for, never goes unnoticed."""
+A Buffer takes a Placement (placement.py; text such as "bind:1" is parsed at this public
+edge, for memory.array() and callers of their own) and a page size. check_request
+refuses, before anything is mapped, what the machine cannot give; the Buffer is then
+mapped with the Placement's policy, nodes and weights (native.Allocation), prefaulted
+from the CPUs that will use it, and its placement read back with move_pages(2) (and its
+page size with smaps) so a number measured on the wrong node, or on small pages where
+huge ones were asked for, never goes unnoticed."""
 from __future__ import annotations
 
 import errno
@@ -27,7 +29,7 @@ SMAPS = "/proc/self/smaps"
 THP_SYSFS = "/sys/kernel/mm/transparent_hugepage"
 
 
-class _Core:
+class _NativeAtFirstUse:
     """cxlbench.native, imported at first use: the benchmarks' option tables, and so
     suites and --set, load and validate where the compiled core is not built."""
 
@@ -36,7 +38,7 @@ class _Core:
         return getattr(module, name)
 
 
-native = _Core()
+native = _NativeAtFirstUse()
 
 
 def check_page(page: str) -> str:
@@ -194,7 +196,7 @@ class Buffer:
         if size <= 0:
             raise PlacementError(f"buffer size must be positive, got {size}")
         self.topology = topology or Topology.read(probe_gpus=False)
-        self.placement = mem if isinstance(mem, Placement) else Placement.parse(mem)
+        self.placement = Placement.of(mem)
         self.page = check_page(page)
         self.cpus = list(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
         self.tolerance = tolerance
@@ -289,7 +291,8 @@ class _Owner:
         self.__array_interface__ = view.__array_interface__
 
 
-def array(shape, dtype=np.float64, mem: str = "local", page: str = "4k", cpus=None) -> np.ndarray:
+def array(shape, dtype=np.float64, mem: str | Placement = "local", page: str = "4k",
+          cpus=None) -> np.ndarray:
     """A numpy array whose memory is placed by `mem` and `page`, verified, and freed when
     the array is garbage-collected. Example: array((1024, 1024), "f4", mem="bind:1")."""
     dtype = np.dtype(dtype)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._native import ffi, lib
-from .errors import NativeError
+from .errors import NativeError, UserError
 
 
 def _enum(prefix: str) -> tuple[str, ...]:
@@ -89,6 +89,19 @@ class Entry:
     def best_isa(self) -> str:
         """The widest variant this CPU runs."""
         return self.runnable_isas()[-1]
+
+    def choose_isa(self, wanted: str) -> str:
+        """The variant an `isa` option names (auto: the widest this CPU runs); UserError
+        for one not compiled in or one this CPU cannot run."""
+        if wanted == "auto":
+            return self.best_isa()
+        if wanted not in self.isas:
+            raise UserError(f"kernel {self.key} has no {wanted} variant "
+                            f"(has: {', '.join(self.isas)})")
+        if not isa_supported(wanted):
+            raise UserError(f"this CPU cannot run {wanted} (runs: "
+                            f"{', '.join(self.runnable_isas())})")
+        return wanted
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """The option table: every option declared once, with type, default, bounds, unit and help.
-Suite validation, `--set`, `cxlbench list` and the results' columns all come from here."""
+Suite validation, `--set`, `cxlbench list` and the results' columns all come from here.
+A case's params hold values (a Placement for mem and mem.<buffer>); to_json and from_json
+turn them into what JSON and the results' cells hold and back."""
 from __future__ import annotations
 
 import math
@@ -7,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from .errors import UserError
 from .placement import PAGE_SIZES, Placement
 from .units import MAX_CPUS, format_list, format_size, parse_list, parse_size
 
@@ -31,7 +34,8 @@ class Option:
     nodes: str | None = None      # node options: "*" expands to the "memory" or "cpu" nodes
 
     def convert(self, raw) -> object:
-        """A raw value (TOML value or --set text) -> its canonical form. ValueError on bad input."""
+        """A raw value (TOML value, --set text, or a value run.json recorded) -> its value
+        (a placement's: a Placement; one given already passes). ValueError on bad input."""
         kind = self.kind
         if isinstance(raw, (list, dict)):
             raise ValueError(f"a {'list' if isinstance(raw, list) else 'table'} where one "
@@ -49,7 +53,7 @@ class Option:
             if allowed is not None and value not in allowed:
                 raise ValueError(f"{value!r} is not one of {', '.join(map(str, allowed))}")
         elif kind == "placement":
-            value = str(Placement.parse(raw))
+            value = Placement.of(raw)
         elif kind == "cpus":
             value = "" if raw in ("", None) else format_list(parse_list(raw))
         elif kind == "path":    # absolute, so a worker or a resume reads the same file
@@ -137,8 +141,8 @@ def _to_bool(raw) -> bool:
 COMMON = {o.name: o for o in [
     Option("size", "size", 1 << 30, "working-set bytes per buffer", "bytes", min=4096,
            multiple=64),
-    Option("mem", "placement", "local", "where pages go: local, bind:N, preferred:N, "
-           "interleave:0-3, weighted:0=3,2=1"),
+    Option("mem", "placement", Placement("local"), "where pages go: local, bind:N, "
+           "preferred:N, interleave:0-3, weighted:0=3,2=1"),
     Option("page", "choice", "4k", "page size: 4k, transparent huge pages, hugetlb 2m or 1g",
            choices=tuple(PAGE_SIZES)),
     Option("cpus", "cpus", "", "CPUs to run on (list like 0-3,8); default: those allowed"),
@@ -172,11 +176,35 @@ def buffer_option(base: Option, key: str) -> Option:
                      "help": f"{base.name} of buffer {key.partition('.')[2]} alone"})
 
 
-def buffer_spec(params: dict, buffer: str) -> tuple[str, str]:
-    """(mem, page) of one buffer of a case: its own mem.<buffer> and page.<buffer>, else
-    the case's mem and page."""
-    return (params.get(f"mem.{buffer}") or params["mem"],
+def buffer_spec(params: dict, buffer: str) -> tuple[Placement, str]:
+    """(placement, page) of one buffer of a case: its own mem.<buffer> and page.<buffer>,
+    else the case's mem and page."""
+    return (Placement.of(params.get(f"mem.{buffer}") or params["mem"]),
             params.get(f"page.{buffer}") or params["page"])
+
+
+def json_value(value):
+    """One param's value as JSON holds it: a Placement as its canonical text, any other
+    value as it is."""
+    return str(value) if isinstance(value, Placement) else value
+
+
+def to_json(params: dict) -> dict:
+    """A case's params as run.json's cases, the journal, the worker's input and the
+    results' cells hold them."""
+    return {key: json_value(value) for key, value in params.items()}
+
+
+def from_json(bench, params: dict) -> dict:
+    """to_json's params as values again: the placements among `bench`'s options parsed
+    (a key `bench` does not take stays as recorded)."""
+    def kind(key: str) -> str | None:
+        try:
+            return bench.option(key).kind
+        except UserError:
+            return None
+    return {key: Placement.of(value) if kind(key) == "placement" else value
+            for key, value in params.items()}
 
 
 def pick(*names: str, **overrides) -> dict[str, Option]:

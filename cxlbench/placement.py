@@ -1,7 +1,10 @@
 """Placement specs as values: `local`, `bind:N`, `preferred:N`, `interleave:0-3` or
 `weighted:0=3,2=1`, parsed and checked without the compiled core, so suites and `--set`
-validate where it is not built. A case's spec is parsed once and passed down as a
-Placement; str() gives back the canonical text the results' `mem` column holds."""
+validate where it is not built. Three forms: the text users type; the Placement value,
+parsed once per process (by Option.convert where a suite expands, by options.from_json
+in the worker) and carried by cases, the pre-run check, place and Buffer; and the C ints
+native.Allocation takes (policy, nodes, weights). str() gives the canonical text that
+run.json, the journal, the worker's input and the results' `mem` column hold."""
 from __future__ import annotations
 
 import re
@@ -20,6 +23,18 @@ class Placement:
     policy: str                      # local, bind, preferred, interleave, weighted (native.POLICIES)
     nodes: tuple[int, ...] = ()
     weights: tuple[int, ...] = ()
+
+    @classmethod
+    def bind(cls, node: int) -> "Placement":
+        """Every page on one node: bind:N."""
+        if not 0 <= int(node) < MAX_NODES:
+            raise PlacementError(f"node {node} is outside 0..{MAX_NODES - 1}")
+        return cls("bind", (int(node),))
+
+    @classmethod
+    def of(cls, value: "Placement | str") -> "Placement":
+        """A Placement as it is; text (a spec typed, params built by hand) parsed."""
+        return value if isinstance(value, Placement) else cls.parse(value)
 
     @classmethod
     def parse(cls, text: str) -> "Placement":

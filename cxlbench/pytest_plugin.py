@@ -175,7 +175,7 @@ def placed_array(request):
         spec = default_mem if mem is None else mem
         wrong = None
         try:        # a malformed request is the test's mistake: it fails
-            placement = Placement.parse(spec)
+            placement = Placement.of(spec)
             memory.check_page(page)
             dt = np.dtype(dtype)
             shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)

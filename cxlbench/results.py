@@ -36,7 +36,7 @@ from typing import Callable
 
 from .errors import ResultsError, ResultsWarning, StorageError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 FIRST_COLUMNS = ["run", "job", "case", "benchmark", "kernel", "isa"]
 LAST_COLUMNS = ["cpus_used", "placement_method", "verified", "placement_ok", "vmstat",
@@ -674,9 +674,71 @@ def _v1_journal(entry: dict) -> dict:
     return {**entry, "params": _v1_params(entry.get("bench"), entry["params"])}
 
 
+# Format 2's tiering cases named their workload's options bare (the embedding's) or
+# kv_<name> (the kvcache's); format 3 names each <workload>.<name>.
+_V2_EMBEDDING = ("preset", "scale", "tables", "rows", "dim", "pooling", "dtype", "pool",
+                 "batch", "dist", "alpha", "profile", "prefetch")
+_V2_KVCACHE = ("preset", "scale", "dtype", "block", "batch", "seq_len", "steps",
+               "fragmentation", "active", "alpha")
+
+
+def _v2_name(key: str) -> str:
+    if key.startswith("kv_") and key[3:] in _V2_KVCACHE:
+        return f"kvcache.{key[3:]}"
+    return f"embedding.{key}" if key in _V2_EMBEDDING else key
+
+
+def _v2_params(bench: str, params: dict) -> dict:
+    return {_v2_name(k): v for k, v in params.items()} if bench == "tiering" else params
+
+
+def _v2_columns(meta: dict, columns: list[str]) -> list[str]:
+    """The parameter columns with each renamed tiering option in its new name (kept under
+    the old one too where another benchmark's case of the run has that option)."""
+    first, last = columns.index("isa") + 1, columns.index("cpus_used")
+    others = {k for c in meta["cases"] if c["bench"] != "tiering" for k in c["params"]}
+    renamed = {k for c in meta["cases"] if c["bench"] == "tiering" for k in c["params"]
+               if _v2_name(k) != k}
+    names = ({*columns[first:last]} - (renamed - others)) | {_v2_name(k) for k in renamed}
+    return columns[:first] + sorted(names) + columns[last:]
+
+
+def _v2_meta(meta: dict) -> dict:
+    cases = [{**c, "params": _v2_params(c["bench"], c["params"])} for c in meta["cases"]]
+    suite = dict(meta.get("suite") or {})
+    jobs = suite.get("jobs")
+    if isinstance(jobs, dict):
+        suite["jobs"] = {name: _v2_params(body.get("bench"), body)
+                         if isinstance(body, dict) else body for name, body in jobs.items()}
+    return {**meta, "cases": cases, "suite": suite,
+            "columns": _v2_columns(meta, meta["columns"])}
+
+
+def _v2_table(meta: dict, header: list, rows: list) -> tuple[list, list]:
+    """meta: the run's, upgraded already (its columns are the new header)."""
+    tiering = {c["id"] for c in meta["cases"] if c["bench"] == "tiering"}
+    new = meta["columns"]
+    out = []
+    for row in rows:
+        d = dict(zip(header, row))
+        if d.get("case") in tiering:
+            d = {_v2_name(k): v for k, v in d.items()}
+        out.append([d.get(c, "") for c in new])
+    return new, out
+
+
+def _v2_journal(entry: dict) -> dict:
+    if "params" not in entry:
+        return entry
+    return {**entry, "params": _v2_params(entry.get("bench"), entry["params"])}
+
+
 # UPGRADES[v] turns a version-v run into version v+1.
 UPGRADES: dict[int, Upgrade] = {
     1: Upgrade("matrix's option `metric` is now `measure` (results.csv had two `metric` "
                "columns); the run records its machine id",
                _v1_meta, _v1_table, _v1_journal),
+    2: Upgrade("tiering's workload options are named <workload>.<option> (embedding.rows, "
+               "kvcache.batch; format 2 had rows, kv_batch)",
+               _v2_meta, _v2_table, _v2_journal),
 }

@@ -16,6 +16,7 @@ from typing import Callable
 from . import PACKAGE_PARENT, __version__, benchmarks, lifetime, native, results, stats, system
 from .errors import UserError
 from .fleet import slurm
+from .options import json_value, to_json
 from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
@@ -130,9 +131,9 @@ def oom_kills() -> tuple[int, int]:
 def rows_for(run: Run, case: Case, m: dict) -> list[dict]:
     verified = m.get("placement", {}).get("verified", [])
     counts = " ".join(f"{v['buffer']}={v['text']}" for v in verified)   # src=0:512 dst=1:512
-    base = {**case.params, "run": run.meta["run_id"], "job": case.job, "case": case.id,
-            "benchmark": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
-            "cpus_used": format_list(m.get("cpus", [])),
+    base = {**to_json(case.params), "run": run.meta["run_id"], "job": case.job,
+            "case": case.id, "benchmark": case.bench, "kernel": m.get("kernel"),
+            "isa": m.get("isa"), "cpus_used": format_list(m.get("cpus", [])),
             "placement_method": m.get("placement", {}).get("method"), "verified": counts,
             "placement_ok": all(v["ok"] for v in verified),
             "vmstat": ";".join(f"{k}:{v}" for k, v in (m.get("info") or {}).get("vmstat", {}).items())}
@@ -150,13 +151,15 @@ def journal_entry(case: Case, m: dict, seconds: float) -> dict:
     return {"status": m.get("status", "failed"), "error": m.get("error"),
             "machine": results.machine_id(),    # a run resumed elsewhere: who measured it
             "bench": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
-            "cpus": m.get("cpus"), "params": case.params, "summary": summary, "placement": m.get("placement"),
-            "info": m.get("info"), "seconds": round(seconds, 3)}
+            "cpus": m.get("cpus"), "params": to_json(case.params), "summary": summary,
+            "placement": m.get("placement"), "info": m.get("info"), "seconds": round(seconds, 3)}
 
 
 def execute(run: Run, echo: Callable[[str], None]) -> dict[str, dict]:
     """Run every case the journal does not list yet. Returns the journal by case id."""
-    cases = [Case.from_dict(c) for c in run.meta["cases"]]
+    # As run.json records them: the parent hands their params on (to the worker, into the
+    # results) as they are, and the worker reads them as values (Case.from_dict).
+    cases = [Case(c["id"], c["job"], c["bench"], c["params"]) for c in run.meta["cases"]]
     done = run.finished()
     if done:
         echo(f"resuming {run.path}: {len(done)} of {len(cases)} cases already finished")
@@ -187,7 +190,8 @@ def check_resumable(run: Run) -> None:
                         f"more than once ({', '.join(twice[:5])}): a damaged run, which "
                         "could never finish")
     done = run.finished()
-    for case in (Case.from_dict(c) for c in run.meta["cases"] if c["id"] not in done):
+    for case in (Case(c["id"], c["job"], c["bench"], c["params"])
+                 for c in run.meta["cases"] if c["id"] not in done):
         try:
             bench = benchmarks.get(case.bench)
         except UserError as e:
@@ -196,7 +200,7 @@ def check_resumable(run: Run) -> None:
             if not bench.takes(key):
                 continue            # (said below, with the other changed options)
             try:
-                ok = bench.option(key).convert(value) == value
+                ok = json_value(bench.option(key).convert(value)) == value
                 why = f"{value!r} is not a value cxlbench records"
             except (ValueError, UserError) as e:
                 ok, why = False, str(e)

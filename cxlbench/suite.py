@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import benchmarks
 from .errors import SuiteError, UserError
-from .options import INT_MAX, PER_BUFFER, to_int
+from .options import INT_MAX, PER_BUFFER, from_json, to_int, to_json
 from .units import parse_size
 
 if sys.version_info >= (3, 11):
@@ -42,7 +42,7 @@ class Case:
     id: str                     # "<job>/<nnn>", stable for a given suite and machine
     job: str
     bench: str
-    params: dict = field(hash=False)
+    params: dict = field(hash=False)    # option values (a Placement for mem, mem.<buffer>)
 
     def label(self) -> str:
         """The parameters worth showing in progress lines: size, mem, and what differs
@@ -55,11 +55,15 @@ class Case:
         return " ".join(f"{k}={bench.option(k).show(self.params[k])}" for k in shown)
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "job": self.job, "bench": self.bench, "params": self.params}
+        """The case as run.json and the worker's input hold it (params to_json)."""
+        return {"id": self.id, "job": self.job, "bench": self.bench,
+                "params": to_json(self.params)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Case":
-        return cls(d["id"], d["job"], d["bench"], d["params"])
+        """A case to_dict wrote, its params values again. UserError: an unknown benchmark."""
+        return cls(d["id"], d["job"], d["bench"],
+                   from_json(benchmarks.get(d["bench"]), d["params"]))
 
 
 @dataclass
@@ -189,7 +193,7 @@ def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = 
     where = suite.source
     if not isinstance(glob, dict):
         raise SuiteError(f"{where}: [global] must be a table")
-    glob = _buffer_keys(glob)
+    glob = _dotted_keys(glob)
     for key in glob:
         if not any(b.takes(key) for b in benchmarks.available().values()):
             raise SuiteError(f"{where}: [global]: option {key!r} is not an option of any "
@@ -200,7 +204,7 @@ def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = 
             continue
         if not isinstance(body, dict):
             raise SuiteError(f"{where}: {job!r} must be a job table ([{job}])")
-        cases += _expand_job(where, job, glob, _buffer_keys(body), nodes, len(cases),
+        cases += _expand_job(where, job, glob, _dotted_keys(body), nodes, len(cases),
                              max_cases)
     if not cases:
         raise SuiteError(f"{where}: no jobs")
@@ -228,9 +232,9 @@ def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict, done:
     except UserError as e:
         raise SuiteError(f"{ctx}: {e}") from None
     # The table's options, then the buffers' own mem.<buffer> and page.<buffer> where
-    # given: a suite without them expands exactly as before they existed. Every key of
-    # the job must be the benchmark's; [global] ones apply where they are.
-    options = dict(bench.OPTIONS)
+    # given (a buffer without its own takes the case's). Every key of the job must be the
+    # benchmark's; [global] ones apply where they are.
+    options = dict(bench.options)
     for key in sorted({*body, *glob}):
         if key not in RESERVED and key not in options:
             try:
@@ -265,14 +269,17 @@ def _expand_job(where: str, job: str, glob: dict, body: dict, nodes: dict, done:
             for i, combo in enumerate(itertools.product(*axes))]
 
 
-def _buffer_keys(table: dict) -> dict:
+def _dotted_keys(table: dict) -> dict:
     """TOML reads `mem.src = "bind:0"` (or `mem = { src = "bind:0" }`) as a table under
-    mem: the options mem.src, mem.dst... it means. A quoted "mem.src" is one already; a
-    range's keys stay a range (and are refused as one)."""
+    mem: the options mem.src, mem.dst... it means; likewise a workload's own options
+    (`kvcache.batch = 8`). A quoted "mem.src" is one already; a range's keys stay a range
+    (and are refused as one)."""
+    spaces = {*PER_BUFFER, *(name.partition(".")[0] for b in benchmarks.available().values()
+                             for name in b.options if "." in name)}
     out = {}
     for key, value in table.items():
-        if key in PER_BUFFER and isinstance(value, dict) and not set(value) <= RANGE_KEYS:
-            out.update({f"{key}.{buffer}": v for buffer, v in value.items()})
+        if key in spaces and isinstance(value, dict) and not set(value) <= RANGE_KEYS:
+            out.update({f"{key}.{sub}": v for sub, v in value.items()})
         else:
             out[key] = value
     return out

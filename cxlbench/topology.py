@@ -505,7 +505,7 @@ def _pci_address(bus_id: str) -> tuple[int, int, int] | None:
 
 
 def _add_cuda_facts(gpus: list[dict]) -> None:
-    from . import gpu         # (builds the GPU library on first use)
+    from . import gpu         # at first use: reading its header costs every process 40 ms
     if not gpus or gpu.unavailable() is not None:
         return
     by_address = {_pci_address(g["bus_id"]): g for g in gpus}

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cxlbench import analysis, cli, results, runner
+from cxlbench import analysis, analysis_text, cli, results, runner
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30
 DATA = Path(__file__).parent / "data" / "runs"
@@ -177,8 +177,9 @@ def test_rows_and_printout(capsys):
         {"level": "L1", "detected": 32 * K, "latency_ns": 1.3, "sysfs": 32 * K, "ratio": 1.0},
         {"level": "L2", "detected": None, "latency_ns": 4.5, "sysfs": 512 * K},
         {"level": "L3", "detected": None, "latency_ns": None, "sysfs": 32 * M}]
-    cli._print_analysis({"cache_levels": [{"job": "latency", "mem": "bind:0", "page": "thp",
-                                           "levels": rows}], "pingpong": [], "matrices": {}})
-    assert capsys.readouterr().out.splitlines()[0] == (
+    lines = analysis_text.analysis_lines({"cache_levels": [{"job": "latency", "mem": "bind:0",
+                                                            "page": "thp", "levels": rows}],
+                                          "pingpong": [], "matrices": {}})
+    assert lines[0] == (
         "cache levels from latency (bind:0, thp pages): L1 32K (sysfs 32K), "
         "L2 not detected (sysfs 512K), L3 not detected (sysfs 32M)")

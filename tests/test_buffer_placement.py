@@ -30,14 +30,14 @@ def test_dotted_quoted_and_inline_keys_are_the_same_options():
     assert all(len(c) == 1 for c in cases)
     params = [c[0].params for c in cases]
     assert params[0] == params[1] == params[2]
-    assert (params[0]["mem"], params[0]["mem.src"], params[0]["mem.dst"]) == \
+    assert tuple(map(str, (params[0]["mem"], params[0]["mem.src"], params[0]["mem.dst"]))) == \
         ("local", "bind:1", "bind:0")
 
 
 def test_overrides_sweep_and_leave_other_suites_alone():
     cases = expand('[j]\nbench = "bandwidth"\nkernel = "copy"\nmem.dst = "bind:*"\n'
                    'page.src = ["4k", "thp"]')
-    assert [(c.params["mem.dst"], c.params["page.src"]) for c in cases] == \
+    assert [(str(c.params["mem.dst"]), c.params["page.src"]) for c in cases] == \
         [("bind:0", "4k"), ("bind:0", "thp"), ("bind:1", "4k"), ("bind:1", "thp")]
     assert "mem.dst=bind:0" in cases[0].label() and "page.src=thp" in cases[1].label()
     plain = expand('[j]\nbench = "bandwidth"\nkernel = "copy"')
@@ -48,7 +48,7 @@ def test_global_overrides_apply_where_the_buffer_exists():
     cases = expand('[global]\nmem.src = "bind:1"\n[bw]\nbench = "bandwidth"\n'
                    '[lat]\nbench = "chase"\n[mx]\nbench = "matrix"\ntarget = 0\ninitiator = 0')
     by_job = {c.job: c.params for c in cases}
-    assert by_job["bw"]["mem.src"] == "bind:1"
+    assert str(by_job["bw"]["mem.src"]) == "bind:1"
     assert "mem.src" not in by_job["lat"] and "mem.src" not in by_job["mx"]
     with pytest.raises(SuiteError, match=r"\[global\]: option 'mem.nope' is not an option of "
                        "any benchmark"):
@@ -203,6 +203,44 @@ def test_case_ids_do_not_depend_on_the_order_of_lines():
     b = expand('[j]\nbench = "bandwidth"\nkernel = "copy"\nmem.dst = ["bind:1", "local"]\n'
                'mem.src = ["bind:0", "local"]')
     assert [c.to_dict() for c in a] == [c.to_dict() for c in b]
+
+
+def test_a_case_parses_each_placement_once_per_process(monkeypatch):
+    """mem and mem.src are parsed once each where the suite expands, not again by the
+    pre-run check; the worker gets them as text and parses each once. check_request runs
+    in both: once per spec in the parent, once per buffer in the worker."""
+    import io
+    import sys
+    from cxlbench import memory, worker
+    from cxlbench.placement import Placement
+    parsed, checked = [], []
+    parse, check = Placement.parse.__func__, memory.check_request
+
+    def counting_parse(cls, text):
+        parsed.append(str(text))
+        return parse(cls, text)
+
+    def counting_check(placement, *args, **kwargs):
+        checked.append(str(placement))
+        return check(placement, *args, **kwargs)
+    monkeypatch.setattr(Placement, "parse", classmethod(counting_parse))
+    monkeypatch.setattr(memory, "check_request", counting_check)
+    monkeypatch.setattr(common, "check_request", counting_check)
+    topo = Topology.read(probe_gpus=False)
+    (case,) = suite.expand_for(suite.adhoc("bandwidth", ["kernel=copy", "size=1M", "mem=local",
+                                                         "mem.src=bind:0", *FAST[1::2]]), topo)
+    assert isinstance(case.params["mem.src"], Placement)
+    benchmarks.precheck([case], topo)
+    assert sorted(parsed) == ["bind:0", "local"] and sorted(checked) == ["bind:0", "local"]
+    text = json.dumps(case.to_dict())
+    assert json.loads(text)["params"]["mem.src"] == "bind:0"
+    parsed.clear()
+    checked.clear()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    monkeypatch.setattr(sys, "stdout", out := io.StringIO())
+    worker.main()
+    assert json.loads(out.getvalue())["status"] == "ok"
+    assert sorted(parsed) == ["bind:0", "local"] and sorted(checked) == ["bind:0", "local"]
 
 
 def test_pingpong_tables_and_figures_key_on_the_lines_own_placement():

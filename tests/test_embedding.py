@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from cxlbench import benchmarks, lookups, native, results
-from cxlbench.benchmarks import embedding
+from cxlbench import benchmarks, native, results
+from cxlbench.benchmarks import embedding as embedding_bench
+from cxlbench.workloads import embedding, lookups
 from cxlbench.errors import CheckError
 
 from .conftest import cxlbench
@@ -119,10 +120,10 @@ def test_a_kernel_that_pools_wrongly_fails_the_case(monkeypatch):
         return real(table, rows, row_bytes, dim, dtype, pool_, (indices + 1) % rows,
                     offsets, out, *rest)
     monkeypatch.setattr(native, "embedding_bag", off_by_one_row)
-    params = {name: opt.default for name, opt in embedding.OPTIONS.items()}
+    params = {name: opt.default for name, opt in embedding_bench.OPTIONS.items()}
     params.update(rows=1000, batch=20, pooling=4, repeat=1, warmup=0, cpus=str(CPUS[0]))
     with pytest.raises(CheckError, match="differs from numpy's pooling"):
-        embedding.run(params)
+        embedding_bench.run(params)
 
 
 def test_scale_is_for_presets(tmp_path):
@@ -131,7 +132,7 @@ def test_scale_is_for_presets(tmp_path):
 
 
 def train_params(**over):
-    params = {name: opt.default for name, opt in embedding.OPTIONS.items()}
+    params = {name: opt.default for name, opt in embedding_bench.OPTIONS.items()}
     params.update(rows=3000, dim=20, batch=40, pooling=6, repeat=3, warmup=1,
                   cpus=",".join(map(str, CPUS)), threads=len(CPUS), **over)
     return params
@@ -142,7 +143,7 @@ def train_params(**over):
 def test_training_steps_match_numpys(train, pool_):
     """Every repetition: the forward on the rows as the last step left them, then the
     step, each checked against numpy (a CheckError otherwise)."""
-    m = embedding.run(train_params(train=train, pool=pool_, tables=2, dist="uniform"))
+    m = embedding_bench.run(train_params(train=train, pool=pool_, tables=2, dist="uniform"))
     assert m.status == "ok" and len(m.reps) == 3
     assert all(rep["rows_updated"] > 0 for rep in m.reps)
     assert m.kernel == f"embedding_bag+{train}" and 0 < m.info["rows_touched"] <= 6000
@@ -155,13 +156,13 @@ def test_a_step_not_taken_or_taken_twice_is_caught(monkeypatch):
     real = native.embedding_update
     monkeypatch.setattr(native, "embedding_update", lambda *a: 1)
     with pytest.raises(CheckError, match="updated rows differ from numpy's sgd step"):
-        embedding.run(train_params(train="sgd"))
+        embedding_bench.run(train_params(train="sgd"))
 
     def twice(*a):
         return real(*a) + real(*a)
     monkeypatch.setattr(native, "embedding_update", twice)
     with pytest.raises(CheckError, match="Adagrad's state differs"):
-        embedding.run(train_params(train="adagrad"))
+        embedding_bench.run(train_params(train="adagrad"))
 
 
 def test_training_needs_fp32_tables():
@@ -199,7 +200,7 @@ def test_arrays_the_kernel_would_misread_are_refused():
 
 # ---- recorded traces and the meta-2022-like preset ------------------------------------
 def params_with(**over):
-    params = {name: opt.default for name, opt in embedding.OPTIONS.items()}
+    params = {name: opt.default for name, opt in embedding_bench.OPTIONS.items()}
     params.update({"dim": 20, "repeat": 2, "warmup": 0, "cpus": str(CPUS[0]), **over})
     return params
 
@@ -250,7 +251,7 @@ def test_a_trace_gives_the_bags_tables_and_rows(tmp_path, form):
     assert np.array_equal(np.diff(offsets), lengths.ravel())
     assert np.array_equal(indices[lengths[0].sum():lengths[:2].sum()],        # table 1's
                           idx[lengths[0].sum():lengths[:2].sum()] + lay.rows[0])
-    m = embedding.run(params)           # every repetition checked against numpy
+    m = embedding_bench.run(params)           # every repetition checked against numpy
     assert m.status == "ok" and m.info["lookups"] == lengths.sum()
     assert m.info["trace"] == path.name and m.info["trace_bags"] == 120
     assert m.info["trace_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -268,7 +269,7 @@ def test_batch_takes_each_tables_first_bags_and_rows_fix_the_tables(tmp_path):
     assert np.array_equal(indices[:lay.table_lookups[0]], idx[:lengths[0, :5].sum()])
     assert np.array_equal(indices[lay.table_lookups[0]:sum(lay.table_lookups[:2])],
                           idx[starts[1]:starts[1] + lengths[1, :5].sum()] + 4096)
-    m = embedding.run(params)           # training on a trace's bags, checked too
+    m = embedding_bench.run(params)           # training on a trace's bags, checked too
     assert m.status == "ok" and m.kernel == "embedding_bag+adagrad"
 
 

@@ -1,12 +1,17 @@
 """The GPU library: built by nvcc into a cache keyed by its sources, loaded by dlopen, its
 kernel table the options' own; where no GPU is, every GPU case says why and skips. Tests
 marked gpu run the kernels and skip here with the library's reason."""
+import re
 import shutil
+import subprocess
+import sys
 
 import pytest
+from cffi import FFI
 
 from cxlbench import gpu
-from cxlbench.benchmarks import gpu_chase, gpu_copy, gpu_managed, gpu_stream, gpu_zero_copy
+from cxlbench.benchmarks import (gpu_chase, gpu_copy, gpu_embedding, gpu_kv_swap, gpu_managed,
+                                 gpu_stream, gpu_zero_copy)
 from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
@@ -43,9 +48,9 @@ def mutant(private_sources):
 
 @needs_nvcc
 def test_the_library_builds_loads_and_lists_the_options_kernels():
-    """Its table and the option table agree name for name and byte for byte (the options
-    must be known where the library cannot be built)."""
-    assert gpu.kernels() == gpu_stream.KERNELS
+    """Its table and the header's (which the options read) agree name for name, byte for
+    byte and row for row: row i is the kernel of enum value i."""
+    assert list(gpu.kernels().items()) == list(gpu.KERNELS.items())
     assert list(gpu.kernels()) == list(gpu_stream.OPTIONS["kernel"].choices)
     path = gpu.library_path(gpu.nvcc())
     assert path.exists() and path.parent == gpu.cache_dir()
@@ -69,6 +74,89 @@ def test_a_build_is_cached_by_its_sources_and_a_failed_one_says_why(private_sour
     # Nothing half-written is left: the two good builds only.
     assert sorted(p.name for p in gpu.cache_dir().iterdir()) == sorted([first.name,
                                                                         second.name])
+
+
+# ---- the header's enums, which the options offer ------------------------------------------
+def header_enum(name: str) -> list[tuple[str, int | None]]:
+    """enum <name>'s members in cxb_gpu.h, each with its value where one is written, read
+    from the text (not through cffi, which gpu.py reads them by)."""
+    text = re.sub(r"/\*.*?\*/", "", (gpu.source_dir() / gpu.HEADER).read_text(), flags=re.S)
+    body = re.search(rf"enum {name}\s*{{(.*?)}};", text, re.S).group(1)
+    return [(m[0], int(m[1]) if m[1] else None)
+            for m in re.findall(r"(\w+)\s*(?:=\s*(\d+))?", body)]
+
+
+ENUMS = [  # (the header's kind, gpu.py's tuple, the options offering it)
+    ("direction", "DIRECTIONS", [gpu_copy.OPTIONS["direction"]]),
+    ("engine", "ENGINES", [gpu_copy.OPTIONS["engine"]]),
+    ("host_kind", "HOST_KINDS", [gpu_copy.OPTIONS["host"]]),
+    ("managed_mode", "MANAGED_MODES", [gpu_managed.OPTIONS["mode"]]),
+    ("embedding_table", "EMBEDDING_TABLES", [gpu_embedding.OPTIONS["table"]]),
+    ("kv_direction", "KV_DIRECTIONS", [gpu_kv_swap.OPTIONS["direction"]]),
+    ("kv_method", "KV_METHODS", [gpu_kv_swap.OPTIONS["method"]]),
+    ("zero_copy_op", "ZERO_COPY_OPS", [gpu_zero_copy.OPTIONS["op"]]),
+    ("kernel", "KERNELS", [gpu_stream.OPTIONS["kernel"]]),
+]
+
+
+@pytest.mark.parametrize("kind,tuple_name,options", ENUMS, ids=[e[0] for e in ENUMS])
+def test_the_options_offer_the_headers_enums_in_value_order(kind, tuple_name, options):
+    """Each enum cxb_gpu_<kind>: its members in order (values 0, 1, 2, ...), lower-cased,
+    are gpu.py's tuple and the options' choices and "all"; the last, CXB_GPU_<KIND>S,
+    counts them. cffi's values (what gpu.py passes) are the ones C gives them."""
+    members = header_enum(f"cxb_gpu_{kind}")
+    assert all(value is None for _, value in members)       # numbered by their order
+    *names, count = [name for name, _ in members]
+    prefix = f"CXB_GPU_{kind.upper()}_"
+    assert count == prefix[:-1] + "S" and all(n.startswith(prefix) for n in names)
+    expect = tuple(n[len(prefix):].lower().replace("_", "-") for n in names)
+    assert tuple(getattr(gpu, tuple_name)) == expect
+    for option in options:
+        assert tuple(option.choices) == expect and option.expand["all"] == expect
+    ctype = gpu.ffi.typeof(f"enum cxb_gpu_{kind}")
+    assert ctype.relements[count] == len(expect) == len(getattr(gpu, tuple_name))
+    assert [ctype.relements[n] for n in names] == list(range(len(names)))
+
+
+def test_the_stream_kernels_bytes_are_the_headers():
+    """GB/s counts the bytes the header declares a kernel moves per element, one a kernel."""
+    per = dict(header_enum("cxb_gpu_kernel_bytes"))
+    assert gpu_stream.KERNELS is gpu.KERNELS
+    assert gpu.KERNELS == {k: per[f"CXB_GPU_BYTES_{k.upper()}"] for k in gpu.KERNELS}
+    assert len(per) == len(gpu.KERNELS)
+
+
+def test_the_enums_are_read_without_the_library():
+    """Importing every GPU benchmark (their options) neither builds nor loads it."""
+    r = subprocess.run([sys.executable, "-c", "from cxlbench import gpu, benchmarks\n"
+                        "from cxlbench.benchmarks import gpu_copy, gpu_stream\n"
+                        "assert gpu_copy.OPTIONS['direction'].choices == gpu.DIRECTIONS\n"
+                        "print(gpu._loaded.cache_info().currsize)"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"
+
+
+@pytest.mark.parametrize("declaration", [
+    "enum cxb_gpu_thing { CXB_GPU_THING_A, CXB_GPU_THING_B = 2, CXB_GPU_THINGS };",
+    "enum cxb_gpu_thing { CXB_GPU_THING_A, CXB_GPU_THING_B };",
+    "enum cxb_gpu_thing { CXB_GPU_THING_A, CXB_GPU_THING_B, CXB_GPU_THINGS = 3 };",
+    "enum cxb_gpu_thing { CXB_GPU_THING_A, CXB_GPU_THING_B, CXB_GPU_THINGS, CXB_GPU_X };",
+])
+def test_an_enum_off_the_convention_fails_the_import(monkeypatch, declaration):
+    ffi = FFI()
+    ffi.cdef(declaration)
+    monkeypatch.setattr(gpu, "ffi", ffi)
+    with pytest.raises(ImportError, match="enum cxb_gpu_thing in cxb_gpu.h"):
+        gpu._enum("thing")
+
+
+def test_an_enum_names_options_lower_case_with_dashes(monkeypatch):
+    ffi = FFI()
+    ffi.cdef("enum cxb_gpu_thing { CXB_GPU_THING_FIRST_TOUCH, CXB_GPU_THING_B, "
+             "CXB_GPU_THINGS };")
+    monkeypatch.setattr(gpu, "ffi", ffi)
+    assert gpu._enum("thing") == ("first-touch", "b")
 
 
 def test_without_nvcc_the_reason_says_so(monkeypatch):
@@ -575,6 +663,7 @@ def test_the_latency_figure_marks_the_devices_l2_and_the_steps_measured():
     """A line-stride sweep over an H200's levels: the L2 the device reports (50 MiB) and
     the steps the curve shows are marked; the page-stride sweep is left out of both."""
     from cxlbench.report import figures
+    from cxlbench.report.figures import gpu as gpu_figures
     sizes = [1 << k for k in range(10, 31)]
 
     def ns(s):          # L1 to 128 KiB, L2 to 32 MiB (of the near half), HBM beyond
@@ -583,7 +672,7 @@ def test_the_latency_figure_marks_the_devices_l2_and_the_steps_measured():
                                                        for s in sizes] +
                         [({"size": s, "stride": 2 << 20}, 900.0) for s in sizes[-4:]])
     rows["info"] = [{"device": H200}] * len(rows)
-    marks = figures._gpu_marks(rows)
+    marks = gpu_figures._gpu_marks(rows)
     assert marks[0] == (50 << 20, "L2 50M (device)")
     assert [at for at, _ in marks[1:]] == [128 << 10, 32 << 20]
     assert all(text.endswith("(measured)") for _, text in marks[1:])

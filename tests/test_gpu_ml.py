@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 from cxlbench import benchmarks, gpu
-from cxlbench.benchmarks import embedding, gpu_embedding, gpu_kv_swap, kvcache
+from cxlbench.benchmarks import embedding as embedding_bench
+from cxlbench.benchmarks import gpu_embedding, gpu_kv_swap
+from cxlbench.benchmarks import kvcache as kvcache_bench
+from cxlbench.workloads import embedding, kvcache
 from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
@@ -55,7 +58,7 @@ def test_the_gpu_draws_the_rows_the_cpu_embedding_benchmark_draws(dist):
     """One custom table of the same shape, seed, dist and alpha: the CPU benchmark's
     indices, element for element; another seed draws others."""
     p = emb_params(dist=dist, alpha=1.2, seed=7, rows=100000, pooling=5, batch=300)
-    cpu = {k: o.default for k, o in embedding.OPTIONS.items()}
+    cpu = {k: o.default for k, o in embedding_bench.OPTIONS.items()}
     cpu.update(tables=1, rows=100000, pooling=5, batch=300, dim=64, dist=dist, alpha=1.2,
                seed=7)
     want, offsets = embedding.make_indices(embedding.layout(cpu), cpu)
@@ -160,7 +163,7 @@ def test_a_kv_copy_is_one_layers_k_or_v_of_a_block():
     custom = kv_params(preset="custom", layers=2, kv_heads=4, head_dim=64, dtype="fp32")
     assert gpu_kv_swap.copy_bytes(custom) == 16 * 4 * 64 * 4 and gpu_kv_swap.copies(custom) == 32
     # a sequence of 16 tokens a block holds kvcache's bytes a token
-    lay = kvcache.layout({**{k: o.default for k, o in kvcache.OPTIONS.items()}})
+    lay = kvcache.layout({**{k: o.default for k, o in kvcache_bench.OPTIONS.items()}})
     assert 2 * lay.layers * lay.token_bytes == 2 * 32 * gpu_kv_swap.copy_bytes(p) // 16
 
 

@@ -124,7 +124,7 @@ def test_driver_table_lists_the_bespoke_entry_points():
                          "embedding_bag", "embedding_update"}     # each workload's tests own theirs
     for d in rows.values():
         assert callable(getattr(lib, f"cxb_{d.key}")) and d.description
-        assert benchmarks.get(d.benchmark).NAME == d.benchmark
+        assert benchmarks.get(d.benchmark).name == d.benchmark
     assert (rows["pingpong"].min_threads, rows["pingpong"].max_threads) == (2, 2)
     assert rows["atomics"].check == rows["pingpong"].check == "counters"
     assert rows["migrate_touch"].check == "pages"       # migrate.Checker after each move

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from cxlbench import native, results
-from cxlbench.benchmarks import kvcache
+from cxlbench.benchmarks import kvcache as kvcache_bench
+from cxlbench.workloads import kvcache
 from cxlbench.errors import CheckError
 
 from .conftest import cxlbench
@@ -42,15 +43,15 @@ def workload(lay, fragmentation=1.0, isa="scalar", cpus=CPUS[:1], copy="block", 
              prefetch=0, cold=True):
     table = kvcache.block_table(lay, fragmentation, seed)
     cache, offload = memory(lay)
-    return kvcache.Workload(lay, table, cache, offload, isa, cpus, copy, prefetch, cold)
+    return kvcache.Cache(lay, table, cache, offload, isa, cpus, copy, prefetch, cold)
 
 
 def test_names_match_the_header():
     assert native.KV_OPS == ("decode", "write", "copy")
     assert ENTRY.benchmark == "kvcache" and ENTRY.check == "blocks"
-    assert kvcache.buffers_of({"op": "decode"}) == ("cache",)
-    assert kvcache.buffers_of({"op": "prefill"}) == ("cache",)
-    assert all(kvcache.buffers_of({"op": op}) == ("cache", "offload")
+    assert kvcache_bench.buffers_of({"op": "decode"}) == ("cache",)
+    assert kvcache_bench.buffers_of({"op": "prefill"}) == ("cache",)
+    assert all(kvcache_bench.buffers_of({"op": op}) == ("cache", "offload")
                for op in ("swap_out", "swap_in", "restore"))
 
 
@@ -244,7 +245,7 @@ def test_copy_plans():
 
 
 def test_presets_sizes():
-    base = {name: opt.default for name, opt in kvcache.OPTIONS.items()}
+    base = {name: opt.default for name, opt in kvcache_bench.OPTIONS.items()}
     for preset, per_token in (("llama-3-8b", 128 << 10), ("llama-3-70b", 320 << 10)):
         lay = kvcache.layout({**base, "preset": preset})
         assert lay.layers * 2 * lay.token_bytes == per_token

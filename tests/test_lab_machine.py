@@ -37,7 +37,7 @@ def test_every_shipped_suite_passes_its_precheck(lab, name):
 def test_full_suite_covers_the_lab_machine(lab):
     cases = suite.expand_for(suite.load("full"), lab)
     benchmarks.precheck(cases, lab)
-    assert {c.params["mem"] for c in cases if c.bench == "chase"} == {f"bind:{n}" for n in range(4)}
+    assert {str(c.params["mem"]) for c in cases if c.bench == "chase"} == {f"bind:{n}" for n in range(4)}
     assert {c.params["cpus"] for c in cases if c.bench == "pingpong"} == {"0-1", "0,96"}
     assert {c.params["initiator"] for c in cases if c.bench == "matrix"} == {0, 1}
     assert {(c.params["from"], c.params["to"]) for c in cases if c.bench == "migrate"} == {

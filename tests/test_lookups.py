@@ -1,9 +1,9 @@
-"""Index streams (cxlbench.lookups): Zipf's skew against the power law's closed form, and
+"""Index streams (cxlbench.workloads.lookups): Zipf's skew against the power law's closed form, and
 each reuse profile's histogram against its published points."""
 import numpy as np
 import pytest
 
-from cxlbench import lookups
+from cxlbench.workloads import lookups
 from cxlbench.errors import UserError
 
 

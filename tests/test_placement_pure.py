@@ -88,3 +88,24 @@ def test_option_names_match_the_core():
     assert "copy_libc" in kernels
     with pytest.raises(ValueError, match="is not one of"):
         bandwidth.OPTIONS["kernel"].convert("copy_nope")
+
+
+def test_placement_options_hold_values_and_json_holds_their_text():
+    """Option.convert makes a Placement (and passes one through, as a resume converts
+    run.json's values again); to_json gives back the canonical text, from_json the value."""
+    import json
+    from cxlbench import benchmarks, suite
+    from cxlbench.options import COMMON, from_json, to_json
+    opt = COMMON["mem"]
+    p = opt.convert(" weighted:0=3,2-3=1")
+    assert isinstance(p, Placement) and opt.convert(p) is p and opt.convert(str(p)) == p
+    assert hash(opt.convert(str(p))) == hash(p)
+    assert opt.default == Placement("local") and Placement.bind(2) == Placement.parse("bind:2")
+    params = {"mem": p, "mem.src": Placement.bind(1), "size": 4096, "cpus": "0-3"}
+    text = to_json(params)
+    assert text == {"mem": "weighted:0=3,2=1,3=1", "mem.src": "bind:1", "size": 4096,
+                    "cpus": "0-3"}
+    assert json.loads(json.dumps(text)) == text
+    assert from_json(benchmarks.get("bandwidth"), text) == params
+    (case,) = suite.expand(suite.adhoc("bandwidth", ["kernel=copy", "mem.src=bind:1"]), [0, 1])
+    assert suite.Case.from_dict(json.loads(json.dumps(case.to_dict()))) == case

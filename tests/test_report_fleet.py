@@ -116,7 +116,7 @@ def test_the_fleet_view_of_a_per_run_figure_is_one_row_a_point(fleet_report):
     assert one["ci_high"][0] == pytest.approx(first["median"].max())
     assert not one["placement_ok"].any()
     from cxlbench.report import figures
-    fig = next(figures.matrix(mat, []))
+    fig = next(figures.PLOTTERS["matrix"](mat, []))
     assert "cells hold the median of the runs' medians" in fig.caption
     assert "confidence interval of the median" not in fig.caption
     assert "Placement check FAILED" in fig.caption and "Runs: 12 (lab-00 to " in fig.caption

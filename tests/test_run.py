@@ -282,7 +282,7 @@ def test_no_option_shares_a_name_with_a_results_column():
     from cxlbench import benchmarks
     fixed = set(results.FIRST_COLUMNS + results.LAST_COLUMNS) - results.RESOLVED
     for name, bench in benchmarks._ALL.items():
-        assert not set(bench.OPTIONS) & fixed, name
+        assert not set(bench.options) & fixed, name
 
 
 def test_summary_of_a_failed_case_keeps_its_parameters(capsys):
@@ -391,10 +391,10 @@ def test_resume_says_why_when_options_have_changed(small_run, tmp_path):
 def test_every_size_option_reads_as_a_size():
     """The summary writes size options as 256K, not 262144: paramtext knows them all."""
     from cxlbench import benchmarks, paramtext
-    sizes = {name for b in benchmarks.available().values() for name, opt in b.OPTIONS.items()
+    sizes = {name for b in benchmarks.available().values() for name, opt in b.options.items()
              if opt.kind == "size"}
     assert sizes == set(paramtext.SIZES)
     # names are read alone: one that is a size somewhere is a size everywhere
-    assert not [(b.NAME, name) for b in benchmarks.available().values()
-                for name, opt in b.OPTIONS.items() if name in sizes and opt.kind != "size"]
+    assert not [(b.name, name) for b in benchmarks.available().values()
+                for name, opt in b.options.items() if name in sizes and opt.kind != "size"]
     assert paramtext.params_text({"window": 256 << 10}, ["window"]) == "window=256K"

@@ -28,7 +28,7 @@ repeat = 2
     cases = suite.expand(s, memory_nodes=[0, 2])
     bw = [c for c in cases if c.job == "bw"]
     assert len(bw) == 2 * 2 * 2
-    assert {(c.params["size"], c.params["threads"], c.params["mem"]) for c in bw} == {
+    assert {(c.params["size"], c.params["threads"], str(c.params["mem"])) for c in bw} == {
         (s_, t, m) for s_ in (16384, 1 << 20) for t in (1, "all") for m in ("bind:0", "bind:2")}
     assert all(c.params["repeat"] == 3 for c in bw)         # inherited from [global]
     assert bw[0].params["kernel"] == "read" and bw[0].params["isa"] == "auto"  # defaults
@@ -43,7 +43,7 @@ repeat = 2
 def test_adhoc_goes_through_the_same_table():
     (case,) = suite.expand(suite.adhoc("chase", ["size=1G", "page=thp", "mem=bind:0"]), [0])
     assert case.params["size"] == 1 << 30 and case.params["page"] == "thp"
-    assert case.params["mem"] == "bind:0" and case.params["repeat"] == 5
+    assert str(case.params["mem"]) == "bind:0" and case.params["repeat"] == 5
 
 
 @pytest.mark.parametrize("body,message", [

@@ -19,7 +19,7 @@ from cxlbench.errors import UserError
 
 SUITES = sorted((Path(__file__).resolve().parent.parent / "suites").glob("*.toml"))
 BASES = {p.stem: suite.load(str(p)) for p in SUITES}
-OPTION_NAMES = sorted({name for b in benchmarks.available().values() for name in b.OPTIONS})
+OPTION_NAMES = sorted({name for b in benchmarks.available().values() for name in b.options})
 PEAK_BYTES = 200 << 20
 FUZZ = settings(max_examples=300, deadline=2000, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -112,8 +112,8 @@ def keys_of(table) -> st.SearchStrategy:
     module = benchmarks.available().get(bench) if isinstance(bench, str) else None
     if module is None:
         return st.sampled_from(OPTION_NAMES)
-    ranged = sorted(k for k, o in module.OPTIONS.items() if o.kind in ("size", "int"))
-    return st.one_of(st.sampled_from(sorted(module.OPTIONS) + ["bench"]),
+    ranged = sorted(k for k, o in module.options.items() if o.kind in ("size", "int"))
+    return st.one_of(st.sampled_from(sorted(module.options) + ["bench"]),
                      *[st.sampled_from(ranged)] * bool(ranged))
 
 
@@ -167,7 +167,7 @@ def test_damaged_suite_files_load_or_give_one_suite_error(tmp_path_factory, data
 @FUZZ
 @given(data=st.data(), bench=st.sampled_from(sorted(benchmarks.available())))
 def test_adhoc_settings_expand_or_give_one_suite_error(data, bench):
-    options = st.sampled_from(sorted(benchmarks.get(bench).OPTIONS))
+    options = st.sampled_from(sorted(benchmarks.get(bench).options))
     keys = st.one_of(options, options, options, KEYS)
     texts = st.one_of(st.sampled_from(WORDS), st.text(max_size=10), st.integers().map(str),
                       st.floats().map(str))

@@ -15,14 +15,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cxlbench import analysis, benchmarks, memory, native
+from cxlbench import analysis, analysis_text, benchmarks, memory, native
 from cxlbench.benchmarks import common, embedding
 from cxlbench.benchmarks import tiering as bench
 from cxlbench.cli import main
 from cxlbench.errors import CheckError, PlacementError, UserError
 from cxlbench.memory import Buffer
-from cxlbench.tiering import engine, model, workloads
-from cxlbench.tiering.policies.base import Policy, Tier, first_touch
+from cxlbench.tiering import engine, model
+from cxlbench.workloads import embedding as embedding_workload
+from cxlbench.workloads import epochs
+from cxlbench.tiering.policies.base import Policy, TierFigures, first_touch
 from cxlbench.topology import Topology
 
 from .conftest import REPO
@@ -47,8 +49,10 @@ def params(**over):
     """The tiering benchmark's defaults, tiny: 4096 rows of 512 B (512 pages), 64 bags of
     32 lookups (2048 lookups an epoch), 3 epochs."""
     p = {k: o.default for k, o in bench.OPTIONS.items()}
-    p.update(rows=4096, batch=64, epochs=3, repeat=1)
-    p.update(over)
+    over = {"rows": 4096, "batch": 64, "epochs": 3, "repeat": 1, **over}
+    # the embedding workload's own options by their names in its table
+    p.update({f"embedding.{k}" if f"embedding.{k}" in bench.OPTIONS else k: v
+              for k, v in over.items()})
     return p
 
 
@@ -58,44 +62,45 @@ def hot(counts, k):
 
 
 def test_each_tiering_module_imports_first_in_a_fresh_interpreter():
-    """The registry imports the tiering benchmark, which imports the workloads, which use
-    the embedding benchmark: no order of first import may find one half made."""
-    for name in ("cxlbench.tiering.workloads", "cxlbench.tiering.engine",
+    """The registry imports the tiering benchmark, which imports the workloads and the
+    engines: no order of first import may find one half made."""
+    for name in ("cxlbench.workloads", "cxlbench.workloads.embedding",
+                 "cxlbench.workloads.kvcache", "cxlbench.tiering.engine",
                  "cxlbench.tiering.model", "cxlbench.benchmarks.tiering"):
         r = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=REPO,
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
 
 
-# ---- workloads.pages_touched -------------------------------------------------------------
+# ---- epochs.pages_touched --------------------------------------------------------------
 def test_accesses_inside_one_page_count_once():
     first = np.array([0, 100, 4095, 4096, 8191, 3 * 4096 + 7], dtype=np.int64)
-    assert workloads.pages_touched(first, 1, PAGE).tolist() == [0, 0, 0, 1, 1, 3]
+    assert epochs.pages_touched(first, 1, PAGE).tolist() == [0, 0, 0, 1, 1, 3]
     # 64 B at 4032 ends on byte 4095: still page 0 alone.
-    assert workloads.pages_touched(np.array([4032, 4096]), 64, PAGE).tolist() == [0, 1]
+    assert epochs.pages_touched(np.array([4032, 4096]), 64, PAGE).tolist() == [0, 1]
 
 
 def test_an_access_over_a_page_boundary_counts_on_both():
     first = np.array([0, 4000, 8192, 4095], dtype=np.int64)
     # 200 B: [0,199] page 0; [4000,4199] pages 0 and 1; [8192,8391] page 2; [4095,4294] 0,1.
-    assert workloads.pages_touched(first, 200, PAGE).tolist() == [0, 0, 1, 2, 0, 1]
+    assert epochs.pages_touched(first, 200, PAGE).tolist() == [0, 0, 1, 2, 0, 1]
 
 
 def test_rows_larger_than_a_page_touch_every_page_they_span():
     first = np.array([100, 0, 3 * 4096 - 1], dtype=np.int64)
     # 10000 B: [100,10099] pages 0-2; [0,9999] pages 0-2; [12287,22286] pages 2-5.
-    assert workloads.pages_touched(first, 10000, PAGE).tolist() == \
+    assert epochs.pages_touched(first, 10000, PAGE).tolist() == \
         [0, 1, 2, 0, 1, 2, 2, 3, 4, 5]
     # Exactly two pages, aligned: two pages each, no third.
-    assert workloads.pages_touched(np.array([0, 8192]), 8192, PAGE).tolist() == [0, 1, 2, 3]
+    assert epochs.pages_touched(np.array([0, 8192]), 8192, PAGE).tolist() == [0, 1, 2, 3]
 
 
-# ---- workloads.Embedding -------------------------------------------------------------------
+# ---- the embedding workload's epochs ------------------------------------------------------
 @pytest.mark.parametrize("dim,per_row", [(128, 1), (1024, 1), (2048, 2)])
 def test_counts_sum_to_lookups_times_pages_per_row(dim, per_row):
     """fp32 rows of 512 B, 4 KiB and 8 KiB, page-aligned: 1, 1 and 2 pages a lookup."""
     rows = 512
-    w = workloads.Embedding(params(rows=rows, dim=dim, tables=2, batch=16, pooling=4))
+    w = bench.workload(params(rows=rows, dim=dim, tables=2, batch=16, pooling=4))
     assert w.units() == 2 * 16 * 4 == 128
     assert w.epoch_bytes() == 128 * dim * 4
     pages = 2 * rows * dim * 4 // PAGE
@@ -107,7 +112,7 @@ def test_counts_sum_to_lookups_times_pages_per_row(dim, per_row):
 
 def test_counts_of_rows_straddling_pages_match_a_row_by_row_count():
     """6000 B rows (dim 1500) span two or three pages depending on where they start."""
-    w = workloads.Embedding(params(rows=50, dim=1500, batch=8, pooling=4))
+    w = bench.workload(params(rows=50, dim=1500, batch=8, pooling=4))
     pages = -(-50 * 6000 // PAGE)
     for e in range(3):
         want = np.zeros(pages, dtype=np.int64)
@@ -122,9 +127,9 @@ def test_epochs_are_cut_from_one_stream():
     """Each table's lookups of all epochs, in epoch order, are the stream make_indices
     draws for batch x epochs bags: epoch e holds bags [e*batch, (e+1)*batch) of each."""
     p = params(rows=300, tables=2, batch=10, pooling=3, epochs=4)
-    w = workloads.Embedding(p)
-    whole = embedding.Layout((300, 300), (3, 3), 128, "fp32", 40)
-    indices, _ = embedding.make_indices(whole, w.params)
+    w = bench.workload(p)
+    whole = embedding_workload.Layout((300, 300), (3, 3), 128, "fp32", 40)
+    indices, _ = embedding_workload.make_indices(whole, w.params)
     per = 10 * 3
     for t in range(2):
         joined = np.concatenate([w._streams[e][t * per:(t + 1) * per] for e in range(4)])
@@ -139,15 +144,15 @@ def test_epochs_are_cut_from_one_stream():
 
 
 def test_popularity_holds_across_epochs():
-    w = workloads.Embedding(params(epochs=4))
+    w = bench.workload(params(epochs=4))
     c = [w.counts(e, 512, PAGE) for e in range(4)]
     assert len(hot(c[0], 16) & hot(c[1], 16)) >= 10
     assert len(hot(c[0] + c[1], 16) & hot(c[2] + c[3], 16)) >= 10
 
 
 def test_phase_shift_moves_the_hot_pages_in_the_second_half():
-    still = workloads.Embedding(params(epochs=4))
-    moved = workloads.Embedding(params(epochs=4, phase="shift"))
+    still = bench.workload(params(epochs=4))
+    moved = bench.workload(params(epochs=4, phase="shift"))
     c = [moved.counts(e, 512, PAGE) for e in range(4)]
     # The first half as without a shift; the hot set stays put within each half...
     for e in range(2):
@@ -162,7 +167,7 @@ def test_phase_shift_moves_the_hot_pages_in_the_second_half():
 
 def test_phase_shift_turns_each_table_within_itself():
     p = params(rows=1000, tables=2, batch=10, pooling=3, epochs=3)
-    still, moved = workloads.Embedding(p), workloads.Embedding({**p, "phase": "shift"})
+    still, moved = bench.workload(p), bench.workload({**p, "phase": "shift"})
     assert (moved._streams[0] == still._streams[0]).all()     # epochs // 2 = 1 unshifted
     per = 10 * 3
     for e in (1, 2):
@@ -178,7 +183,7 @@ def test_epoch_time_is_the_longer_of_waiting_and_streaming():
     each tier's bytes at its bandwidth, the two tiers at once (the longer of them)."""
     counts = np.array([3, 0, 5, 2], dtype=np.int64)
     fast = np.array([True, False, False, True])
-    tiers = (Tier(100.0, 100.0), Tier(300.0, 10.0))
+    tiers = (TierFigures(100.0, 100.0), TierFigures(300.0, 10.0))
     # 5 accesses on each tier: waiting (5 x 100 + 5 x 300) / (mlp x threads) = 2000 / 4;
     # streaming at 64 B max(5 x 64 / 100, 5 x 64 / 10) = 32.
     assert model.epoch_ns(counts, fast, tiers, 64, 4) == 500.0
@@ -198,7 +203,7 @@ def test_epoch_time_is_the_longer_of_waiting_and_streaming():
 def test_the_two_tiers_stream_at_once_not_one_after_the_other():
     counts = np.array([5, 5], dtype=np.int64)
     fast = np.array([True, False])
-    same = (Tier(100.0, 100.0), Tier(300.0, 100.0))
+    same = (TierFigures(100.0, 100.0), TierFigures(300.0, 100.0))
     # 5 x 1024 B on each at 100 GB/s: 51.2 ns each, together 51.2 (not 102.4); waiting
     # (500 + 1500) / 1000 = 2.
     assert model.epoch_ns(counts, fast, same, 1024, 1000) == 51.2
@@ -233,7 +238,7 @@ def test_tiers_from_options_win(topo):
     p = tier_params(fast_latency=80.0, fast_bandwidth=200.0, slow_latency=400.0,
                     slow_bandwidth=20.0)
     tiers, source = model.tiers_for(p, two, 0, 2)
-    assert tiers == (Tier(80.0, 200.0), Tier(400.0, 20.0))
+    assert tiers == (TierFigures(80.0, 200.0), TierFigures(400.0, 20.0))
     assert source == "fast: options, slow: options"
 
 
@@ -241,11 +246,11 @@ def test_tiers_from_hmat(topo):
     """two_socket_cxl: node 0 reads at 90 ns and 102400 MB/s, node 2 at 250 ns, 32000."""
     two = topo("two_socket_cxl")
     tiers, source = model.tiers_for(tier_params(), two, 0, 2)
-    assert tiers == (Tier(90.0, 102.4), Tier(250.0, 32.0))
+    assert tiers == (TierFigures(90.0, 102.4), TierFigures(250.0, 32.0))
     assert source == "fast: HMAT of node 0, slow: HMAT of node 2"
     # One figure of an option over the HMAT's other.
     tiers, source = model.tiers_for(tier_params(slow_latency=500.0), two, 0, 2)
-    assert tiers == (Tier(90.0, 102.4), Tier(500.0, 32.0))
+    assert tiers == (TierFigures(90.0, 102.4), TierFigures(500.0, 32.0))
     assert source == "fast: HMAT of node 0, slow: HMAT of node 2 with options"
 
 
@@ -253,7 +258,7 @@ def test_tiers_assumed_without_hmat_or_options(topo):
     vm = topo("vm")
     for topology, slow in ((vm, None), (None, None), (vm, 0)):
         tiers, source = model.tiers_for(tier_params(), topology, 0, slow)
-        assert tiers == model.ASSUMED == (Tier(110.0, 100.0), Tier(275.0, 25.0))
+        assert tiers == model.ASSUMED == (TierFigures(110.0, 100.0), TierFigures(275.0, 25.0))
         assert source == "fast: assumed, slow: assumed"
 
 
@@ -279,7 +284,7 @@ def test_a_measured_tier_beside_an_assumed_one_is_assumed_too(topo, monkeypatch)
     # ...and one that measured both: kept, 100 + 150 n ns and 18 / (n + 1) GB/s.
     monkeypatch.setattr(model, "_frame", lambda path: measured(0, 1))
     assert model.tiers_for(p, None, 0, 1) == \
-        ((Tier(100.0, 18.0), Tier(250.0, 9.0)), "fast: node 0 in run-1, slow: node 1 in run-1")
+        ((TierFigures(100.0, 18.0), TierFigures(250.0, 9.0)), "fast: node 0 in run-1, slow: node 1 in run-1")
 
 
 def test_a_tier_from_options_keeps_the_other_as_it_is(topo):
@@ -287,18 +292,18 @@ def test_a_tier_from_options_keeps_the_other_as_it_is(topo):
     two = topo("two_socket_cxl")
     opts = tier_params(fast_latency=80.0, fast_bandwidth=200.0)
     assert model.tiers_for(opts, two, 0, None) == \
-        ((Tier(80.0, 200.0), Tier(275.0, 25.0)), "fast: options, slow: assumed")
+        ((TierFigures(80.0, 200.0), TierFigures(275.0, 25.0)), "fast: options, slow: assumed")
     opts = tier_params(slow_latency=400.0, slow_bandwidth=20.0)
     assert model.tiers_for(opts, two, 0, None) == \
-        ((Tier(90.0, 102.4), Tier(400.0, 20.0)), "fast: HMAT of node 0, slow: options")
+        ((TierFigures(90.0, 102.4), TierFigures(400.0, 20.0)), "fast: HMAT of node 0, slow: options")
 
 
 def test_an_option_on_an_assumed_tier_is_kept_where_nothing_is_measured(topo):
     vm = topo("vm")
     assert model.tiers_for(tier_params(fast_bandwidth=50.0), vm, 0, None) == \
-        ((Tier(110.0, 50.0), Tier(275.0, 25.0)), "fast: assumed with options, slow: assumed")
+        ((TierFigures(110.0, 50.0), TierFigures(275.0, 25.0)), "fast: assumed with options, slow: assumed")
     assert model.tiers_for(tier_params(slow_latency=500.0), vm, 0, None) == \
-        ((Tier(110.0, 100.0), Tier(500.0, 25.0)), "fast: assumed, slow: assumed with options")
+        ((TierFigures(110.0, 100.0), TierFigures(500.0, 25.0)), "fast: assumed, slow: assumed with options")
 
 
 def test_an_option_over_hmat_survives_the_assumed_rule(topo):
@@ -366,28 +371,28 @@ class FakeWork:
 
 # mlp 1, one thread, 64 B accesses: 100 ns on the fast tier, 300 on the slow (latency-bound:
 # 64 B at 100 GB/s is 0.64 ns). Moves at 2 GB/s: 2048 ns a 4 KiB page.
-TIERS = (Tier(100.0, 100.0), Tier(300.0, 100.0))
+TIERS = (TierFigures(100.0, 100.0), TierFigures(300.0, 100.0))
 RATE = 2.0
 HOT_LAST = [np.array([1, 1, 10, 10], dtype=np.int64)] * 3
 
 
-def drive(policy, counts, tiers=TIERS, hands=None, threads=1):
-    hands = hands or engine.Paper(len(counts[0]), PAGE, RATE)
-    return engine.drive(policy, FakeWork(int(counts[0].sum())), hands, counts, tiers, 1.0,
+def drive(policy, counts, tiers=TIERS, pages_of=None, threads=1):
+    pages_of = pages_of or engine.PlannedPages(len(counts[0]), PAGE, RATE)
+    return engine.drive(policy, FakeWork(int(counts[0].sum())), pages_of, counts, tiers, 1.0,
                         threads, False)
 
 
 def test_paper_places_as_told_and_charges_each_move_at_the_migration_rate():
-    hands = engine.Paper(4, PAGE, RATE)
-    assert hands.fast.tolist() == [False] * 4 and hands.read() is hands.fast
+    pages_of = engine.PlannedPages(4, PAGE, RATE)
+    assert pages_of.fast.tolist() == [False] * 4 and pages_of.read() is pages_of.fast
     out = engine.Outcome()
-    up, down = hands.apply(np.array([True, True, False, False]), np.arange(4), out, 2)
+    up, down = pages_of.apply(np.array([True, True, False, False]), np.arange(4), out, 2)
     assert (up.tolist(), down.tolist(), out.move_ns) == ([0, 1], [], 2 * 4096 / 2.0)
-    up, down = hands.apply(np.array([False, True, True, False]), np.arange(4), out, 2)
+    up, down = pages_of.apply(np.array([False, True, True, False]), np.arange(4), out, 2)
     assert (up.tolist(), down.tolist(), out.move_ns) == ([2], [0], 4 * 4096 / 2.0)
-    assert hands.read().tolist() == [False, True, True, False]
+    assert pages_of.read().tolist() == [False, True, True, False]
     # A 2 MiB page at 0.5 GB/s: 2097152 / 0.5 = 4194304 ns.
-    out, big = engine.Outcome(), engine.Paper(2, 2 << 20, 0.5)
+    out, big = engine.Outcome(), engine.PlannedPages(2, 2 << 20, 0.5)
     big.apply(np.array([True, False]), np.arange(2), out, 1)
     assert out.move_ns == 4194304.0
 
@@ -539,8 +544,8 @@ def test_all_fast_is_held_to_its_capacity_like_any_policy():
     assert out.ns == [2200.0] * 3 and out.fast_share == [1.0] * 3
 
 
-class Drifting(engine.Paper):
-    """Paper hands on which someone else (Linux) moves pages: before epoch e, the pages
+class Drifting(engine.PlannedPages):
+    """PlannedPages on which someone else (Linux) moves pages: before epoch e, the pages
     of drift[e][0] go fast and those of drift[e][1] slow."""
 
     def __init__(self, pages, drift):
@@ -564,9 +569,9 @@ def test_pages_moved_by_the_kernel_are_read_back_and_its_policys_moves():
     """Before epoch 1 the kernel swaps pages 0 (down) and 2 (up); before epoch 2 it
     promotes page 3: 3 pages drifted, each epoch timed on where the pages were."""
     F, T = False, True
-    hands = Drifting(4, {1: ((2,), (0,)), 2: ((3,), ())})
-    out = drive(Kernel(4, 2, [T, T, F, F]), HOT_LAST, hands=hands)
-    assert hands.reads == 4             # one read before every epoch, one after the last
+    pages_of = Drifting(4, {1: ((2,), (0,)), 2: ((3,), ())})
+    out = drive(Kernel(4, 2, [T, T, F, F]), HOT_LAST, pages_of=pages_of)
+    assert pages_of.reads == 4             # one read before every epoch, one after the last
     # [T, T, F, F]: 2 x 100 + 20 x 300; [F, T, T, F]: 11 x 100 + 11 x 300;
     # [F, T, T, T]: 21 x 100 + 1 x 300.
     assert out.ns == out.predicted == [6200.0, 4400.0, 2400.0]
@@ -574,15 +579,15 @@ def test_pages_moved_by_the_kernel_are_read_back_and_its_policys_moves():
     assert out.fast_share == [0.5, 0.5, 0.75]      # not held to its capacity of 2
     assert out.drifted == 3
     assert (out.promoted, out.demoted, out.move_ns) == (2, 1, 0)    # the kernel's, free
-    assert hands.fast.tolist() == [F, T, T, T]
+    assert pages_of.fast.tolist() == [F, T, T, T]
 
 
 def test_the_kernels_moves_back_are_ping_pong_and_its_last_epoch_counts():
     """Linux moves page 2 up, down, up: one page moved back (twice), and the move it made
     during the last epoch counted too."""
     F, T = False, True
-    hands = Drifting(4, {1: ((2,), ()), 2: ((), (2,)), 3: ((2,), ())})
-    out = drive(Kernel(4, 2, [T, F, F, F]), HOT_LAST, hands=hands)
+    pages_of = Drifting(4, {1: ((2,), ()), 2: ((), (2,)), 3: ((2,), ())})
+    out = drive(Kernel(4, 2, [T, F, F, F]), HOT_LAST, pages_of=pages_of)
     assert (out.promoted, out.demoted, out.drifted, out.pingpong) == (2, 1, 3, 1)
 
 
@@ -593,10 +598,10 @@ def test_pages_drifting_under_a_policy_of_its_own_fail_the_case():
     policy = Scripted(4, 2, [T, T, F, F], [[T, T, F, F], [T, T, F, F]])
     with pytest.raises(CheckError, match=r"2 pages were moved by someone else before epoch "
                                          r"1 \(NUMA balancing\?\)"):
-        drive(policy, HOT_LAST, hands=Drifting(4, {1: ((2,), (0,))}))
+        drive(policy, HOT_LAST, pages_of=Drifting(4, {1: ((2,), (0,))}))
 
 
-# ---- engine.Pages on this machine's one node ---------------------------------------------
+# ---- engine.MovedPages on this machine's one node ----------------------------------------
 def table(pages=8):
     return Buffer(pages * PAGE, "bind:0", name="table")
 
@@ -616,7 +621,7 @@ def recorded_moves(monkeypatch, ns=None):
 
 
 def two_nodes(monkeypatch, where, busy=(), ns=1000):
-    """Nodes 0 and 1 simulated for a Pages: `where` each page's node, changed by
+    """Nodes 0 and 1 simulated for a MovedPages: `where` each page's node, changed by
     engine.move (but not for a `busy` page, which fails EBUSY) and read by
     engine.node_map. Returns the calls and, after each, the pages on node 0."""
     calls, on_fast = [], []
@@ -636,20 +641,20 @@ def two_nodes(monkeypatch, where, busy=(), ns=1000):
 def test_pages_on_one_node_read_all_fast_and_moves_are_no_ops(monkeypatch):
     calls = recorded_moves(monkeypatch)
     buf = table()
-    hands = engine.Pages(buf, 0, 0, 0)
-    assert hands.fast.dtype == bool and hands.fast.tolist() == [True] * 8
-    assert hands.read().tolist() == [True] * 8
+    pages_of = engine.MovedPages(buf, 0, 0, 0)
+    assert pages_of.fast.dtype == bool and pages_of.fast.tolist() == [True] * 8
+    assert pages_of.read().tolist() == [True] * 8
     # Pretend pages 0-3 were slow, to see the order of the calls.
-    hands.fast = np.array([False] * 4 + [True] * 4)
+    pages_of.fast = np.array([False] * 4 + [True] * 4)
     target = np.array([True, True, False, False, False, False, True, True])
     out = engine.Outcome()
-    up, down = hands.apply(target, np.array([1, 0, 2, 3, 4, 5, 6, 7]), out, 4)
+    up, down = pages_of.apply(target, np.array([1, 0, 2, 3, 4, 5, 6, 7]), out, 4)
     # One chunk: its demotions coldest first (5, then 4), then its promotions hottest
     # first (1, then 0), into the room the demotions made (4 - 2).
     assert calls == [(0, [5, 4]), (0, [1, 0])]
     # Read back: every page on node 0, the fast node: up are the four "slow" ones.
     assert up.tolist() == [0, 1, 2, 3] and down.tolist() == []
-    assert hands.fast.tolist() == [True] * 8
+    assert pages_of.fast.tolist() == [True] * 8
     assert out.unmoved == 4                 # pages 2-5 should be slow, and are not
     assert out.move_ns > 0
 
@@ -660,9 +665,9 @@ def test_promotions_go_only_into_room(monkeypatch):
     target = np.array([True, True, False, False, False, False, True, True])
     for capacity, want in ((2, [(0, [5, 4])]), (3, [(0, [5, 4]), (0, [1])])):
         calls = recorded_moves(monkeypatch, ns=1000)
-        hands = engine.Pages(table(), 0, 0, 0)
-        hands.fast = np.array([False] * 4 + [True] * 4)
-        hands.apply(target, np.array([1, 0, 2, 3, 4, 5, 6, 7]), engine.Outcome(), capacity)
+        pages_of = engine.MovedPages(table(), 0, 0, 0)
+        pages_of.fast = np.array([False] * 4 + [True] * 4)
+        pages_of.apply(target, np.array([1, 0, 2, 3, 4, 5, 6, 7]), engine.Outcome(), capacity)
         assert calls == want
 
 
@@ -674,11 +679,11 @@ def test_a_failed_demotion_leaves_no_room_for_a_promotion(monkeypatch):
     monkeypatch.setattr(engine, "MOVE_CHUNK", 2)
     where = np.array([0] * 4 + [1] * 4, dtype=np.int32)
     calls, on_fast = two_nodes(monkeypatch, where, busy={0})
-    hands = engine.Pages(table(), 0, 1, 0)
-    assert hands.fast.tolist() == [True] * 4 + [False] * 4
+    pages_of = engine.MovedPages(table(), 0, 1, 0)
+    assert pages_of.fast.tolist() == [True] * 4 + [False] * 4
     out = engine.Outcome()
     target = np.array([False] * 4 + [True] * 4)
-    up, down = hands.apply(target, np.arange(8)[::-1], out, 4)     # page 7 the hottest
+    up, down = pages_of.apply(target, np.arange(8)[::-1], out, 4)     # page 7 the hottest
     # Chunk 1: 0 (busy) and 1 down, room for one: 7 up. Chunk 2: 2 and 3 down, room for two.
     assert calls[:3] == [(1, [0, 1]), (0, [7]), (1, [2, 3])]
     assert max(on_fast) == 4 and on_fast[-1] == 4
@@ -686,7 +691,7 @@ def test_a_failed_demotion_leaves_no_room_for_a_promotion(monkeypatch):
     # What really moved, as read back; the busy page and the one promotion that had no
     # room are unmoved.
     assert down.tolist() == [1, 2, 3] and 7 in up.tolist() and len(up) == 3
-    assert hands.fast.sum() == 4 and hands.fast[0]
+    assert pages_of.fast.sum() == 4 and pages_of.fast[0]
     assert out.unmoved == 2
 
 
@@ -694,10 +699,10 @@ def test_a_promotion_without_room_waits_for_the_next_chunk(monkeypatch):
     monkeypatch.setattr(engine, "MOVE_CHUNK", 2)
     where = np.array([0] * 4 + [1] * 4, dtype=np.int32)
     two_nodes(monkeypatch, where, busy={0})
-    hands = engine.Pages(table(), 0, 1, 0)
-    hands.apply(np.array([False] * 4 + [True] * 4), np.arange(8)[::-1], engine.Outcome(), 4)
+    pages_of = engine.MovedPages(table(), 0, 1, 0)
+    pages_of.apply(np.array([False] * 4 + [True] * 4), np.arange(8)[::-1], engine.Outcome(), 4)
     # Room for three promotions in all: the three hottest, 7, 6 and 5, beside busy page 0.
-    assert np.flatnonzero(hands.fast).tolist() == [0, 5, 6, 7]
+    assert np.flatnonzero(pages_of.fast).tolist() == [0, 5, 6, 7]
 
 
 def test_moves_interleave_by_chunk_and_the_time_box_stops_between_chunks(monkeypatch):
@@ -712,20 +717,20 @@ def test_moves_interleave_by_chunk_and_the_time_box_stops_between_chunks(monkeyp
                                 (2000, True, whole[:2]), (2001, True, whole),
                                 (1500, False, whole)):
         calls = recorded_moves(monkeypatch, ns=1000)
-        hands = engine.Pages(table(), 0, 0, budget)
-        hands.fast = np.array([True] * 4 + [False] * 4)
+        pages_of = engine.MovedPages(table(), 0, 0, budget)
+        pages_of.fast = np.array([True] * 4 + [False] * 4)
         out = engine.Outcome()
-        hands.apply(target, order, out, 4, boxed=boxed)
+        pages_of.apply(target, order, out, 4, boxed=boxed)
         assert calls == want, (budget, boxed)
         assert out.move_ns == 1000 * len(want)
     # On two (simulated) nodes: after the first chunk, 2 and 3 still fast, 7 and 6 too.
     where = np.array([0] * 4 + [1] * 4, dtype=np.int32)
     calls, on_fast = two_nodes(monkeypatch, where)
-    hands = engine.Pages(table(), 0, 1, 1500)
+    pages_of = engine.MovedPages(table(), 0, 1, 1500)
     out = engine.Outcome()
-    up, down = hands.apply(target, order, out, 4)
+    up, down = pages_of.apply(target, order, out, 4)
     assert calls == [(1, [0, 1]), (0, [7, 6])] and on_fast == [2, 4]
-    assert np.flatnonzero(hands.fast).tolist() == [2, 3, 6, 7]
+    assert np.flatnonzero(pages_of.fast).tolist() == [2, 3, 6, 7]
     assert (sorted(up.tolist()), down.tolist(), out.unmoved) == ([6, 7], [0, 1], 4)
 
 
@@ -737,11 +742,11 @@ def test_the_first_placement_is_not_boxed_nor_counted(monkeypatch):
     monkeypatch.setattr(engine, "MOVE_CHUNK", 2)
     where = np.ones(8, dtype=np.int32)
     calls, _ = two_nodes(monkeypatch, where, busy={3})
-    hands = engine.Pages(table(), 0, 1, 1)
-    assert hands.fast.tolist() == [False] * 8
+    pages_of = engine.MovedPages(table(), 0, 1, 1)
+    assert pages_of.fast.tolist() == [False] * 8
     start = [True] * 4 + [False] * 4
     out = drive(Scripted(8, 4, start, [start] * 2), [np.arange(8, dtype=np.int64)] * 3,
-                hands=hands)
+                pages_of=pages_of)
     assert calls == [(0, [0, 1]), (0, [2, 3]), (0, [3]), (0, [3])]
     assert (out.start_unmoved, out.unmoved, out.move_ns) == (1, 2, 2000)
     assert (out.promoted, out.demoted, out.drifted) == (0, 0, 0)
@@ -764,7 +769,7 @@ def test_under_the_kernels_tiering_a_page_mid_migration_is_read_again(monkeypatc
         return where
     waits = []
     monkeypatch.setattr(engine.time, "sleep", waits.append)
-    patient = engine.Pages(buf, 0, 1, 0, patient=True)
+    patient = engine.MovedPages(buf, 0, 1, 0, patient=True)
     monkeypatch.setattr(engine, "node_map", lambda b: migrating(b, 2))
     reads.clear()
     assert patient.read().all() and len(reads) == 3 and waits == list(engine.SETTLE_S[:2])
@@ -775,7 +780,7 @@ def test_under_the_kernels_tiering_a_page_mid_migration_is_read_again(monkeypatc
     assert len(reads) == 1 + len(engine.SETTLE_S)
     reads.clear()
     monkeypatch.setattr(engine, "node_map", lambda b: migrating(b, 1))
-    strict = engine.Pages.__new__(engine.Pages)
+    strict = engine.MovedPages.__new__(engine.MovedPages)
     strict.buf, strict.nodes, strict.patient = buf, (0, 1), False
     with pytest.raises(CheckError, match="page 2 of the table buffer is on node -2"):
         strict.read()
@@ -790,15 +795,15 @@ def test_a_page_astray_is_caught_by_its_index(monkeypatch):
         where = real(b).copy()
         where[5] = 3
         return where
-    hands = engine.Pages(buf, 0, 0, 0)
+    pages_of = engine.MovedPages(buf, 0, 0, 0)
     monkeypatch.setattr(engine, "node_map", astray)
     with pytest.raises(CheckError, match=r"tiering: page 5 of the table buffer is on node 3, "
                                          r"not on node 0 or 0 \(1 pages astray\)"):
-        hands.apply(np.ones(8, dtype=bool), np.arange(8), engine.Outcome(), 8)
+        pages_of.apply(np.ones(8, dtype=bool), np.arange(8), engine.Outcome(), 8)
     with pytest.raises(CheckError, match="page 5 of the table buffer is on node 3"):
-        hands.read()
+        pages_of.read()
     with pytest.raises(CheckError, match="page 5 of the table buffer is on node 3"):
-        engine.Pages(buf, 0, 0, 0)
+        engine.MovedPages(buf, 0, 0, 0)
 
 
 def test_real_engine_drive_on_one_node_with_a_fake_kernel():
@@ -810,8 +815,8 @@ def test_real_engine_drive_on_one_node_with_a_fake_kernel():
         def run(self, epoch):
             return 1000
 
-    hands = engine.Pages(table(4), 0, 0, 0)
-    out = engine.drive(policies.get("first-touch")(4, 2), Timed(22), hands, HOT_LAST, TIERS,
+    pages_of = engine.MovedPages(table(4), 0, 0, 0)
+    out = engine.drive(policies.get("first-touch")(4, 2), Timed(22), pages_of, HOT_LAST, TIERS,
                        1.0, 1, True)
     assert out.ns == [1000.0] * 3
     # Every page is on node 0, the fast node, whatever first-touch asked for: its two
@@ -941,7 +946,8 @@ def test_unused_lists_other_policies_knobs_and_the_share_of_bounds():
     # The embedding's own: a custom table takes no scale, Zipf no profile; train's lr is
     # not an option here.
     u = bench.unused(params())
-    assert {"scale", "profile"} <= set(u) and "lr" not in u and "alpha" not in u
+    assert {"embedding.scale", "embedding.profile"} <= set(u)
+    assert "embedding.lr" not in u and "embedding.alpha" not in u
     # The registry refuses such an option set away from its default.
     reg = benchmarks.get("tiering")
     assert reg.set_but_ignored(params(hemem_threshold=4)) == \
@@ -958,7 +964,7 @@ def test_new_options_and_their_bounds():
     assert o["epochs"].max == 1000 and o["epochs"].convert(1000) == 1000
     with pytest.raises(ValueError, match="1001 is above the maximum 1000"):
         o["epochs"].convert(1001)
-    assert o["batch"].default == 65536 and o["rows"].default == 1 << 18
+    assert o["embedding.batch"].default == 65536 and o["embedding.rows"].default == 1 << 18
     assert (o["migrate_gbs"].default, o["migrate_gbs"].min) == (0.0, 0.0)
     with pytest.raises(ValueError, match="below the minimum"):
         o["migrate_gbs"].convert(-1.0)
@@ -1026,7 +1032,7 @@ def test_model_run_of_a_bound_in_closed_form(policy, dim, mlp, threads, fast_ns,
     each = fast_ns if policy == "all-fast" else slow_ns
     m = bench.run(p)
     assert m.status == "ok" and m.kernel == "embedding:model" and m.isa == ""
-    assert m.units == bench.units_of(workloads.Embedding, False)
+    assert m.units == bench.units_of(embedding_workload.Epochs, False)
     assert set(m.units) == {"throughput", "kernel_throughput", "fast_hits", "fast_share",
                             "migrated", "move_ms", "pingpong"}
     assert len(m.reps) == 2 and len(m.cpus) == threads
@@ -1058,7 +1064,7 @@ def test_model_run_of_first_touch_in_closed_form(threads):
     policies_or_skip()
     p = params(policy="first-touch", share=0.25, engine="model", threads=threads)
     m = bench.run(p)
-    w = workloads.Embedding(p)
+    w = bench.workload(p)
     counts = [w.counts(e, 512, PAGE) for e in range(3)]
     hits = [int(c[:128].sum()) for c in counts]          # 0.25 of 512 pages: the first 128
     ns = [max((110 * h + 275 * (2048 - h)) / (10 * threads), 5.12 * h, 20.48 * (2048 - h))
@@ -1097,7 +1103,7 @@ def test_model_run_charges_its_moves_at_the_migration_rate(monkeypatch, gbs, rat
     monkeypatch.setitem(bench.POLICIES, "first-touch", Swap)
     p = params(policy="first-touch", share=0.25, engine="model", migrate_gbs=gbs)
     m = bench.run(p)
-    w = workloads.Embedding(p)
+    w = bench.workload(p)
     counts = [w.counts(e, 512, PAGE) for e in range(3)]
     hits = [int(counts[0][:128].sum()), *(int(c[128:256].sum()) for c in counts[1:])]
     ns = [h * 11.0 + (2048 - h) * 27.5 for h in hits]
@@ -1126,7 +1132,7 @@ def test_real_run_on_one_node_fails_where_the_start_is_unmoved(monkeypatch, poli
     monkeypatch.setattr(bench, "engine_of", lambda params, topology: "real")
     p = params(policy=policy, share=0.25, fast=0, slow=0, tolerance=tolerance)
     m = bench.run(p)
-    assert m.kernel == "embedding:real" and m.units == bench.units_of(workloads.Embedding, True)
+    assert m.kernel == "embedding:real" and m.units == bench.units_of(embedding_workload.Epochs, True)
     assert (m.info["fast_node"], m.info["slow_node"]) == (0, 0)
     unmoved = 0 if policy == "all-fast" else 384
     assert (m.info["start_unmoved"], m.info["unmoved"], m.info["drifted"]) == (unmoved, 0, 0)
@@ -1165,7 +1171,7 @@ def test_analysis_slowdowns_gaps_and_knees():
     records.append(record("first-touch", 0.125, None, metric=None, unit=None,
                           status="failed"))
     records.append({**record("oracle", 0.125, 1.0), "benchmark": "embedding"})
-    [sc] = analysis.tiering(records)
+    [sc] = analysis.tiering_scenarios(records)
     assert (sc["workload"], sc["phase"], sc["engine"], sc["unit"]) == \
         ("embedding", "none", "model", "M/s")
     assert (sc["all_fast"], sc["all_slow"]) == (100.0, 40.0)
@@ -1185,7 +1191,7 @@ def test_analysis_slowdowns_gaps_and_knees():
 
 def test_analysis_keeps_scenarios_apart_and_goes_without_bounds():
     records = scenario_records() + scenario_records(phase="shift")[2:]
-    a, b = analysis.tiering(records)
+    a, b = analysis.tiering_scenarios(records)
     assert (a["phase"], b["phase"]) == ("none", "shift")
     assert b["all_fast"] is None and b["all_slow"] is None
     assert b["policies"]["oracle"]["slowdown"] == {} and b["policies"]["oracle"]["knee"] is None
@@ -1209,15 +1215,13 @@ def test_linux_has_no_knee_and_the_command_prints_n_a(capsys):
     from cxlbench import cli
     records = scenario_records() + [record("linux", 0.5, 99.0), record("linux", 0.25, 99.5),
                                      record("hemem", 1.0, 90.0), record("hemem", 0.25, 50.0)]
-    [sc] = analysis.tiering(records)
+    [sc] = analysis.tiering_scenarios(records)
     linux = sc["policies"]["linux"]
     assert linux["slowdown"] == pytest.approx({0.5: 100 / 99 - 1, 0.25: 100 / 99.5 - 1})
     assert analysis.knee(linux["slowdown"]) == 0.25 and linux["knee"] is None
     assert sc["policies"]["hemem"]["knee"] is None
     assert sc["policies"]["first-touch"]["knee"] == 1.0
-    capsys.readouterr()
-    cli._print_tiering(sc)
-    lines = capsys.readouterr().out.splitlines()
+    lines = "\n".join(analysis_text.tiering_lines(sc)).splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("policy "))
     assert lines[head].split() == ["policy", "1", "0.5", "0.25", "knee", "gap", "moved", "MB"]
     rows = {line.split()[0]: line.split() for line in lines[head + 1:]}
@@ -1243,7 +1247,7 @@ def policy_rows(out: str, header: list[str]) -> dict[str, list[str]]:
 @one_node
 def test_tiering_command_end_to_end(tmp_path):
     policies_or_skip()
-    sets = ["repeat=1", "rows=4096", "batch=64", "epochs=3"]
+    sets = ["repeat=1", "embedding.rows=4096", "embedding.batch=64", "epochs=3"]
     r = invoke("--policies", "all-fast,oracle,first-touch", "--shares", "1,0.5",
                *[a for s in sets for a in ("--set", s)], "--results-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
@@ -1253,7 +1257,7 @@ def test_tiering_command_end_to_end(tmp_path):
         in out
     # The expected figures, from the model in closed form: 11 ns a lookup on the fast tier,
     # 27.5 on the slow.
-    w = workloads.Embedding(params())
+    w = bench.workload(params())
     counts = [w.counts(e, 512, PAGE) for e in range(3)]
     profile = np.sum(counts, axis=0)
     oracle_pages = np.lexsort((np.arange(512), -profile))[:256]
@@ -1338,12 +1342,12 @@ def test_tier_figures_from_a_catalogue_run():
             row("bw/3", "bandwidth", "bandwidth", 99.0, mem="bind:1", kernel="copy"),
             row("bw/4", "bandwidth", "bandwidth", 7.0, mem="bind:2", kernel="read")]
     df = pd.DataFrame(rows)
-    assert model.measured_tier(df, 0) == Tier(100.0, 18.0)
-    assert model.measured_tier(df, 1) == Tier(250.0, 4.0)
+    assert model.measured_tier(df, 0) == TierFigures(100.0, 18.0)
+    assert model.measured_tier(df, 1) == TierFigures(250.0, 4.0)
     assert model.measured_tier(df, 2) is None          # a bandwidth, no latency
     matrix = pd.DataFrame([row("m/0", "matrix", "latency", 300.0, target=1),
                            row("m/1", "matrix", "bandwidth", 5.0, target=1)])
-    assert model.measured_tier(matrix, 1) == Tier(300.0, 5.0)
+    assert model.measured_tier(matrix, 1) == TierFigures(300.0, 5.0)
     assert model.measured_tier(matrix, 0) is None
 
 
@@ -1366,7 +1370,7 @@ def test_a_measured_tier_carries_its_loaded_latency_curve():
     rows += loaded_rows(0, [(60.0, 1.0)], **{"mem.load": "bind:1"})
     rows += loaded_rows(1, [(5.0, 300.0)])
     df = pd.DataFrame(rows)
-    assert model.measured_tier(df, 0) == Tier(100.0, 18.0, curve=(
+    assert model.measured_tier(df, 0) == TierFigures(100.0, 18.0, curve=(
         (0.0, 100.0), (10.0, 100.0), (20.0, 150.0), (30.0, 400.0)))
     assert model.measured_tier(df, 1).curve == ((5.0, 300.0),)
     assert model.loaded_curve(measured(0), 0) == ()
@@ -1383,13 +1387,13 @@ def test_tiers_from_a_run_with_curves_and_an_option_over_one(monkeypatch):
                          loaded_rows(1, [(0.0, 250.0), (5.0, 400.0)]))
     monkeypatch.setattr(model, "_frame", lambda path: frame)
     tiers, source = model.tiers_for(tier_params(tiers_from="run-1"), None, 0, 1)
-    assert tiers == (Tier(100.0, 18.0, ((0.0, 100.0), (10.0, 120.0))),
-                     Tier(250.0, 9.0, ((0.0, 250.0), (5.0, 400.0))))
+    assert tiers == (TierFigures(100.0, 18.0, ((0.0, 100.0), (10.0, 120.0))),
+                     TierFigures(250.0, 9.0, ((0.0, 250.0), (5.0, 400.0))))
     assert source == ("fast: node 0 in run-1, its loaded-latency curve (2 points), "
                       "slow: node 1 in run-1, its loaded-latency curve (2 points)")
     tiers, source = model.tiers_for(tier_params(tiers_from="run-1", slow_latency=300.0),
                                     None, 0, 1)
-    assert tiers[0].curve and tiers[1] == Tier(300.0, 9.0)
+    assert tiers[0].curve and tiers[1] == TierFigures(300.0, 9.0)
     assert source.endswith("slow: node 1 in run-1 with options")
 
 

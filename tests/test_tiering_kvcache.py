@@ -1,4 +1,4 @@
-"""The tiering suite's KV-cache workload (cxlbench.tiering.workloads.KvCache): its exact
+"""The tiering suite's KV-cache workload (cxlbench.workloads.kvcache.Epochs): its exact
 per-page counts against a brute force written here token by token, its bytes, units and
 waits in closed form, the sessions each epoch decodes (distinct, Zipf-popular, turned by
 phase=shift), its refusal of more active sessions than the pool holds, its C kernel run on
@@ -13,7 +13,9 @@ from cxlbench import benchmarks
 from cxlbench.benchmarks import common, kvcache
 from cxlbench.benchmarks import tiering as bench
 from cxlbench.errors import CheckError, UserError
-from cxlbench.tiering import model, workloads
+from cxlbench.tiering import model
+from cxlbench import workloads
+from cxlbench.workloads import kvcache as kvcache_workload
 
 from .test_tiering import HERE, invoke, one_node, policies_or_skip, policy_rows
 
@@ -27,9 +29,10 @@ def kv_params(**over):
     Llama-3-8B (scale 1/16) at 2 KiB a token (fp16), blocks of 16 tokens, 8 sessions of 37
     tokens (so each has a partial block), 3 active, 3 steps, 3 epochs."""
     p = {k: o.default for k, o in bench.OPTIONS.items()}
-    p.update(workload="kvcache", kv_scale=1 / 16, kv_batch=8, kv_seq_len=37, kv_steps=3,
-             kv_active=3, epochs=3, repeat=1)
-    p.update(over)
+    over = {**dict(workload="kvcache", kv_scale=1 / 16, kv_batch=8, kv_seq_len=37,
+                   kv_steps=3, kv_active=3, epochs=3, repeat=1), **over}
+    # kv_<name>: the kvcache workload's own option <name>, kvcache.<name> in a case
+    p.update({f"kvcache.{k[3:]}" if k.startswith("kv_") else k: v for k, v in over.items()})
     return p
 
 
@@ -80,7 +83,7 @@ def test_counts_match_a_token_by_token_brute_force(over, page):
     partial last block read as far as it is filled, the token written, pages shared by
     several blocks (1 KiB blocks, 2 MiB pages), blocks that start mid-page and straddle
     two (3 KiB and 5 KiB blocks)."""
-    w = workloads.KvCache(kv_params(**over))
+    w = bench.workload(kv_params(**over))
     lay = w.lay
     assert w.lay.cache_pool(0).kv_bytes == lay.blocks * lay.block_bytes
     assert w.lay.cache_pool(0).layer_bytes == 2 * lay.blocks * lay.block_bytes
@@ -100,7 +103,7 @@ def test_counts_match_a_token_by_token_brute_force(over, page):
 
 def test_counts_leave_room_for_more_pages_than_the_pool_fills():
     """counts() has as many entries as asked (minlength), the extra ones zero."""
-    w = workloads.KvCache(kv_params())
+    w = bench.workload(kv_params())
     pages = pages_of(w, PAGE)
     c = w.counts(0, pages + 5, PAGE)
     assert c.shape == (pages + 5,) and not c[pages:].any()
@@ -111,7 +114,7 @@ def test_counts_of_aligned_blocks_in_closed_form():
     """32 KiB blocks, 2 KiB tokens, 4 KiB pages: per session, layer and K/V, a step
     reading n tokens touches 8 pages a full block, ceil(2 rest / 4) of the partial one,
     and 1 for the token written: with n = 38, 39, 40, 20 + 21 + 21 = 62."""
-    w = workloads.KvCache(kv_params())
+    w = bench.workload(kv_params())
     per = sum(16 // 16 * 8 * (n // 16) + -(-(n % 16) * 2048 // PAGE) + 1 for n in (38, 39, 40))
     assert per == 62
     for e in range(3):
@@ -127,12 +130,13 @@ def test_epoch_bytes_units_and_waits_in_closed_form(over):
     waits: every page access is waited (counts' sum). With pages of one token each, the
     counts' sum is the tokens moved, so it times the token's bytes is epoch_bytes."""
     p = kv_params(**over)
-    w = workloads.KvCache(p)
+    w = bench.workload(p)
     lay = w.lay
     tb = lay.layers * 2 * lay.token_bytes
-    reads = p["kv_steps"] * p["kv_seq_len"] + p["kv_steps"] * (p["kv_steps"] + 1) // 2
-    assert w.epoch_bytes() == tb * p["kv_active"] * (reads + p["kv_steps"])
-    assert w.units() == p["kv_active"] * p["kv_steps"]
+    steps = p["kvcache.steps"]
+    reads = steps * p["kvcache.seq_len"] + steps * (steps + 1) // 2
+    assert w.epoch_bytes() == tb * p["kvcache.active"] * (reads + p["kvcache.steps"])
+    assert w.units() == p["kvcache.active"] * p["kvcache.steps"]
     for e in range(w.epochs):
         c = w.counts(e, pages_of(w, PAGE), PAGE)
         assert w.waits(c) == int(c.sum()) and isinstance(w.waits(c), int)
@@ -144,7 +148,7 @@ def test_sizes_are_the_pool_of_the_kvcache_benchmark():
     """The tiered buffer is the kvcache benchmark's decode pool (tokens seq_len + steps,
     block tables of ceil((37 + 3) / 16) = 3 blocks) and its block table."""
     p = kv_params()
-    w = workloads.KvCache(p)
+    w = bench.workload(p)
     assert w.sizes() == {"cache": 2 * 2 * 8 * 3 * 16 * 2048}
     lay = w.lay
     assert (lay.layers, lay.block, lay.batch, lay.seq_len, lay.steps, lay.op) == \
@@ -158,7 +162,7 @@ def test_sizes_are_the_pool_of_the_kvcache_benchmark():
 def test_each_epoch_decodes_kv_active_distinct_sessions(batch, active, alpha):
     """Every epoch draws kv_active sessions without replacement, all within the pool
     (all of them when kv_active = kv_batch, any alpha)."""
-    w = workloads.KvCache(kv_params(kv_batch=batch, kv_active=active, kv_alpha=alpha,
+    w = bench.workload(kv_params(kv_batch=batch, kv_active=active, kv_alpha=alpha,
                                     epochs=20))
     assert len(w._active) == 20
     for s in w._active:
@@ -169,7 +173,7 @@ def test_each_epoch_decodes_kv_active_distinct_sessions(batch, active, alpha):
 def test_popular_sessions_stay_popular():
     """With a steep Zipf (alpha 3) the sessions drawn most in the first half of the run
     are the ones drawn most in the second."""
-    w = workloads.KvCache(kv_params(kv_batch=32, kv_active=4, kv_alpha=3.0, epochs=200))
+    w = bench.workload(kv_params(kv_batch=32, kv_active=4, kv_alpha=3.0, epochs=200))
     first = np.bincount(np.concatenate(w._active[:100]), minlength=32)
     second = np.bincount(np.concatenate(w._active[100:]), minlength=32)
     top = lambda c: set(np.argsort(-c, kind="stable")[:4].tolist())    # noqa: E731
@@ -181,7 +185,7 @@ def test_popular_sessions_stay_popular():
 def test_alpha_zero_draws_sessions_about_uniformly():
     """alpha 0: every session is as likely; 8 sessions, 2 a time, 1000 epochs: 250 each
     expected (sd about 14), within a loose 180 .. 320."""
-    w = workloads.KvCache(kv_params(kv_batch=8, kv_active=2, kv_alpha=0.0, epochs=1000))
+    w = bench.workload(kv_params(kv_batch=8, kv_active=2, kv_alpha=0.0, epochs=1000))
     drawn = np.bincount(np.concatenate(w._active), minlength=8)
     assert drawn.sum() == 2000
     assert drawn.min() > 180 and drawn.max() < 320
@@ -192,8 +196,8 @@ def test_phase_shift_turns_the_second_halfs_sessions_by_half_the_pool(epochs, ba
     """phase=shift: epochs before epochs // 2 decode phase=none's sessions; from it on
     each session s of phase=none's draw becomes (s + batch // 2) % batch."""
     active = 2 if batch > 2 else 1
-    none = workloads.KvCache(kv_params(epochs=epochs, kv_batch=batch, kv_active=active))
-    shift = workloads.KvCache(kv_params(epochs=epochs, kv_batch=batch, kv_active=active,
+    none = bench.workload(kv_params(epochs=epochs, kv_batch=batch, kv_active=active))
+    shift = bench.workload(kv_params(epochs=epochs, kv_batch=batch, kv_active=active,
                                         phase="shift"))
     for e in range(epochs):
         turned = none._active[e] if e < epochs // 2 else \
@@ -206,8 +210,8 @@ def test_phase_shift_turns_the_second_halfs_sessions_by_half_the_pool(epochs, ba
 def test_phase_shift_moves_the_counts_to_the_turned_sessions_pages():
     """After the shift the hot pages are the turned sessions': the counts of a shifted
     epoch are those of a phase=none workload whose draws are turned by hand."""
-    none = workloads.KvCache(kv_params(epochs=4))
-    shift = workloads.KvCache(kv_params(epochs=4, phase="shift"))
+    none = bench.workload(kv_params(epochs=4))
+    shift = bench.workload(kv_params(epochs=4, phase="shift"))
     pages = pages_of(none, PAGE)
     np.testing.assert_array_equal(shift.counts(1, pages, PAGE), none.counts(1, pages, PAGE))
     none._active[3] = (none._active[3] + 4) % 8
@@ -216,8 +220,8 @@ def test_phase_shift_moves_the_counts_to_the_turned_sessions_pages():
 
 def test_the_seed_draws_the_sessions_and_the_table():
     """The same seed gives the same sessions and table; another seed other ones."""
-    a, b = (workloads.KvCache(kv_params(seed=s, epochs=8)) for s in (1, 2))
-    again = workloads.KvCache(kv_params(seed=1, epochs=8))
+    a, b = (bench.workload(kv_params(seed=s, epochs=8)) for s in (1, 2))
+    again = bench.workload(kv_params(seed=1, epochs=8))
     assert all((x == y).all() for x, y in zip(a._active, again._active))
     assert any((x != y).any() for x, y in zip(a._active, b._active))
     assert (a.table != b.table).any()
@@ -225,18 +229,18 @@ def test_the_seed_draws_the_sessions_and_the_table():
 
 # ---- refusals -------------------------------------------------------------------------------
 def test_more_active_sessions_than_the_pool_holds_are_refused():
-    """kv_active > kv_batch is a UserError naming both; kv_active = kv_batch is fine."""
-    with pytest.raises(UserError, match=r"^kvcache: kv_active=9 sessions cannot decode out of "
-                                        r"kv_batch=8$"):
-        workloads.KvCache(kv_params(kv_active=9, kv_batch=8))
-    workloads.KvCache(kv_params(kv_active=8, kv_batch=8))      # all of them: fine
+    """active > batch is a UserError naming both; active = batch is fine."""
+    with pytest.raises(UserError, match=r"^kvcache\.active=9 sessions cannot decode out of "
+                                        r"kvcache\.batch=8$"):
+        bench.workload(kv_params(kv_active=9, kv_batch=8))
+    bench.workload(kv_params(kv_active=8, kv_batch=8))      # all of them: fine
 
 
 @one_node
 def test_the_check_refuses_more_active_sessions_than_the_pool_holds_before_running():
     """The parent's check refuses what every case would fail on, on either engine, before
     a run directory exists."""
-    with pytest.raises(UserError, match="kv_active=9 sessions cannot decode"):
+    with pytest.raises(UserError, match="kvcache.active=9 sessions cannot decode"):
         bench.check(kv_params(kv_active=9, kv_batch=8, engine="model"), HERE)
 
 
@@ -246,11 +250,11 @@ def test_run_decodes_the_active_sessions_and_catches_a_corrupted_block():
     changed in a token no one reads (the last block's unused slots, a session that is not
     decoding) passes; one changed in a prompt token of a session that decodes is caught."""
     p = kv_params(epochs=6)
-    w = workloads.KvCache(p)
+    w = bench.workload(p)
     cpus = common.resolve_cpus(p)
     (cache,) = common.place({**p, "mem": "local", "page": "4k"}, cpus, w.sizes())
     assert cache.name == "cache" and cache.size >= w.sizes()["cache"]
-    w.prepare([cache], w.resolve_isa(p["isa"]), cpus)
+    w.prepare([cache], w.choose_isa(p["isa"]), cpus)
     for e in range(w.epochs):
         ns = w.run(e)
         assert isinstance(ns, int) and ns > 0
@@ -287,38 +291,40 @@ def test_each_workload_lists_the_others_options_as_unused():
     """A kvcache case ignores the embedding's options and an embedding case the kv_ ones
     (the shared seed, epochs, phase are used by both); the registry refuses them set."""
     kv = bench.unused(kv_params())
-    assert {"rows", "batch", "dim", "tables", "pooling", "dist", "alpha", "prefetch"} <= set(kv)
+    assert {f"embedding.{k}" for k in ("rows", "batch", "dim", "tables", "pooling", "dist",
+                                       "alpha", "prefetch")} <= set(kv)
     assert all(kv[k] == "an option of the embedding workload"
-               for k in bench.EMBEDDING_OPTIONS)
-    assert not {k for k in kv if k.startswith("kv_")}
+               for k in bench.WORKLOAD_OPTIONS["embedding"])
+    assert not {k for k in kv if k.startswith("kvcache.")}
     assert not {"seed", "epochs", "phase", "page", "share"} & set(kv)
     emb = bench.unused(kv_params(workload="embedding"))
-    assert set(bench.KV_OPTIONS) <= set(emb)
-    assert {"kv_batch", "kv_active", "kv_alpha", "kv_seq_len"} <= set(emb)
-    assert all(emb[k] == "an option of the kvcache workload" for k in bench.KV_OPTIONS)
-    assert not {"rows", "batch", "dim"} & set(emb)
+    assert set(bench.WORKLOAD_OPTIONS["kvcache"]) <= set(emb)
+    assert {"kvcache.batch", "kvcache.active", "kvcache.alpha", "kvcache.seq_len"} <= set(emb)
+    assert all(emb[k] == "an option of the kvcache workload"
+               for k in bench.WORKLOAD_OPTIONS["kvcache"])
+    assert not {"embedding.rows", "embedding.batch", "embedding.dim"} & set(emb)
     # The registry refuses an embedding option set on a kvcache case, and the other way.
     reg = benchmarks.get("tiering")
     assert reg.set_but_ignored(kv_params()) == {}
-    assert reg.set_but_ignored(kv_params(rows=4096)) == \
-        {"rows": (4096, "an option of the embedding workload")}
+    assert reg.set_but_ignored({**kv_params(), "embedding.rows": 4096}) == \
+        {"embedding.rows": (4096, "an option of the embedding workload")}
     assert reg.set_but_ignored(kv_params(workload="embedding", kv_steps=3, kv_batch=8,
                                          kv_seq_len=37, kv_active=3, kv_scale=1.0 / 16))[
-        "kv_active"] == (3, "an option of the kvcache workload")
+        "kvcache.active"] == (3, "an option of the kvcache workload")
 
 
 def test_kv_options_and_their_defaults():
-    """The kv_ options' defaults and bounds, and the defaults' pool size by hand."""
+    """The kvcache workload's options' defaults and bounds, and the defaults' pool size by hand."""
     o = bench.OPTIONS
     assert o["workload"].choices == ("embedding", "kvcache")
-    assert (o["kv_batch"].default, o["kv_batch"].min) == (32, 2)
-    assert (o["kv_seq_len"].default, o["kv_steps"].default, o["kv_active"].default) == \
+    assert (o["kvcache.batch"].default, o["kvcache.batch"].min) == (32, 2)
+    assert (o["kvcache.seq_len"].default, o["kvcache.steps"].default, o["kvcache.active"].default) == \
         (256, 64, 8)
-    assert (o["kv_scale"].default, o["kv_alpha"].default, o["kv_alpha"].min) == \
+    assert (o["kvcache.scale"].default, o["kvcache.alpha"].default, o["kvcache.alpha"].min) == \
         (0.125, 1.0, 0.0)
-    assert "custom" not in o["kv_preset"].choices
+    assert "custom" not in o["kvcache.preset"].choices
     # The defaults' pool: 32 sessions of 320 tokens, 20 blocks, 4 layers at 2 KiB.
-    w = workloads.KvCache({k: v.default for k, v in o.items()})
+    w = bench.workload({**{k: v.default for k, v in o.items()}, "workload": "kvcache"})
     assert w.sizes()["cache"] == 4 * 2 * 32 * 20 * 16 * 2048 == 160 << 20
 
 
@@ -329,11 +335,11 @@ def test_buffers_and_units_of_the_kvcache_workload():
     assert "cache" in bench.BUFFERS
     assert benchmarks.get("tiering").case_buffers(kv_params()) == ("cache",)
     for real in (True, False):
-        units = bench.units_of(workloads.KvCache, real)
+        units = bench.units_of(kvcache_workload.Epochs, real)
         assert units["throughput"] == units["kernel_throughput"] == "tok/s"
         assert ("predicted" in units) == real
-    assert bench.units_of(workloads.KvCache, True)["predicted"] == "tok/s"
-    assert workloads.WORKLOADS["kvcache"] is workloads.KvCache
+    assert bench.units_of(kvcache_workload.Epochs, True)["predicted"] == "tok/s"
+    assert workloads.TIERED["kvcache"] is kvcache_workload.Epochs
 
 
 # ---- the model engine ----------------------------------------------------------------------
@@ -364,7 +370,7 @@ def test_model_run_of_a_bound_in_closed_form(policy, mlp, bound):
     assert (waiting > streaming) == (bound == "latency")
     m = bench.run(p)
     assert m.status == "ok" and m.kernel == "kvcache:model" and m.isa == ""
-    assert m.units == bench.units_of(workloads.KvCache, False)
+    assert m.units == bench.units_of(kvcache_workload.Epochs, False)
     rep = m.reps[0]
     assert rep["throughput"] == rep["kernel_throughput"] == pytest.approx(9 / each * 1e9,
                                                                           rel=1e-12)
@@ -379,7 +385,7 @@ def test_model_run_of_first_touch_and_oracle_from_the_brute_force():
     """At share 0.5 first-touch keeps the first 384 pages fast (layer 0, K and V), the
     oracle the 384 most accessed over the run (ties: lower page); both are static."""
     policies_or_skip()
-    w = workloads.KvCache(kv_params())
+    w = bench.workload(kv_params())
     counts = [brute_counts(w, e, 768, PAGE) for e in range(3)]
     profile = np.sum(counts, axis=0)
     ft = np.zeros(768, dtype=bool)
@@ -396,8 +402,8 @@ def test_model_run_of_first_touch_and_oracle_from_the_brute_force():
 
 
 # ---- cxlbench tiering --workload kvcache -----------------------------------------------------
-KV_SETS = ["repeat=1", "epochs=3", "kv_scale=0.0625", "kv_batch=8", "kv_seq_len=37",
-           "kv_steps=3", "kv_active=3", "mlp=2"]
+KV_SETS = ["repeat=1", "epochs=3", "kvcache.scale=0.0625", "kvcache.batch=8",
+           "kvcache.seq_len=37", "kvcache.steps=3", "kvcache.active=3", "mlp=2"]
 
 
 def sets(*pairs):
@@ -420,7 +426,7 @@ def test_tiering_command_kvcache_end_to_end(tmp_path):
     top = 3 * max(744 * FAST.latency_ns / 2.0, 2949120 / FAST.bandwidth)
     assert top == 3 * 744 * 55.0
     assert f"all-fast {9 * 3 / top * 1e9:.4g} tok/s" in out
-    w = workloads.KvCache(kv_params(mlp=2.0))
+    w = bench.workload(kv_params(mlp=2.0))
     counts = [brute_counts(w, e, 768, PAGE) for e in range(3)]
     profile = np.sum(counts, axis=0)
 
@@ -449,7 +455,7 @@ def test_tiering_command_all_workloads_gives_a_scenario_each(tmp_path):
     noted, not refused."""
     policies_or_skip()
     r = invoke("--workload", "all", "--policies", "all-fast,first-touch", "--shares", "0.5",
-               *sets(*KV_SETS, "rows=4096", "batch=64"), "--results-dir", str(tmp_path))
+               *sets(*KV_SETS, "embedding.rows=4096", "embedding.batch=64"), "--results-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert "(4 cases, 0 failed)" in r.stderr
     out = r.stdout
@@ -459,17 +465,17 @@ def test_tiering_command_all_workloads_gives_a_scenario_each(tmp_path):
     kv = next(line for line in out.splitlines() if line.startswith("tiering: kvcache"))
     assert emb.endswith(" M/s") and kv.endswith(" tok/s")
     assert f"all-fast {9 * 3 / (3 * 744 * 55.0) * 1e9:.4g} tok/s" in kv
-    assert "kv_batch is not used by 1 of its 2 cases" in r.stderr
+    assert "kvcache.batch is not used by 1 of its 2 cases" in r.stderr
 
 
 def test_tiering_command_takes_kvcache_as_a_workload(tmp_path):
     """A dry run lists the kvcache cases with the kv options set; an unknown workload is
     refused with the choices."""
     r = invoke("--workload", "kvcache", "--policies", "all-fast,oracle", "--shares", "0.5",
-               "--set", "kv_batch=8", "--results-dir", str(tmp_path), "--dry-run")
+               "--set", "kvcache.batch=8", "--results-dir", str(tmp_path), "--dry-run")
     assert r.exit_code == 0, r.output
     cases = r.stdout.splitlines()
-    assert len(cases) == 2 and all("workload=kvcache" in c and "kv_batch=8" in c
+    assert len(cases) == 2 and all("workload=kvcache" in c and "kvcache.batch=8" in c
                                    for c in cases)
     r = invoke("--workload", "kv", "--results-dir", str(tmp_path), "--dry-run")
     assert r.exit_code == 2 and "--workload: no workload 'kv' (choose from embedding, " \
@@ -478,7 +484,7 @@ def test_tiering_command_takes_kvcache_as_a_workload(tmp_path):
 
 def test_closed_form_constants():
     """The figures the model tests use, worked from the layout: 744 accesses, 2949120 B."""
-    w = workloads.KvCache(kv_params())
+    w = bench.workload(kv_params())
     assert w.epoch_bytes() == 2 * 2 * 2048 * 3 * (38 + 39 + 40 + 3) == 2949120
     assert pages_of(w, PAGE) == 768
     assert math.isclose(w.epoch_bytes() / 744, 3963.870967741935)

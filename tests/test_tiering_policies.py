@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from cxlbench.tiering.policies import POLICIES, base, colloid, get, linux, memtis
-from cxlbench.tiering.policies.base import Epoch, Tier
+from cxlbench.tiering.policies.base import Epoch, TierFigures
 
-FAST, SLOW = Tier(80.0, 100.0), Tier(250.0, 25.0)
+FAST, SLOW = TierFigures(80.0, 100.0), TierFigures(250.0, 25.0)
 
 
 def epoch(index, counts, fast, ns=None, access_bytes=64, tiers=(FAST, SLOW)):
@@ -546,13 +546,13 @@ def test_tpp_demotes_the_least_recently_used():
 
 
 def test_loaded_latency_and_balance():
-    tier = Tier(100.0, 10.0)
+    tier = TierFigures(100.0, 10.0)
     assert base.loaded_latency(tier, 0) == 100
     assert base.loaded_latency(tier, 5) == pytest.approx(200)
     assert base.loaded_latency(tier, 1e6) == pytest.approx(2000)    # capped at 95% busy
     assert colloid.balance(FAST, SLOW, 0.1) == 1.0      # light load: all on the fast tier
-    assert colloid.balance(Tier(300, 10), Tier(100, 10), 0.1) == 0.0
-    fast, slow = Tier(80, 20), Tier(160, 20)
+    assert colloid.balance(TierFigures(300, 10), TierFigures(100, 10), 0.1) == 0.0
+    fast, slow = TierFigures(80, 20), TierFigures(160, 20)
     p = colloid.balance(fast, slow, 20)
     assert 0.5 < p < 1
     assert base.loaded_latency(fast, p * 20) == pytest.approx(
@@ -563,7 +563,7 @@ def test_loaded_latency_follows_a_measured_curve():
     """Between the points, linear; below the first, the first's; past the last, the
     queueing curve from there (the tier's 10 GB/s: 1/(1-u)), and past the tier's bandwidth
     stretched by the load as well (saturated: Little's law); the idle latency unused."""
-    tier = Tier(100.0, 10.0, curve=((0.0, 90.0), (4.0, 110.0), (6.0, 200.0)))
+    tier = TierFigures(100.0, 10.0, curve=((0.0, 90.0), (4.0, 110.0), (6.0, 200.0)))
     assert base.loaded_latency(tier, 0.0) == 90.0
     assert base.loaded_latency(tier, 2.0) == pytest.approx(100.0)
     assert base.loaded_latency(tier, 5.0) == pytest.approx(155.0)
@@ -571,17 +571,17 @@ def test_loaded_latency_follows_a_measured_curve():
     # 8 GB/s: 200 x (1 / 0.2) / (1 / 0.4); 16 GB/s: capped at 0.95 busy, then x 1.6.
     assert base.loaded_latency(tier, 8.0) == pytest.approx(400.0)
     assert base.loaded_latency(tier, 16.0) == pytest.approx(200.0 * 20 / 2.5 * 1.6)
-    assert base.loaded_latency(Tier(100.0, 10.0, curve=((2.0, 95.0),)), 1.0) == 95.0
+    assert base.loaded_latency(TierFigures(100.0, 10.0, curve=((2.0, 95.0),)), 1.0) == 95.0
 
 
 def test_balance_from_measured_curves_differs_from_the_queueing_guess():
     """A fast tier whose measured latency climbs early (at 4 GB/s already 300 ns) balances
     with a slower, flat one at a lower fast share than 1 / (1 - u) of the same idle
     figures would; the two loaded latencies are equal there."""
-    fast = Tier(80.0, 15.0, curve=((0.0, 80.0), (4.0, 300.0), (8.0, 600.0)))
-    slow = Tier(160.0, 20.0, curve=((0.0, 160.0), (20.0, 200.0)))
+    fast = TierFigures(80.0, 15.0, curve=((0.0, 80.0), (4.0, 300.0), (8.0, 600.0)))
+    slow = TierFigures(160.0, 20.0, curve=((0.0, 160.0), (20.0, 200.0)))
     p = colloid.balance(fast, slow, 10.0)
-    guess = colloid.balance(Tier(80.0, 15.0), Tier(160.0, 20.0), 10.0)
+    guess = colloid.balance(TierFigures(80.0, 15.0), TierFigures(160.0, 20.0), 10.0)
     assert 0 < p < guess < 1
     assert base.loaded_latency(fast, p * 10) == pytest.approx(
         base.loaded_latency(slow, (1 - p) * 10), rel=1e-6)
@@ -609,7 +609,7 @@ def test_colloid_demotes_hot_pages_from_a_saturated_fast_tier():
     pages, capacity = 100, 50
     counts = np.ones(pages, dtype=np.int64)
     counts[:10] = 100                       # hot, on the fast node: ~91% of accesses
-    tiers = (Tier(80, 0.5), Tier(250, 50))  # a fast tier with hardly any bandwidth
+    tiers = (TierFigures(80, 0.5), TierFigures(250, 50))  # a fast tier with hardly any bandwidth
     total = int(counts.sum())
     ns = total * 64 / 10.0                  # 10 GB/s offered
     p_star = colloid.balance(*tiers, 10.0)
@@ -683,7 +683,7 @@ def test_colloid_settles_on_skewed_counts_under_load(seed):
     rng = np.random.default_rng(seed)
     counts = rng.poisson(rng.pareto(1.0, 300) * 5)
     total = int(counts.sum())
-    tiers = (Tier(80, 5), Tier(250, 20))
+    tiers = (TierFigures(80, 5), TierFigures(250, 20))
     for gbs in (1, 5, 10, 30):
         masks = run(make("colloid", 300, 100), [counts] * 30,
                     ns=total * 64 / gbs, tiers=tiers)

@@ -1,22 +1,20 @@
-"""The benchmark registry: one Benchmark record per measurement family. `cxlbench list`,
-suites, precheck, the worker and the report all take a benchmark from here."""
+"""The benchmark registry: one Benchmark record per measurement family, made from each
+module of this package that has a TITLE (or from the classes its BENCHMARKS names), so a new
+benchmark is its own module and nothing else lists it. `cxlbench list`, suites, precheck,
+the worker and the report all take a benchmark from here."""
 from __future__ import annotations
 
+import difflib
+import importlib
 import os
+import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import UserError
 from ..options import Option, buffer_option, from_core, split_buffer_option
 from ..topology import Topology
-from . import (bandwidth, chase, common, embedding, flush, interleave_sweep, loaded_latency,
-               matrix, migrate, migrate_touch, optimizer, random_bw, selftest)
-from . import checkpoint
-from . import kvcache
-from . import tiering
-from . import gpu_chase, gpu_copy, gpu_stream, gpu_zero_copy
-from . import gpu_embedding, gpu_kv_swap, gpu_managed
-from .coherence import Atomics, PingPong
+from . import common
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
 
@@ -33,15 +31,9 @@ class Benchmark:
     measure: Callable               # (params) -> Measurement, in the case's worker
     check: Callable | None = None   # (params, topology) -> note | None; UserError: bad input
     skip: Callable | None = None    # (params, topology) -> why this machine cannot, or None
-    figures: str | None = None      # its figure function in report/figures.py (None: generic)
     test_only: bool = False
     buffers_of: Callable | None = None  # (params) -> the buffers this case places (None: all)
     unused: Callable | None = None  # (params) -> {option: why}: options this case ignores
-
-    # The module-style names suites, runner and cli read.
-    NAME = property(lambda self: self.name)
-    DESCRIPTION = property(lambda self: self.description)
-    OPTIONS = property(lambda self: self.options)
 
     def buffer_names(self) -> tuple[str, ...] | None:
         """Every buffer a case may place; None where the names come from the compiled core
@@ -55,7 +47,10 @@ class Benchmark:
             return self.options[key]
         split = split_buffer_option(key)
         if split is None:
-            raise UserError(f"option {key!r} is not an option of {self.name} (options: "
+            near = [n for n in self.options if n.endswith(f".{key}")] or \
+                difflib.get_close_matches(key, self.options, n=3)
+            hint = f"did you mean {' or '.join(near)}? " if near else ""
+            raise UserError(f"option {key!r} is not an option of {self.name} ({hint}options: "
                             f"{', '.join(self.options)})")
         base, buffer = split
         if "mem" not in self.options:
@@ -100,42 +95,27 @@ class Benchmark:
         return self.measure(params)
 
 
-def _record(m, title: str) -> Benchmark:
-    """A module's (or class's) NAME, DESCRIPTION, OPTIONS, BUFFERS, run, and the check,
-    skip, buffers_of and unused it may have."""
-    test_only = getattr(m, "TEST_ONLY", False)
-    return Benchmark(m.NAME, m.DESCRIPTION, m.OPTIONS, m.BUFFERS, title, m.run,
+def _record(m) -> Benchmark:
+    """A module's (or class's) NAME, DESCRIPTION, OPTIONS, BUFFERS, TITLE, run, and the
+    check, skip, buffers_of and unused it may have."""
+    return Benchmark(m.NAME, m.DESCRIPTION, m.OPTIONS, m.BUFFERS, m.TITLE, m.run,
                      getattr(m, "check", None), getattr(m, "skip", None),
-                     None if test_only else m.NAME, test_only, getattr(m, "buffers_of", None),
+                     getattr(m, "TEST_ONLY", False), getattr(m, "buffers_of", None),
                      getattr(m, "unused", None))
 
 
-_ALL = {b.name: b for b in (
-    _record(chase, "Idle latency"),
-    _record(bandwidth, "Bandwidth"),
-    _record(random_bw, "Random-access bandwidth"),
-    _record(loaded_latency, "Loaded latency"),
-    _record(matrix, "Node matrices"),
-    _record(interleave_sweep, "Weighted interleave"),
-    _record(PingPong, "Cache-line transfer (ping-pong)"),
-    _record(Atomics, "Atomics and sharing"),
-    _record(flush, "Flush and persistence"),
-    _record(migrate, "Page migration"),
-    _record(migrate_touch, "Touches during page migration"),
-    _record(embedding, "Embedding-bag lookups"),
-    _record(optimizer, "Optimizer steps"),
-    _record(checkpoint, "Checkpoint copies"),
-    _record(kvcache, "Paged KV-cache"),
-    _record(tiering, "Tiering policies"),
-    _record(gpu_stream, "GPU HBM streaming"),
-    _record(gpu_chase, "GPU memory latency"),
-    _record(gpu_copy, "Host-device copies"),
-    _record(gpu_zero_copy, "GPU zero-copy access to host memory"),
-    _record(gpu_managed, "GPU managed memory"),
-    _record(gpu_embedding, "Embedding-bag gathers on the GPU"),
-    _record(gpu_kv_swap, "Paged KV-cache swaps on the GPU"),
-    _record(selftest, "selftest"),
-)}
+def _discover() -> dict[str, Benchmark]:
+    """Every record, listed the CPU's families first, then the GPU's, then test-only."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [_record(m) for m in getattr(module, "BENCHMARKS", (module,))
+                  if hasattr(m, "TITLE")]
+    found.sort(key=lambda b: (b.test_only, b.name.startswith("gpu_"), b.name))
+    return {b.name: b for b in found}
+
+
+_ALL = _discover()
 
 
 def test_kernels_enabled() -> bool:

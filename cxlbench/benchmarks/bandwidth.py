@@ -10,10 +10,10 @@ import numpy as np
 from ..errors import CheckError
 from ..memory import native
 from ..options import Option, pick
-from .common import (Measurement, check_placement, measure, place, resolve_cpus,
-                     resolve_isa)
+from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "bandwidth"
+TITLE = "Bandwidth"
 DESCRIPTION = "streaming bandwidth of a kernel from the kernel table (GB/s of application bytes)"
 MIN_BYTES_PER_REP = 512 << 20
 CHUNK = 1 << 24                 # elements per numpy step in fills and checks
@@ -138,13 +138,13 @@ CHECKS = {"index_sum": check_index_sum, "fill": check_fill, "copy": check_copy,
 
 def check(params: dict, topology) -> None:
     kernel = native.kernel(params["kernel"])
-    resolve_isa(kernel, params["isa"])
+    kernel.choose_isa(params["isa"])
     check_placement(params, resolve_cpus(params), topology, kernel.buffers)
 
 
 def run(params: dict) -> Measurement:
     kernel = native.kernel(params["kernel"])
-    isa = resolve_isa(kernel, params["isa"])
+    isa = kernel.choose_isa(params["isa"])
     cpus = resolve_cpus(params)
     buffers = place(params, cpus, kernel.buffers)
     size = params["size"]

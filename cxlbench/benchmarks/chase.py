@@ -20,6 +20,7 @@ from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "chase"
+TITLE = "Idle latency"
 BUFFERS = ("chain",)                # the cycle walked
 DESCRIPTION = "idle load-to-use latency: dependent loads around a random cycle (ns per load)"
 OPTIONS = {

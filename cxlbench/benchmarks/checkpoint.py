@@ -23,14 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import lookups
+from ..workloads import lookups
 from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option, pick
 from . import optimizer
-from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
+from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "checkpoint"
+TITLE = "Checkpoint copies"
 DESCRIPTION = ("checkpoint snapshots of model and optimizer state, or of an embedding "
                "table's dirty rows, to another placement or a file (GB/s, ms, slowdowns "
                "beside a training step)")
@@ -425,7 +426,7 @@ def check(params: dict, topology) -> None:
     if params["dirty"] > 0 and params["dim"] % 16:
         raise UserError(f"checkpoint: dim={params['dim']} makes rows of {params['dim'] * 4} "
                         "bytes: rows of whole 64-byte lines need a multiple of 16")
-    resolve_isa(native.driver("checkpoint"), params["isa"])
+    native.driver("checkpoint").choose_isa(params["isa"])
     mine, rest = split_cpus(params)
     lay = layout(params)
     if params["path"]:
@@ -456,7 +457,7 @@ def make_cold(src, src_bytes: int, dst, dst_bytes: int, value: int) -> bool:
 
 def run(params: dict) -> Measurement:
     lay = layout(params)
-    isa = resolve_isa(native.driver("checkpoint"), params["isa"])
+    isa = native.driver("checkpoint").choose_isa(params["isa"])
     cpus, rest = split_cpus(params)
     name = params["interfere"]
     sizes = lay.sizes(params["step_size"], name)

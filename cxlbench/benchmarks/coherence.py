@@ -46,6 +46,7 @@ def _line_buffer(params: dict, cpus: list[int], buffers: tuple[str, ...]):
 
 class PingPong:
     NAME = "pingpong"
+    TITLE = "Cache-line transfer (ping-pong)"
     BUFFERS = ("line",)
     DESCRIPTION = "one cache line bounced between two CPUs; ns per one-way transfer"
     OPTIONS = _options(PINGPONG_MODES, 200000, {
@@ -84,6 +85,7 @@ class PingPong:
 
 class Atomics:
     NAME = "atomics"
+    TITLE = "Atomics and sharing"
     BUFFERS = ("lines",)
     DESCRIPTION = "atomics on shared, private and falsely shared lines; Mops/s and fairness"
     OPTIONS = _options(ATOMIC_MODES, 1000000, pick("threads", "cpus", threads="all"))
@@ -130,3 +132,6 @@ class Atomics:
                         units={"throughput": "Mops/s", "fairness": "jain"},
                         info={"threads": len(cpus), **({"note": note} if note else {})})
         return measure(m, params, [buf], once)
+
+
+BENCHMARKS = (PingPong, Atomics)     # the registry's records of this module

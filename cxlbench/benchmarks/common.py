@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import UserError
-from ..memory import PAGE_SIZES, Buffer, Placement, check_request, native
+from ..memory import PAGE_SIZES, Buffer, Placement, check_request
 from ..options import buffer_spec
 from ..topology import Topology
 from ..units import format_list, parse_list
@@ -105,17 +105,6 @@ def resolve_cpus(params: dict) -> list[int]:
     return cpus[:threads]
 
 
-def resolve_isa(kernel: native.KernelInfo, wanted: str) -> str:
-    if wanted == "auto":
-        return kernel.best_isa()
-    if wanted not in kernel.isas:
-        raise UserError(f"kernel {kernel.key} has no {wanted} variant "
-                        f"(has: {', '.join(kernel.isas)})")
-    if not native.isa_supported(wanted):
-        raise UserError(f"this CPU cannot run {wanted} (runs: {', '.join(kernel.runnable_isas())})")
-    return wanted
-
-
 def _sizes(params: dict, buffers: tuple[str, ...] | dict[str, int]) -> dict[str, int]:
     """Bytes of each buffer: given by name, or params['size'] each."""
     return buffers if isinstance(buffers, dict) else dict.fromkeys(buffers, params["size"])
@@ -127,7 +116,7 @@ def check_placement(params: dict, cpus: list[int], topology: Topology,
     the named buffers (of params['size'] each, or the bytes given), all of them together
     on each node, each in whole pages. `claimed` carries the tally across calls for one
     case's buffers placed from different CPUs."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[tuple[Placement, str], list[str]] = {}
     sizes = _sizes(params, buffers)
     for name in sizes:
         groups.setdefault(buffer_spec(params, name), []).append(name)
@@ -135,8 +124,7 @@ def check_placement(params: dict, cpus: list[int], topology: Topology,
     for (mem, page), names in groups.items():
         pages = sum(-(-sizes[n] // PAGE_SIZES[page]) for n in names)
         try:
-            check_request(Placement.parse(mem), page, pages * PAGE_SIZES[page], topology,
-                          cpus, claimed)
+            check_request(mem, page, pages * PAGE_SIZES[page], topology, cpus, claimed)
         except UserError as e:
             if len(groups) == 1:
                 raise
@@ -148,13 +136,13 @@ def place(params: dict, cpus: list[int], buffers: tuple[str, ...] | dict[str, in
           topology: Topology | None = None) -> list[Buffer]:
     """The named buffers (of params['size'] each, or the bytes given), each placed by its
     own mem.<name> and page.<name> or else the case's mem and page, prefaulted from `cpus`.
-    Refuses to go on if the kernel did not honour a placement (or, for page=thp, gave
-    small pages)."""
+    Each Buffer checks its request against what is free now (check_placement's check ran
+    in the parent, before the run). Refuses to go on if the kernel did not honour a
+    placement (or, for page=thp, gave small pages)."""
     topology = topology or Topology.read(probe_gpus=False)
     sizes = _sizes(params, buffers)
     specs = {name: buffer_spec(params, name) for name in sizes}
-    parsed = {mem: Placement.parse(mem) for mem, _ in specs.values()}   # once per spec
-    out = [Buffer(sizes[name], mem=parsed[mem], page=page, cpus=cpus, topology=topology,
+    out = [Buffer(sizes[name], mem=mem, page=page, cpus=cpus, topology=topology,
                   tolerance=params["tolerance"], name=name)
            for name, (mem, page) in specs.items()]
     for b in out:
@@ -200,7 +188,7 @@ def measure(m: Measurement, params: dict, buffers: list[Buffer],
                         if after[k] != before.get(k, 0)}
     verified = [b.verify() for b in buffers]
     methods = {b.placement_method for b in buffers}
-    m.placement = {"spec": params["mem"], "page": params["page"],
+    m.placement = {"spec": str(params["mem"]), "page": params["page"],
                    "method": methods.pop() if len(methods) == 1 else
                    " ".join(f"{b.name}={b.placement_method}" for b in buffers) or None,
                    "verified": [{"buffer": b.name, "spec": str(b.placement), "page": b.page,

@@ -12,6 +12,7 @@ from ..options import Option, pick
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "flush"
+TITLE = "Flush and persistence"
 BUFFERS = ("lines",)
 # CXB_FLUSH_* in native/cxlbench.h, in value order (tested against native.FLUSH_KINDS).
 KINDS = ("clflush", "clflushopt", "clwb", "nt")

@@ -14,6 +14,7 @@ from .common import Measurement
 from .gpu_stream import checked_times
 
 NAME = "gpu_chase"
+TITLE = "GPU memory latency"
 BUFFERS = ()            # device memory, allocated by the library
 DESCRIPTION = "GPU memory latency by working set, a random chase (ns and cycles a load)"
 

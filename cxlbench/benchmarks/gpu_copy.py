@@ -20,6 +20,7 @@ from .common import (Measurement, check_placement, measure, place, replay, resol
                      unplaced)
 
 NAME = "gpu_copy"
+TITLE = "Host-device copies"
 BUFFERS = ("host",)
 DESCRIPTION = "host-device copies by the copy engines or the SMs from host memory on each " \
               "node, pinned, registered, pageable or write-combined (GB/s)"

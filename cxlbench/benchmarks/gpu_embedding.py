@@ -17,13 +17,14 @@ import numpy as np
 from .. import gpu
 from ..errors import CheckError
 from ..options import Option, pick
-from . import embedding
+from ..workloads import embedding
 from .common import (Measurement, check_placement, measure, place, replay, resolve_cpus,
                      unplaced)
 from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 
 NAME = "gpu_embedding"
+TITLE = "Embedding-bag gathers on the GPU"
 BUFFERS = ("table",)
 DESCRIPTION = "embedding-bag gathers on the GPU from a table in HBM, pinned host memory, or " \
               "host memory placed on each node (M lookups/s, GB/s of rows)"

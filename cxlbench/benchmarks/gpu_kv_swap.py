@@ -20,12 +20,13 @@ import numpy as np
 from .. import gpu
 from ..errors import CheckError, UserError
 from ..options import Option, pick
-from . import kvcache
+from ..workloads import kvcache
 from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
 from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 
 NAME = "gpu_kv_swap"
+TITLE = "Paged KV-cache swaps on the GPU"
 BUFFERS = ("pool",)
 DESCRIPTION = "paged KV-cache blocks swapped between the GPU and a host pool placed on each " \
               "node, by copies or a kernel (GB/s, us a swap)"

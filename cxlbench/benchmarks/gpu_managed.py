@@ -19,6 +19,7 @@ from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 
 NAME = "gpu_managed"
+TITLE = "GPU managed memory"
 BUFFERS = ()            # managed memory, allocated by the driver
 DESCRIPTION = "managed memory: GPU page faults against prefetch against resident pages, and " \
               "the GPU's first touch (GB/s)"

@@ -3,21 +3,20 @@ write) over three arrays of doubles in device memory, with the grid as options f
 occupancy sweep: blocks per SM and threads per block. Each repetition is one launch timed
 by events around it alone (in the library, no Python between them); after the timing every
 element written, or the sum read, is checked against its closed-form value. GB/s counts
-the bytes each kernel's table row declares: 8 per element for read and write, 16 for copy,
-scale and dot, 24 for add and triad."""
+the bytes the header declares for each kernel (CXB_GPU_BYTES_*): 8 per element for read
+and write, 16 for copy, scale and dot, 24 for add and triad."""
 from __future__ import annotations
 
 from .. import gpu
-from ..errors import CheckError, UserError
+from ..errors import CheckError
 from ..options import Option, pick
 from .common import Measurement
 
 NAME = "gpu_stream"
+TITLE = "GPU HBM streaming"
 BUFFERS = ()            # device memory, allocated by the library
 DESCRIPTION = "GPU HBM streaming kernels over an occupancy sweep (GB/s)"
-# The library's table (names and bytes per element), here too so the options need no
-# library; tests hold the two equal.
-KERNELS = {"read": 8, "write": 8, "copy": 16, "scale": 16, "add": 24, "triad": 24, "dot": 16}
+KERNELS = gpu.KERNELS    # name -> bytes per element, from the header: no library needed
 
 OPTIONS = {
     "kernel": Option("kernel", "choice", "triad", "the streaming kernel",

@@ -14,6 +14,7 @@ from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 
 NAME = "gpu_zero_copy"
+TITLE = "GPU zero-copy access to host memory"
 BUFFERS = ("host",)
 DESCRIPTION = "a GPU reading, writing and chasing host memory placed on each node, in place " \
               "(GB/s, ns a load)"

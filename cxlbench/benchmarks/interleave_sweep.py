@@ -7,12 +7,14 @@ import re
 
 from ..errors import UserError
 from ..options import Option, pick
+from ..placement import Placement
 from ..topology import Topology
 from ..units import parse_list
 from . import bandwidth, chase, loaded_latency
 from .common import as_case_of, delegated
 
 NAME = "interleave_sweep"
+TITLE = "Weighted interleave"
 BUFFERS = ("src", "a", "b", "c", "chain", "load")   # its points', placed by the point
 DESCRIPTION = "weighted-interleave ratios between two nodes: bandwidth and (loaded) latency"
 RATIOS = ("1:0", "9:1", "4:1", "3:1", "2:1", "1:1", "1:2", "0:1")
@@ -30,14 +32,14 @@ OPTIONS = {
 }
 
 
-def placement(ratio: str, first: int, second: int) -> str:
-    """'3:1' between nodes 0 and 2 -> 'weighted:0=3,2=1'; one-sided ratios bind."""
+def placement(ratio: str, first: int, second: int) -> Placement:
+    """'3:1' between nodes 0 and 2 -> weighted:0=3,2=1; one-sided ratios bind."""
     a, b = (int(x) for x in re.fullmatch(r"(\d+):(\d+)", ratio).groups())
     if b == 0 or first == second:
-        return f"bind:{first}"
+        return Placement.bind(first)
     if a == 0:
-        return f"bind:{second}"
-    return f"weighted:{first}={a},{second}={b}"
+        return Placement.bind(second)
+    return Placement("weighted", (first, second), (a, b))
 
 
 def _nodes(params: dict, topology: Topology) -> tuple[int, int]:
@@ -59,4 +61,4 @@ def _delegate(params: dict, topology: Topology | None = None):
                                       load_size=params["size"])
 
 
-check, run = delegated(_delegate, lambda params, p: {"placement": p["mem"]})
+check, run = delegated(_delegate, lambda params, p: {"placement": str(p["mem"])})

@@ -13,6 +13,7 @@ from .chase import Walker
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "loaded_latency"
+TITLE = "Loaded latency"
 BUFFERS = ("chain", "load")         # the chased cycle; what the generators stream over
 DESCRIPTION = "chase latency under load from generator threads (ns, and the load's GB/s)"
 DELAYS = ("idle", 1000, 200, 50, 20, 10, 5, 3, 2, 1, 0)   # a pause is ~10-150 cycles

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from ..errors import UserError
 from ..options import Option, pick
+from ..placement import Placement
 from ..topology import Topology
 from ..units import format_list
 from . import bandwidth, chase
 from .common import as_case_of, delegated
 
 NAME = "matrix"
+TITLE = "Node matrices"
 BUFFERS = ("chain", "src")          # its cells', placed by the cell (no mem.<buffer>)
 DESCRIPTION = "initiator node x target node: idle latency (ns) or read bandwidth (GB/s)"
 OPTIONS = {
@@ -36,7 +38,7 @@ def _delegate(params: dict, topology: Topology | None = None):
         raise UserError(f"matrix: initiator node {params['initiator']} does not exist") from None
     if not node.cpus:
         raise UserError(f"matrix: initiator node {node.id} has no CPUs")
-    fixed = {"cpus": format_list(node.cpus), "mem": f"bind:{params['target']}"}
+    fixed = {"cpus": format_list(node.cpus), "mem": Placement.bind(params["target"])}
     if params["measure"] == "latency":
         return chase, as_case_of(chase, params, **fixed)
     return bandwidth, as_case_of(bandwidth, params, kernel="read", **fixed)

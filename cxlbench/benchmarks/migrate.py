@@ -9,13 +9,14 @@ import time
 
 from .. import memory
 from ..errors import CheckError
-from ..memory import Buffer, native
+from ..memory import Buffer, Placement, native
 from ..options import Option, pick
 from ..topology import Topology
 from ..units import format_list
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "migrate"
+TITLE = "Page migration"
 BUFFERS = ("pages",)
 DESCRIPTION = "move_pages(2) of a buffer from one node to another and back (GB/s migrated)"
 OPTIONS = {
@@ -41,7 +42,7 @@ KERNELS = {"move_pages": "move_pages", "mbind": "mbind_move"}
 
 
 def buffer_params(params: dict) -> dict:
-    return {**params, "mem": f"bind:{params['from']}"}
+    return {**params, "mem": Placement.bind(params["from"])}
 
 
 def skip(params: dict, topology) -> str | None:
@@ -58,7 +59,7 @@ def skip(params: dict, topology) -> str | None:
 def check(params: dict, topology) -> None:
     cpu = resolve_cpus({**params, "threads": 1})
     for node in (params["from"], params["to"]):
-        check_placement({**params, "mem": f"bind:{node}"}, cpu, topology, BUFFERS)
+        check_placement({**params, "mem": Placement.bind(node)}, cpu, topology, BUFFERS)
 
 
 class Checker:

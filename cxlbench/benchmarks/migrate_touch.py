@@ -22,6 +22,7 @@ from . import migrate
 from .common import Measurement, measure, place, resolve_cpus
 
 NAME = "migrate_touch"
+TITLE = "Touches during page migration"
 BUFFERS = migrate.BUFFERS
 skip = migrate.skip
 DESCRIPTION = "touch latency while pages migrate: the spike (us) and its length"

@@ -19,9 +19,10 @@ from ..errors import CheckError
 from ..memory import native
 from ..options import Option, pick
 from .bandwidth import Streams
-from .common import Measurement, check_placement, measure, place, resolve_cpus, resolve_isa
+from .common import Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "optimizer"
+TITLE = "Optimizer steps"
 DESCRIPTION = "fused Adam/AdamW steps over placed parameters, gradients and optimizer state " \
               "(M params/s, GB/s, fraction of the triad on the same buffers)"
 BUFFERS = ("params", "grads", "states")     # states: both moments (and the master copy)
@@ -205,14 +206,14 @@ def unused(params: dict) -> dict[str, str]:
 
 
 def check(params: dict, topology) -> None:
-    resolve_isa(native.kernel("triad"), params["isa"])
+    native.kernel("triad").choose_isa(params["isa"])
     check_placement(params, resolve_cpus(params), topology,
                     sizes(count(params), params["precision"]))
 
 
 def run(params: dict) -> Measurement:
     n, precision = count(params), params["precision"]
-    isa = resolve_isa(native.kernel("triad"), params["isa"])    # both have all three
+    isa = native.kernel("triad").choose_isa(params["isa"])    # both have all three
     cpus = resolve_cpus(params)
     buffers = place(params, cpus, sizes(n, precision))
     st = State.of(buffers, n, precision)

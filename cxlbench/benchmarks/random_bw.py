@@ -8,6 +8,7 @@ from . import bandwidth
 from .common import delegated
 
 NAME = "random_bw"
+TITLE = "Random-access bandwidth"
 BUFFERS = ("src",)                  # the random_* kernels' one stream
 DESCRIPTION = "random-access read bandwidth at a block granularity (GB/s)"
 OPTIONS = {

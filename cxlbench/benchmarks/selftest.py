@@ -9,6 +9,7 @@ from ..options import Option, pick
 from .common import Measurement
 
 NAME = "selftest"
+TITLE = "selftest"
 BUFFERS = ()
 DESCRIPTION = "test-only kernels (CXLBENCH_TEST_KERNELS=1)"
 TEST_ONLY = True

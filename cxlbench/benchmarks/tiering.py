@@ -14,74 +14,48 @@ import numpy as np
 from ..errors import UserError
 from .. import memory
 from ..options import Option, pick
+from ..placement import Placement
 from ..tiering import engine, model
-from ..tiering.policies import POLICIES
+from ..tiering.policies import KNOBS, POLICIES, knob_name
 from ..tiering.policies import linux as linux_policy
-from ..tiering.workloads import WORKLOADS
 from ..topology import Topology
 from ..units import format_list
-from . import embedding, kvcache
+from ..workloads import TIERED
 from .common import Measurement, check_placement, place, resolve_cpus, vmstat
 
 NAME = "tiering"
+TITLE = "Tiering policies"
 DESCRIPTION = "a workload's pages placed each epoch by a tiering policy within a fast-tier " \
               "share (throughput, fast-node hits, pages moved)"
-BUFFERS = tuple(dict.fromkeys(b for w in WORKLOADS.values() for b in w.BUFFERS))
+BUFFERS = tuple(dict.fromkeys(b for w in TIERED.values() for b in w.BUFFERS))
 
 
 def buffers_of(params: dict) -> tuple[str, ...]:
-    return WORKLOADS[params["workload"]].BUFFERS
+    return TIERED[params["workload"]].BUFFERS
 
 
-def knob_name(policy: str, knob: str) -> str:
-    return f"{policy.replace('-', '_')}_{knob}"
+# Each workload's own options, as <workload>.<option>.
+WORKLOAD_OPTIONS = {work: {f"{work}.{name}": Option(**{**opt.__dict__,
+                                                        "name": f"{work}.{name}"})
+                           for name, opt in epochs.OPTIONS.items()}
+                    for work, epochs in TIERED.items()}
 
 
-KNOBS = {knob_name(p.NAME, k): (p.NAME, k, o) for p in POLICIES.values()
-         for k, o in p.KNOBS.items()}
-
-# Each workload's own options. Embedding's keep the embedding benchmark's names (it came
-# first); the KV-cache's carry kv_, as several of its names mean other things there.
-EMBEDDING_OPTIONS = {
-    **{name: embedding.OPTIONS[name] for name in (
-        "preset", "scale", "tables", "dim", "pooling", "dtype", "pool", "dist", "alpha",
-        "profile", "prefetch")},
-    # 128 MiB of rows, and epochs of 2 M lookups: long enough that the moves between
-    # them (an eighth of the fast tier at most, by default) cost a fraction of an epoch.
-    "rows": Option(**{**embedding.OPTIONS["rows"].__dict__, "default": 1 << 18}),
-    "batch": Option(**{**embedding.OPTIONS["batch"].__dict__, "default": 1 << 16,
-                       "help": "bags per table in an epoch"}),
-}
+def own(params: dict, work: str) -> dict:
+    """The options of workload `work` in a case's params, by their names in its table."""
+    prefix = f"{work}."
+    return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
 
 
-def _kv(name: str, **changes) -> Option:
-    opt = kvcache.OPTIONS[name]
-    return Option(**{**opt.__dict__, "name": f"kv_{name}", **changes})
+def workload(params: dict):
+    """The case's workload, its Epochs built from its own options."""
+    name = params["workload"]
+    return TIERED[name](own(params, name), params["seed"], params["epochs"], params["phase"])
 
-
-# A pool of 160 MiB (32 sessions of 256 + 64 tokens, 4 layers of Llama-3-8B's 32 at 16 KiB
-# a token), 8 sessions decoding 64 tokens an epoch: 2.4 GB read an epoch, so that the moves
-# between epochs (an eighth of the fast tier at most, by default) cost a fraction of one.
-KV_OPTIONS = {o.name: o for o in (
-    _kv("preset", choices=tuple(kvcache.PRESETS), help="a model's KV shape"),
-    _kv("scale", default=0.125),
-    _kv("dtype"),
-    _kv("block"),
-    _kv("batch", default=32, min=2, help="sessions whose context the pool holds"),
-    _kv("seq_len", default=256, help="tokens of each session's context"),
-    _kv("steps", default=64, help="tokens each active session decodes an epoch"),
-    _kv("fragmentation"),
-    Option("kv_active", "int", 8, "sessions that decode each epoch (at most kv_batch)",
-           min=1, max=1 << 16),
-    # (at most 4: the 65536th session's weight stays a float, not 0)
-    Option("kv_alpha", "float", 1.0, "Zipf exponent of the sessions' popularity (0: "
-           "uniform)", min=0.0, max=4.0),
-)}
-WORKLOAD_OPTIONS = {"embedding": EMBEDDING_OPTIONS, "kvcache": KV_OPTIONS}
 
 OPTIONS = {
     "workload": Option("workload", "choice", "embedding", "the workload whose pages are "
-                       "tiered", choices=tuple(WORKLOADS)),
+                       "tiered", choices=tuple(TIERED), expand={"all": tuple(TIERED)}),
     "policy": Option("policy", "choice", "first-touch", "the tiering policy",
                      choices=tuple(POLICIES),
                      expand={"all": tuple(p for p in POLICIES if p != "linux")}),
@@ -118,8 +92,7 @@ OPTIONS = {
                                                         ("bandwidth", "GB/s"))},
     **{name: Option(**{**opt.__dict__, "name": name, "help": f"{policy}: {opt.help}"})
        for name, (policy, _, opt) in KNOBS.items()},
-    **EMBEDDING_OPTIONS,
-    **KV_OPTIONS,
+    **{name: opt for table in WORKLOAD_OPTIONS.values() for name, opt in table.items()},
     "seed": Option("seed", "int", 1, "seed of the workload's draws (embedding: its indices "
                    "and values; kvcache: its block table and sessions)", min=0),
     **pick("threads", "cpus", "isa", "repeat", "warmup", "tolerance", "timeout", repeat=3,
@@ -168,7 +141,7 @@ def check(params: dict, topology: Topology) -> None:
     if params["tiers_from"]:        # a run that is not one fails here, not in a worker
         model.tiers_for(params, topology, fast, slow)
     kind = engine_of(params, topology)
-    work = WORKLOADS[params["workload"]](params)       # its own refusals, on any engine
+    work = workload(params)        # its own refusals, on any engine
     if slow is not None and slow == fast:
         raise UserError(f"fast={fast} and slow={slow}: tiering needs two nodes (on a machine "
                         "of one the model takes the slow tier's figures from options or "
@@ -199,9 +172,9 @@ def buffer_params(params: dict, fast: int, slow: int) -> dict:
     (the policy's first placement then moves its share up). Under Linux's own tiering it
     starts local instead, with no policy of its own that would keep the kernel from
     promoting its pages."""
-    tiered = WORKLOADS[params["workload"]].TIERED
-    start = "local" if POLICIES[params["policy"]].KERNEL else f"bind:{slow}"
-    return {**params, "mem": f"bind:{fast}", f"mem.{tiered}": start}
+    tiered = TIERED[params["workload"]].TIERED
+    start = Placement("local") if POLICIES[params["policy"]].KERNEL else Placement.bind(slow)
+    return {**params, "mem": Placement.bind(fast), f"mem.{tiered}": start}
 
 
 def unused(params: dict) -> dict[str, str]:
@@ -211,12 +184,12 @@ def unused(params: dict) -> dict[str, str]:
         out["move_ms"] = "the model engine has no time box"
     if params["policy"] in ("all-fast", "all-slow"):
         out["share"] = f"{params['policy']} is a bound: it places every page itself"
-    for name, own in WORKLOAD_OPTIONS.items():
+    for name, table in WORKLOAD_OPTIONS.items():
         if name != params["workload"]:
-            out.update(dict.fromkeys(own, f"an option of the {name} workload"))
-    if params["workload"] == "embedding":
-        out.update(embedding.unused({**{k: embedding.OPTIONS[k].default
-                                        for k in embedding.OPTIONS}, **params}))
+            out.update(dict.fromkeys(table, f"an option of the {name} workload"))
+    work = params["workload"]
+    out.update({f"{work}.{k}": why
+                for k, why in TIERED[work].unused(own(params, work)).items()})
     return {k: v for k, v in out.items() if k in OPTIONS}
 
 
@@ -231,7 +204,7 @@ def run(params: dict) -> Measurement:
     fast_node, slow_node = nodes(params, topology)
     kind = engine_of(params, topology)
     real = kind == "real"
-    work = WORKLOADS[params["workload"]](params)
+    work = workload(params)
     page = PAGE_BYTES[params["page"]]
     tiered = work.TIERED
     pages = -(-work.sizes()[tiered] // page)
@@ -249,17 +222,17 @@ def run(params: dict) -> Measurement:
                         topology)
         if policy_cls.KERNEL:       # NUMA balancing skips a range with a policy of its own
             buffers[0].release_policy()
-        isa = work.resolve_isa(params["isa"])
+        isa = work.choose_isa(params["isa"])
         work.prepare(buffers, isa, cpus)
     before = vmstat()
     reps = []
     last = None
     for r in range(params["warmup"] + params["repeat"]):
         policy = policy_cls(pages, cap, knobs, profile)
-        hands = engine.Pages(buffers[0], fast_node, slow_node, params["move_ms"] * 1e6,
+        pages_of = engine.MovedPages(buffers[0], fast_node, slow_node, params["move_ms"] * 1e6,
                              patient=policy_cls.KERNEL) \
-            if real else engine.Paper(pages, page, rate)
-        out = engine.drive(policy, work, hands, counts, tiers, params["mlp"], len(cpus), real)
+            if real else engine.PlannedPages(pages, page, rate)
+        out = engine.drive(policy, work, pages_of, counts, tiers, params["mlp"], len(cpus), real)
         if r >= params["warmup"]:
             reps.append(figures(out, work, page, rate, real))
             last = out

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from .. import memory
+from ..placement import Placement
 from ..topology import Topology
 
 WORDS = 4 << 20        # 32 MiB: enough to span many pages, small for emulated CXL
@@ -24,7 +25,7 @@ def main() -> int:
     pattern = np.arange(WORDS, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     ok = True
     for node in topo.far_memory_nodes:
-        a = memory.array(WORDS, np.uint64, mem=f"bind:{node}")
+        a = memory.array(WORDS, np.uint64, mem=Placement.bind(node))
         a[:] = pattern
         wrong = int(np.count_nonzero(a != pattern))
         report["nodes"][node] = {"words": WORDS, "wrong": wrong}

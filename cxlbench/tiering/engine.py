@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import CheckError
 from ..memory import Buffer, move, node_map
 from . import model
-from .policies.base import Epoch, Policy, Tier
+from .policies.base import Epoch, Policy, TierFigures
 
 PINGPONG_WINDOW = 4     # epochs: a page moved back within this many counts as ping-pong
 MOVE_CHUNK = 1024       # pages a move call, so a time box can stop between calls
@@ -55,8 +55,8 @@ class Pingpong:
         return int(self.seen.sum())
 
 
-class Paper:
-    """The model engine's hands: placements are whatever the policy says; a move costs
+class PlannedPages:
+    """The model engine's pages_of: placements are whatever the policy says; a move costs
     its bytes at the migration rate."""
 
     def __init__(self, pages: int, page: int, migrate_gbs: float):
@@ -75,8 +75,8 @@ class Paper:
         return self.fast
 
 
-class Pages:
-    """The real engine's hands: the tiered buffer's pages moved between two nodes, within
+class MovedPages:
+    """The real engine's pages_of: the tiered buffer's pages moved between two nodes, within
     an optional time box per epoch, and read back before every epoch."""
 
     def __init__(self, buf: Buffer, fast_node: int, slow_node: int, budget_ns: float,
@@ -133,7 +133,7 @@ class Pages:
         return moved_up, moved_down
 
 
-def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tuple[Tier, Tier],
+def drive(policy: Policy, workload, pages_of, counts: list[np.ndarray], tiers: tuple[TierFigures, TierFigures],
           mlp: float, threads: int, real: bool) -> Outcome:
     """Run every epoch under the policy; the first placement is the policy's initial(),
     its moves not counted (nor timed)."""
@@ -141,11 +141,11 @@ def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tupl
     pp = Pingpong(pages)
     first = policy.initial()
     check_capacity(policy, first)
-    hands.apply(first, np.arange(pages), out, policy.capacity, boxed=False)
+    pages_of.apply(first, np.arange(pages), out, policy.capacity, boxed=False)
     out.start_unmoved, out.unmoved, out.move_ns = out.unmoved, 0, 0
     for e, c in enumerate(counts):
-        drift(policy, hands, out, pp, e)
-        fast = hands.fast
+        drift(policy, pages_of, out, pp, e)
+        fast = pages_of.fast
         out.fast_share.append(float(fast.mean()))
         access_bytes = workload.epoch_bytes() / max(1, int(c.sum()))
         predicted = model.epoch_ns(c, fast, tiers, access_bytes, mlp, threads,
@@ -158,22 +158,22 @@ def drive(policy: Policy, workload, hands, counts: list[np.ndarray], tiers: tupl
             continue
         target = policy.after(Epoch(e, c, fast.copy(), ns, int(access_bytes), tiers))
         check_capacity(policy, target)
-        up, down = hands.apply(target, np.argsort(-c, kind="stable"), out, policy.capacity)
+        up, down = pages_of.apply(target, np.argsort(-c, kind="stable"), out, policy.capacity)
         out.promoted += len(up)
         out.demoted += len(down)
         pp.note(e, up, True)
         pp.note(e, down, False)
     if policy.KERNEL:           # what Linux moved during the last epoch
-        drift(policy, hands, out, pp, len(counts))
+        drift(policy, pages_of, out, pp, len(counts))
     out.pingpong = pp.pages
     return out
 
 
-def drift(policy: Policy, hands, out: Outcome, pp: Pingpong, epoch: int) -> None:
+def drift(policy: Policy, pages_of, out: Outcome, pp: Pingpong, epoch: int) -> None:
     """Pages found moved since the engine last placed them: Linux's moves, counted as its
     policy's; under any other policy a placement not the policy's, which fails the case."""
-    now = hands.read()
-    moved = now != hands.fast
+    now = pages_of.read()
+    moved = now != pages_of.fast
     if not moved.any():
         return
     out.drifted += int(moved.sum())
@@ -187,7 +187,7 @@ def drift(policy: Policy, hands, out: Outcome, pp: Pingpong, epoch: int) -> None
     out.demoted += len(down)
     pp.note(epoch, up, True)
     pp.note(epoch, down, False)
-    hands.fast = now
+    pages_of.fast = now
 
 
 def check_capacity(policy: Policy, mask: np.ndarray) -> None:

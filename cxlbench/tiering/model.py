@@ -15,17 +15,17 @@ import pandas as pd
 from .. import results
 from ..errors import UserError
 from ..topology import Topology
-from .policies.base import Tier
+from .policies.base import TierFigures
 
 # Where no HMAT and no option says: local DDR and a CXL expander. Liu et al., "Exploring
 # and Evaluating Real-world CXL" (arXiv 2405.14209), measured three expanders at 2-5x
 # local DRAM's latency; 2.5x is taken here, and a quarter of the bandwidth (one x16 device
 # against a socket's channels). Results say when these were used.
-ASSUMED = (Tier(110.0, 100.0), Tier(275.0, 25.0))
+ASSUMED = (TierFigures(110.0, 100.0), TierFigures(275.0, 25.0))
 ASSUMED_MIGRATE = 2.0   # GB/s of move_pages(2) with 4 KiB pages, where no run says
 
 
-def epoch_ns(counts: np.ndarray, fast: np.ndarray, tiers: tuple[Tier, Tier],
+def epoch_ns(counts: np.ndarray, fast: np.ndarray, tiers: tuple[TierFigures, TierFigures],
              access_bytes: float, mlp: float, threads: int = 1,
              waits_per_count: float = 1.0) -> float:
     """counts: per page; access_bytes: bytes per count; waits_per_count: the misses
@@ -61,16 +61,16 @@ def migrate_rate(params: dict, fast: int | None = None,
     return ASSUMED_MIGRATE, "assumed"
 
 
-def hmat_tier(topology: Topology, node: int) -> Tier | None:
+def hmat_tier(topology: Topology, node: int) -> TierFigures | None:
     """The node's HMAT read latency and bandwidth from its best initiators, if the
     firmware gave them."""
     n = next((n for n in topology.nodes if n.id == node), None)
     values = (n.hmat.get("access0") or n.hmat.get("access1") or {}) if n else {}
     lat, bw = values.get("read_latency"), values.get("read_bandwidth")
-    return Tier(float(lat), bw / 1000.0) if lat and bw else None
+    return TierFigures(float(lat), bw / 1000.0) if lat and bw else None
 
 
-def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> Tier | None:
+def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> TierFigures | None:
     """A node's figures from a catalogue run's rows: the chase latency at the largest size
     bound to it (else the matrix latency to it from `home`'s CPUs), and the best median of
     the read kernel bound to it (else the matrix bandwidth to it from `home`); None unless
@@ -97,7 +97,7 @@ def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> Ti
         bw = medians("matrix", "bandwidth", target=node, **mine)
     if lat.empty or bw.empty:
         return None
-    return Tier(float(lat.median()), float(bw.max()), loaded_curve(frame, node))
+    return TierFigures(float(lat.median()), float(bw.max()), loaded_curve(frame, node))
 
 
 def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], ...]:
@@ -130,7 +130,7 @@ def _frame(path: str) -> pd.DataFrame:
 
 
 def tiers_for(params: dict, topology: Topology | None, fast: int | None,
-              slow: int | None) -> tuple[tuple[Tier, Tier], str]:
+              slow: int | None) -> tuple[tuple[TierFigures, TierFigures], str]:
     """(fast, slow) tiers and where their figures came from: the options where set,
     else the catalogue run `tiers_from` names, else the nodes' HMAT, else ASSUMED. A tier
     measured beside one assumed would compare two machines: then both are assumed (the
@@ -163,7 +163,7 @@ def tiers_for(params: dict, topology: Topology | None, fast: int | None,
         lat, bw = params[f"{name}_latency"], params[f"{name}_bandwidth"]
         # A figure set by hand leaves the measured curve out: it would contradict it.
         curve = () if lat or bw else base[i].curve
-        out.append(Tier(lat or base[i].latency_ns, bw or base[i].bandwidth, curve))
+        out.append(TierFigures(lat or base[i].latency_ns, bw or base[i].bandwidth, curve))
         sources.append(f"{name}: " + ("options" if whole[i] else kinds[i]
                                       + (" with options" if lat or bw else "")
                                       + (f", its loaded-latency curve ({len(curve)} points)"

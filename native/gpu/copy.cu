@@ -17,13 +17,9 @@ extern "C" {
 
 namespace {
 
-enum { H2D, D2H, BOTH };
-enum { COPY_ENGINE, SM };
-enum { PAGEABLE, REGISTERED, PINNED, WRITE_COMBINED };
-
 // What one case holds, released however it ends.
 struct Copy {
-    char *host = nullptr;           // the host side: bytes, or 2 x bytes for BOTH
+    char *host = nullptr;           // the host side: bytes, or 2 x bytes both ways
     bool owned = false, registered = false;
     char *dev[2] = {nullptr, nullptr};
     cudaStream_t stream[2] = {nullptr, nullptr};
@@ -80,41 +76,44 @@ __global__ void count_wrong(const unsigned char *p, u64 n, int which, u64 *bad) 
 }  // namespace
 
 int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
-    const bool sm = a->engine == SM;
-    if (a->direction < H2D || a->direction > BOTH || a->host_kind < PAGEABLE ||
-        a->host_kind > WRITE_COMBINED || a->bytes == 0 || a->reps < 1 ||
-        (a->host_kind <= REGISTERED && a->host == nullptr) || a->engine < COPY_ENGINE ||
-        a->engine > SM)
+    const bool sm = a->engine == CXB_GPU_ENGINE_SM;
+    const bool both = a->direction == CXB_GPU_DIRECTION_BIDIR;
+    // PAGEABLE and REGISTERED: the caller's memory
+    const bool callers = a->host_kind <= CXB_GPU_HOST_KIND_REGISTERED;
+    if (a->direction < 0 || a->direction >= CXB_GPU_DIRECTIONS || a->host_kind < 0 ||
+        a->host_kind >= CXB_GPU_HOST_KINDS || a->bytes == 0 || a->reps < 1 ||
+        (callers && a->host == nullptr) || a->engine < 0 || a->engine >= CXB_GPU_ENGINES)
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: direction, engine, host "
                             "kind, bytes, reps or host memory out of range");
-    if (sm && (a->host_kind == PAGEABLE || a->bytes % 16 || (uintptr_t)a->host % 16 ||
-               a->blocks < 1 || a->threads < 32 || a->threads > 1024 || a->threads % 32 ||
-               (a->direction == BOTH && a->blocks * a->threads < 64)))
+    if (sm && (a->host_kind == CXB_GPU_HOST_KIND_PAGEABLE || a->bytes % 16 ||
+               (uintptr_t)a->host % 16 || a->blocks < 1 || a->threads < 32 ||
+               a->threads > 1024 || a->threads % 32 || (both && a->blocks * a->threads < 64)))
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_copy: an SM copy needs mapped "
                             "(not pageable) host memory 16-byte aligned, bytes a multiple of "
                             "16 and a grid of whole warps (two at least both ways)");
     CK(cudaSetDevice(a->device));
     const unsigned long long n = a->bytes;
-    const size_t host_bytes = a->direction == BOTH ? 2 * n : n;
+    const size_t host_bytes = both ? 2 * n : n;
     Copy c;
-    if (a->host_kind <= REGISTERED) {
+    if (callers) {
         c.host = (char *)a->host;
-        if (a->host_kind == REGISTERED) {
+        if (a->host_kind == CXB_GPU_HOST_KIND_REGISTERED) {
             CK(cudaHostRegister(c.host, host_bytes,
                                 sm ? cudaHostRegisterMapped : cudaHostRegisterDefault));
             c.registered = true;
         }
     } else {
         CK(cudaHostAlloc((void **)&c.host, host_bytes,
-                         (a->host_kind == WRITE_COMBINED ? cudaHostAllocWriteCombined
-                                                         : cudaHostAllocDefault) |
+                         (a->host_kind == CXB_GPU_HOST_KIND_WC ? cudaHostAllocWriteCombined
+                                                               : cudaHostAllocDefault) |
                              (sm ? cudaHostAllocMapped : 0)));
         c.owned = true;
     }
     // Copy 0 goes host to device (host[0, n) -> dev[0]), copy 1 device to host
-    // (dev[1] -> host[n, 2n) for BOTH, host[0, n) for D2H).
-    const bool up = a->direction != D2H, down = a->direction != H2D;
-    char *down_host = c.host + (a->direction == BOTH ? n : 0);
+    // (dev[1] -> host[n, 2n) both ways, host[0, n) for D2H).
+    const bool up = a->direction != CXB_GPU_DIRECTION_D2H;
+    const bool down = a->direction != CXB_GPU_DIRECTION_H2D;
+    char *down_host = c.host + (both ? n : 0);
     if (up) {
         for (unsigned long long i = 0; i < n; i++) c.host[i] = (char)pattern(i, 0);
         CK(cudaMalloc((void **)&c.dev[0], n));
@@ -130,7 +129,7 @@ int cxb_gpu_copy(struct cxb_gpu_copy_args *a) {
     // What the SMs see of the host side (the same pages, through the device's mapping).
     char *mapped = nullptr;
     if (sm) CK(cudaHostGetDevicePointer((void **)&mapped, c.host, 0));
-    char *down_mapped = sm ? mapped + (a->direction == BOTH ? n : 0) : nullptr;
+    char *down_mapped = sm ? mapped + (both ? n : 0) : nullptr;
     CK(cudaDeviceSynchronize());
     CK(cudaEventCreate(&c.start));
     for (int i = 0; i < 2; i++) {

@@ -18,8 +18,6 @@ extern "C" {
 
 namespace {
 
-enum { HBM, PINNED, REGISTERED };
-
 // Element e (row x dim + column) of the table: a hash of e to one of -2, -1.875 .. 1.875.
 // A sum of up to 2^20 of them (and each partial sum) is a multiple of 1/8 of at most 2^21
 // in magnitude: exact in fp32 (24 bits of significand).
@@ -98,10 +96,11 @@ void fill_host(float *t, u64 n) {
 }  // namespace
 
 int cxb_gpu_embedding(struct cxb_gpu_embedding_args *a) {
-    if (a->table < HBM || a->table > REGISTERED || a->rows == 0 || a->dim < 1 ||
+    if (a->table < 0 || a->table >= CXB_GPU_EMBEDDING_TABLES || a->rows == 0 || a->dim < 1 ||
         a->indices == nullptr || a->bags == 0 || a->pooling < 1 || a->pooling > (1 << 20) ||
         a->reps < 1 || a->blocks < 1 || a->threads < 32 || a->threads > 1024 ||
-        a->threads % 32 || (a->table == REGISTERED && a->host == nullptr) ||
+        a->threads % 32 ||
+        (a->table == CXB_GPU_EMBEDDING_TABLE_REGISTERED && a->host == nullptr) ||
         a->rows > ~0ull / 4 / (u64)a->dim || a->bags > ~0ull / 8 / (u64)a->pooling ||
         a->bags > ~0ull / 4 / (u64)a->dim)
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_embedding: table, rows, dim, "
@@ -120,19 +119,19 @@ int cxb_gpu_embedding(struct cxb_gpu_embedding_args *a) {
     CK(cudaSetDevice(a->device));
     Embedding m;
     const float *table = nullptr;       // the table in the device's address space
-    if (a->table == HBM) {
+    if (a->table == CXB_GPU_EMBEDDING_TABLE_HBM) {
         CK(cudaMalloc((void **)&m.table, n * sizeof(float)));
         fill_table<<<a->blocks, a->threads>>>(m.table, n);
         CK(cudaGetLastError());
         table = m.table;
     } else {
         float *host = (float *)a->host;
-        if (a->table == PINNED) {
+        if (a->table == CXB_GPU_EMBEDDING_TABLE_PINNED) {
             CK(cudaHostAlloc((void **)&m.pinned, n * sizeof(float), cudaHostAllocMapped));
             host = m.pinned;
         }
         fill_host(host, n);
-        if (a->table == REGISTERED) {
+        if (a->table == CXB_GPU_EMBEDDING_TABLE_REGISTERED) {
             CK(cudaHostRegister(a->host, n * sizeof(float), cudaHostRegisterMapped));
             m.registered = a->host;
         }

@@ -21,9 +21,6 @@ extern "C" {
 
 namespace {
 
-enum { SWAP_IN, SWAP_OUT };
-enum { COPIES, KERNEL };
-
 // The pattern's 8 bytes at pool word q (bytes 8q .. 8q + 7, little-endian): a hash of q,
 // so a block copied from or to the wrong slot, or shifted, differs.
 __host__ __device__ inline u64 pattern_word(u64 q) {
@@ -92,7 +89,7 @@ __global__ void swap_words(uint4 *__restrict__ pool, uint4 *__restrict__ dev,
     GRID_STRIDE(i, blocks * words) {
         const u64 j = i / words;
         uint4 *host = pool + slots[j] * words + (i - j * words);
-        if (DIRECTION == SWAP_IN) dev[i] = *host;
+        if (DIRECTION == CXB_GPU_KV_DIRECTION_IN) dev[i] = *host;
         else *host = dev[i];
     }
 }
@@ -120,12 +117,14 @@ struct Swap {
 
 int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
     const u64 bb = a->block_bytes;
-    if (a->direction < SWAP_IN || a->direction > SWAP_OUT || a->method < COPIES ||
-        a->method > KERNEL || a->host == nullptr || a->pool_blocks == 0 || bb == 0 ||
-        a->pool_blocks > ~0ull / bb || a->slots == nullptr || a->issue_ns == nullptr ||
-        a->blocks == 0 || a->blocks > a->pool_blocks || a->reps < 1 ||
-        (a->method == KERNEL && (bb % 16 || (uintptr_t)a->host % 16 || a->grid < 1 ||
-                                 a->threads < 32 || a->threads > 1024 || a->threads % 32)))
+    if (a->direction < 0 || a->direction >= CXB_GPU_KV_DIRECTIONS || a->method < 0 ||
+        a->method >= CXB_GPU_KV_METHODS || a->host == nullptr || a->pool_blocks == 0 ||
+        bb == 0 || a->pool_blocks > ~0ull / bb || a->slots == nullptr ||
+        a->issue_ns == nullptr || a->blocks == 0 || a->blocks > a->pool_blocks ||
+        a->reps < 1 ||
+        (a->method == CXB_GPU_KV_METHOD_KERNEL &&
+         (bb % 16 || (uintptr_t)a->host % 16 || a->grid < 1 || a->threads < 32 ||
+          a->threads > 1024 || a->threads % 32)))
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_kv_swap: direction, method, "
                             "host memory, pool_blocks, block_bytes (the kernel's a multiple "
                             "of 16), blocks (at most pool_blocks), reps or grid out of range");
@@ -147,7 +146,7 @@ int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
     const u64 pool_bytes = a->pool_blocks * bb, dev_bytes = a->blocks * bb;
     // Swap in reads the pattern from every slot (a wrong slot holds another's); swap out
     // writes it into a pool of zeros (a stray write shows in a slot not swapped).
-    if (a->direction == SWAP_IN) fill_pattern(pool, 0, pool_bytes);
+    if (a->direction == CXB_GPU_KV_DIRECTION_IN) fill_pattern(pool, 0, pool_bytes);
     else memset(pool, 0, pool_bytes);
     CK(cudaHostRegister(a->host, pool_bytes, cudaHostRegisterMapped));
     s.host = a->host;
@@ -156,7 +155,7 @@ int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
     CK(cudaMalloc((void **)&s.dev, dev_bytes));
     CK(cudaMalloc((void **)&s.slots, a->blocks * sizeof(u64)));
     CK(cudaMemcpy(s.slots, a->slots, a->blocks * sizeof(u64), cudaMemcpyHostToDevice));
-    if (a->direction == SWAP_IN) {
+    if (a->direction == CXB_GPU_KV_DIRECTION_IN) {
         CK(cudaMemset(s.dev, 0, dev_bytes));    // not the pattern: a freed block may hold it
     } else {
         fill_blocks<<<256, 256>>>(s.dev, s.slots, a->blocks, bb);
@@ -170,19 +169,19 @@ int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
     for (int r = -1; r < a->reps; r++) {        // the first untimed
         CK(cudaEventRecord(s.ev.start, s.stream));
         const auto issued = std::chrono::steady_clock::now();
-        if (a->method == COPIES) {
+        if (a->method == CXB_GPU_KV_METHOD_COPIES) {
             for (u64 j = 0; j < a->blocks; j++) {
                 unsigned char *host = pool + a->slots[j] * bb, *dev = s.dev + j * bb;
-                if (a->direction == SWAP_IN)
+                if (a->direction == CXB_GPU_KV_DIRECTION_IN)
                     CK(cudaMemcpyAsync(dev, host, bb, cudaMemcpyHostToDevice, s.stream));
                 else
                     CK(cudaMemcpyAsync(host, dev, bb, cudaMemcpyDeviceToHost, s.stream));
             }
-        } else if (a->direction == SWAP_IN) {
-            swap_words<SWAP_IN><<<a->grid, a->threads, 0, s.stream>>>(
+        } else if (a->direction == CXB_GPU_KV_DIRECTION_IN) {
+            swap_words<CXB_GPU_KV_DIRECTION_IN><<<a->grid, a->threads, 0, s.stream>>>(
                 (uint4 *)mapped, (uint4 *)s.dev, s.slots, a->blocks, words);
         } else {
-            swap_words<SWAP_OUT><<<a->grid, a->threads, 0, s.stream>>>(
+            swap_words<CXB_GPU_KV_DIRECTION_OUT><<<a->grid, a->threads, 0, s.stream>>>(
                 (uint4 *)mapped, (uint4 *)s.dev, s.slots, a->blocks, words);
         }
         CK(cudaGetLastError());
@@ -198,7 +197,7 @@ int cxb_gpu_kv_swap(struct cxb_gpu_kv_swap_args *a) {
     }
     CK(cudaStreamSynchronize(s.stream));
     a->bad = 0;
-    if (a->direction == SWAP_IN) {              // on the device: the blocks against their slots
+    if (a->direction == CXB_GPU_KV_DIRECTION_IN) {     // on the device: blocks against slots
         CK(cudaMalloc((void **)&s.bad, sizeof(u64)));
         CK(cudaMemset(s.bad, 0, sizeof(u64)));
         wrong_blocks<<<256, 256>>>(s.dev, s.slots, a->blocks, bb, s.bad);

@@ -13,7 +13,6 @@ extern "C" {
 
 namespace {
 
-enum { FAULT, PREFETCH, RESIDENT, FIRST_TOUCH };
 constexpr double START = 0.1, WRITTEN = 0.5;
 
 __global__ void write_all(double *a, u64 n) {
@@ -42,9 +41,9 @@ struct Managed {
 
 int cxb_gpu_managed(struct cxb_gpu_managed_args *m) {
     const u64 n = m->bytes / sizeof(double);
-    if (m->mode < FAULT || m->mode > FIRST_TOUCH || n == 0 || m->bytes % sizeof(double) ||
-        m->blocks < 1 || m->threads < 32 || m->threads > 1024 || m->threads % 32 ||
-        m->reps < 1)
+    if (m->mode < 0 || m->mode >= CXB_GPU_MANAGED_MODES || n == 0 ||
+        m->bytes % sizeof(double) || m->blocks < 1 || m->threads < 32 || m->threads > 1024 ||
+        m->threads % 32 || m->reps < 1)
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_managed: mode, bytes (whole "
                             "doubles), grid or reps out of range");
     CK(cudaSetDevice(m->device));
@@ -67,25 +66,28 @@ int cxb_gpu_managed(struct cxb_gpu_managed_args *m) {
     // written on the host (where they then live: the CPU's writes fault them back from the
     // device), or left on the device after the untimed round's prefetch (resident).
     int rc = timed_rounds([&](int) {
-        if (m->mode == FIRST_TOUCH) {
+        if (m->mode == CXB_GPU_MANAGED_MODE_FIRST_TOUCH) {
             CK(cudaFree(g.a));
             g.a = nullptr;
             CK(cudaMallocManaged(&g.a, m->bytes));
-        } else if (g.a == nullptr || m->mode != RESIDENT) {
+        } else if (g.a == nullptr || m->mode != CXB_GPU_MANAGED_MODE_RESIDENT) {
             if (g.a == nullptr) CK(cudaMallocManaged(&g.a, m->bytes));
             for (u64 i = 0; i < n; i++) g.a[i] = START;
-            if (m->mode == RESIDENT) CK(prefetch(g.a, m->bytes, m->device));
+            if (m->mode == CXB_GPU_MANAGED_MODE_RESIDENT)
+                CK(prefetch(g.a, m->bytes, m->device));
         }
         return 0;
     }, [&](int) {
-        if (m->mode == PREFETCH) CK(prefetch(g.a, m->bytes, m->device));
-        if (m->mode == FIRST_TOUCH) write_all<<<m->blocks, m->threads>>>(g.a, n);
-        else sum_blocks<<<m->blocks, m->threads>>>(g.a, g.part, n);
+        if (m->mode == CXB_GPU_MANAGED_MODE_PREFETCH) CK(prefetch(g.a, m->bytes, m->device));
+        if (m->mode == CXB_GPU_MANAGED_MODE_FIRST_TOUCH)
+            write_all<<<m->blocks, m->threads>>>(g.a, n);
+        else
+            sum_blocks<<<m->blocks, m->threads>>>(g.a, g.part, n);
         return 0;
     }, m->reps, m->ns);
     if (rc) return rc;
     // The last repetition checked: every double written, or the sum of what the host wrote.
-    if (m->mode == FIRST_TOUCH) {
+    if (m->mode == CXB_GPU_MANAGED_MODE_FIRST_TOUCH) {
         CK(cudaMemset(g.bad, 0, sizeof(u64)));
         count_off<<<m->blocks, m->threads>>>(g.a, WRITTEN, 0.0, n, g.bad);
         CK(cudaGetLastError());

@@ -60,7 +60,7 @@ __global__ void k_dot(const double *__restrict__ a, const double *__restrict__ b
 }
 
 // The table: name, bytes per element, the launch, which array it writes (0 a, 1 b, 2 c;
-// -1: a sum) and that array's value afterwards. One row a kernel.
+// -1: a sum) and that array's value afterwards. Row i is enum cxb_gpu_kernel's value i.
 struct Row {
     const char *name;
     int bytes;
@@ -70,22 +70,30 @@ struct Row {
 };
 
 const Row TABLE[] = {
-    {"read", 8, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+    {"read", CXB_GPU_BYTES_READ,
+     [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          sum_blocks<<<g, t>>>(a, p, n); }, -1, A},
-    {"write", 8, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+    {"write", CXB_GPU_BYTES_WRITE,
+     [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          k_write<<<g, t>>>(a, b, c, p, n); }, 0, W},
-    {"copy", 16, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+    {"copy", CXB_GPU_BYTES_COPY,
+     [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          k_copy<<<g, t>>>(a, b, c, p, n); }, 2, A},
-    {"scale", 16, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+    {"scale", CXB_GPU_BYTES_SCALE,
+     [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          k_scale<<<g, t>>>(a, b, c, p, n); }, 1, SCALAR * C},
-    {"add", 24, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+    {"add", CXB_GPU_BYTES_ADD,
+     [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          k_add<<<g, t>>>(a, b, c, p, n); }, 2, A + B},
-    {"triad", 24, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+    {"triad", CXB_GPU_BYTES_TRIAD,
+     [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          k_triad<<<g, t>>>(a, b, c, p, n); }, 0, B + SCALAR * C},
-    {"dot", 16, [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
+    {"dot", CXB_GPU_BYTES_DOT,
+     [](double *a, double *b, double *c, double *p, u64 n, int g, int t) {
          k_dot<<<g, t>>>(a, b, c, p, n); }, -1, A * B},
 };
-constexpr int KERNELS = sizeof TABLE / sizeof TABLE[0];
+static_assert(sizeof TABLE / sizeof TABLE[0] == CXB_GPU_KERNELS,
+              "one row a kernel of enum cxb_gpu_kernel");
 
 // Device memory of one case, freed however the case ends.
 struct Arrays {
@@ -96,10 +104,10 @@ struct Arrays {
 
 }  // namespace
 
-int cxb_gpu_kernel_count(void) { return KERNELS; }
+int cxb_gpu_kernel_count(void) { return CXB_GPU_KERNELS; }
 
 int cxb_gpu_kernel_info(int i, struct cxb_gpu_kernel_row *out) {
-    if (i < 0 || i >= KERNELS)
+    if (i < 0 || i >= CXB_GPU_KERNELS)
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_kernel_info");
     out->name = TABLE[i].name;
     out->bytes_per_element = TABLE[i].bytes;
@@ -145,7 +153,7 @@ int cxb_gpu_device_info(int device, struct cxb_gpu_device *out) {
 }
 
 int cxb_gpu_stream(struct cxb_gpu_stream_args *s) {
-    if (s->kernel < 0 || s->kernel >= KERNELS || s->n == 0 || s->blocks < 1 ||
+    if (s->kernel < 0 || s->kernel >= CXB_GPU_KERNELS || s->n == 0 || s->blocks < 1 ||
         s->threads < 32 || s->threads > 1024 || s->threads % 32 || s->reps < 1)
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_stream: kernel, n, blocks, "
                             "threads (32 to 1024, whole warps) or reps out of range");

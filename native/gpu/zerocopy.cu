@@ -12,7 +12,6 @@ extern "C" {
 
 namespace {
 
-enum { READ, WRITE, CHASE };
 constexpr double START = 0.1, WRITTEN = 0.5;
 constexpr u64 LINE_WORDS = 8;       // a 64-byte line of u64 words; a line's first word links
 
@@ -53,15 +52,15 @@ struct Mapped {
 
 int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
     const u64 n = a->bytes / sizeof(double), lines = a->bytes / (LINE_WORDS * 8);
-    if (a->op < READ || a->op > CHASE || a->host == nullptr || lines < 2 || a->reps < 1 ||
-        a->blocks < 1 || a->threads < 32 || a->threads > 1024 || a->threads % 32 ||
-        (a->op == CHASE && a->hops == 0))
+    if (a->op < 0 || a->op >= CXB_GPU_ZERO_COPY_OPS || a->host == nullptr || lines < 2 ||
+        a->reps < 1 || a->blocks < 1 || a->threads < 32 || a->threads > 1024 ||
+        a->threads % 32 || (a->op == CXB_GPU_ZERO_COPY_OP_CHASE && a->hops == 0))
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_zero_copy: op, memory, bytes "
                             "(two lines at least), reps, grid or hops out of range");
     CK(cudaSetDevice(a->device));
     double *host = (double *)a->host;
     u64 *words = (u64 *)a->host;
-    if (a->op == CHASE) {
+    if (a->op == CXB_GPU_ZERO_COPY_OP_CHASE) {
         if (!link_cycle(words, lines))
             return cxb_gpu_fail(cudaErrorMemoryAllocation, "the chase's order of lines");
     } else {
@@ -77,17 +76,20 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
     CK(cudaMalloc((void **)&m.end, sizeof(u64)));
     CK(cudaMemset(m.end, 0, sizeof(u64)));                      // the chase starts at line 0
     int rc = timed_launches([&] {
-        if (a->op == READ) sum_blocks<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
-        else if (a->op == WRITE) zc_write<<<a->blocks, a->threads>>>((double *)dev, n);
-        else zc_chase<<<1, 1>>>((const volatile u64 *)dev, a->hops, m.end);
+        if (a->op == CXB_GPU_ZERO_COPY_OP_READ)
+            sum_blocks<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
+        else if (a->op == CXB_GPU_ZERO_COPY_OP_WRITE)
+            zc_write<<<a->blocks, a->threads>>>((double *)dev, n);
+        else
+            zc_chase<<<1, 1>>>((const volatile u64 *)dev, a->hops, m.end);
     }, a->reps, a->ns);
     if (rc) return rc;
     a->bad = 0;
-    if (a->op == READ) {
+    if (a->op == CXB_GPU_ZERO_COPY_OP_READ) {
         double sum;
         if (int rc = host_sum(m.part, a->blocks, &sum)) return rc;
         a->bad = !(fabs(sum - START * n) <= 1e-9 * START * n);
-    } else if (a->op == WRITE) {
+    } else if (a->op == CXB_GPU_ZERO_COPY_OP_WRITE) {
         for (u64 i = 0; i < n; i++) a->bad += host[i] != WRITTEN;
     } else {                    // the host follows the same cycle as far: every launch's
         u64 end = 0, at = 0;    // hops, the untimed one's too

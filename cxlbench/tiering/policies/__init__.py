@@ -17,6 +17,16 @@ POLICIES: dict[str, type[Policy]] = {p.NAME: p for p in (
     AllFast, AllSlow, FirstTouch, Interleave, Oracle, HeMem, Memtis, TPP, Colloid, Linux)}
 
 
+def knob_name(policy: str, knob: str) -> str:
+    """A knob's option name: hemem's threshold is hemem_threshold."""
+    return f"{policy.replace('-', '_')}_{knob}"
+
+
+# Every policy's knobs by option name: (policy, knob, its Option).
+KNOBS = {knob_name(p.NAME, k): (p.NAME, k, o) for p in POLICIES.values()
+         for k, o in p.KNOBS.items()}
+
+
 def get(name: str) -> type[Policy]:
     try:
         return POLICIES[name]

@@ -15,7 +15,7 @@ from ...options import Option
 
 
 @dataclass(frozen=True)
-class Tier:
+class TierFigures:
     """What is known of one tier's memory: its idle read latency and its read bandwidth
     (where the figures came from is the engine's business, and recorded there), and
     where a catalogue run measured it, its loaded-latency curve: (GB/s of load, ns of
@@ -33,7 +33,7 @@ class Epoch:
     fast: np.ndarray            # bool per page: on the fast node during it (verified)
     ns: float                   # its time (measured by the real engine, predicted by the model)
     access_bytes: int           # bytes one access reads (a row, a block...)
-    tiers: tuple[Tier, Tier]    # fast, slow
+    tiers: tuple[TierFigures, TierFigures]    # fast, slow
 
 
 class Policy:
@@ -166,13 +166,13 @@ def promote(fast: np.ndarray, capacity: int, want: np.ndarray, scores: np.ndarra
     return moves
 
 
-def queueing(tier: Tier, offered_gbs: float) -> float:
+def queueing(tier: TierFigures, offered_gbs: float) -> float:
     """How much a load stretches latency: 1 / (1 - utilisation), the utilisation capped at
     0.95 so that an overloaded tier is slow (20x) but finite."""
     return 1.0 / (1.0 - min(0.95, offered_gbs / tier.bandwidth))
 
 
-def loaded_latency(tier: Tier, offered_gbs: float) -> float:
+def loaded_latency(tier: TierFigures, offered_gbs: float) -> float:
     """A tier's latency under `offered_gbs` of load. From its measured curve where it has
     one: between its points, linearly (below the first, the first's). Past its last point
     (the load generators may not have reached the tier's bandwidth), the queueing curve

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...options import Option
-from .base import (MAX_MOVE, Epoch, Policy, Tier, first_touch, hottest, knob_table,
+from .base import (MAX_MOVE, Epoch, Policy, TierFigures, first_touch, hottest, knob_table,
                    loaded_latency, move_budget, promote)
 
 
-def balance(fast: Tier, slow: Tier, offered_gbs: float) -> float:
+def balance(fast: TierFigures, slow: TierFigures, offered_gbs: float) -> float:
     """The fraction p of the accesses on the fast tier at which both tiers' loaded
     latencies are equal; 1 where the fast one is still the lower with all of them, 0
     where it is the higher with none."""

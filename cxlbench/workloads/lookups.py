@@ -1,7 +1,6 @@
-"""Index streams for lookup workloads (embedding bags now, KV blocks and tiering later):
-which rows of a table a stream of lookups names. Uniform; Zipf(alpha); and reuse profiles,
-streams whose histogram of per-row reuse counts follows a published one. Pure numpy, no
-Python loop per lookup."""
+"""Index streams for lookup workloads: which rows of a table a stream of lookups
+names. Uniform; Zipf(alpha); and reuse profiles, streams whose histogram of per-row reuse
+counts follows a published one. Pure numpy, no Python loop per lookup."""
 from __future__ import annotations
 
 import functools
@@ -12,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import UserError
+from ..errors import UserError
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,85 @@
+"""A run's analysis as the terminal shows it after the summary: the cache levels each
+latency sweep found, ping-pong tables, tiering's slowdowns, knees and gaps, and the node
+matrices. Each function returns lines; `cxlbench run` echoes them."""
+from __future__ import annotations
+
+import statistics
+
+from .analysis import KNEE_SLOWDOWN
+from .units import format_size
+
+
+def analysis_lines(found: dict) -> list[str]:
+    out: list[str] = []
+    for sweep in found["cache_levels"]:
+        parts = [f"{row['level']} " + (format_size(row["detected"], exact=False)
+                                       if row["detected"] else "not detected")
+                 + (f" (sysfs {format_size(row['sysfs'])})" if "sysfs" in row else "")
+                 for row in sweep["levels"]]
+        out.append(f"cache levels from {sweep['job']} ({sweep['mem']}, {sweep['page']} pages): "
+                   + ", ".join(parts))
+    for table in found["pingpong"]:
+        cells = {(a, b): x for a, b, x in table["cells"]}
+        cpus = table["cpus"]
+        out.append(f"\nping-pong ({table['mode']}, line homed {table['mem']}), ns one way, CPU x CPU")
+        out.append("cpu  " + "".join(f"{c:>10}" for c in cpus))
+        for a in cpus:
+            out.append(f"{a:>4} " + "".join(
+                f"{cells[(a, b)]:>10.4g}" if (a, b) in cells else f"{'-':>10}" for b in cpus))
+    for scenario in found.get("tiering", []):
+        out += tiering_lines(scenario)
+    for metric, m in found["matrices"].items():
+        cells = {(i, t): x for i, t, x in m["cells"]}
+        out.append(f"\n{metric} matrix ({m['unit']}), initiator rows x target columns")
+        out.append("node " + "".join(f"{t:>10}" for t in m["targets"]))
+        for i in m["initiators"]:
+            out.append(f"{i:>4} " + "".join(
+                f"{cells[(i, t)]:>10.4g}" if (i, t) in cells else f"{'-':>10}"
+                for t in m["targets"]))
+    return out
+
+
+def tiering_lines(sc: dict) -> list[str]:
+    """Slowdown against all-fast at each share, the knee, and at the smallest share the
+    gap to the oracle and the MB moved; for the real engine, the model's error."""
+    out: list[str] = []
+    unit = sc["unit"] or ""
+    bounds = ", ".join(f"{name} {value:.4g} {unit}" for name, value in
+                       (("all-fast", sc["all_fast"]), ("all-slow", sc["all_slow"])) if value)
+    engine = {"model": "model engine: PREDICTED from each tier's latency and bandwidth, "
+                       "not measured", "real": "real engine: pages moved, time measured"}
+    out.append(f"\ntiering: {sc['workload']}" + (", hot set shifting halfway"
+                                                   if sc["phase"] == "shift" else "")
+               + f" ({engine.get(sc['engine'], sc['engine'] + ' engines')})"
+               + (f"; {bounds}" if bounds else ""))
+    if not sc["policies"]:
+        return out
+    if not sc["all_fast"]:
+        out.append("(no all-fast case: slowdowns and knees need one)")
+    shares, real = sc["shares"], sc["engine"] == "real"
+    out.append("slowdown against all-fast at each fast share; knee: the smallest share "
+               f"within {KNEE_SLOWDOWN:.0%}; at {shares[-1]:g}: gap, the oracle's "
+               "throughput over the policy's, and MB moved"
+               + ("; model: the prediction's median error over the shares" if real else ""))
+    w = max(12, *(len(name) for name in sc["policies"]))
+    out.append(f"{'policy':<{w}} " + "".join(f"{s:>8g}" for s in shares)
+               + f"{'knee':>8}{'gap':>8}{'moved MB':>10}" + (f"{'model':>8}" if real else ""))
+
+    def knee_text(row: dict) -> str:
+        if not row["held"]:
+            return "n/a"        # not held to the share
+        if not sc["all_fast"]:
+            return "-"          # no baseline to be within the knee's slowdown of
+        return "none" if row["knee"] is None else format(row["knee"], "g")
+
+    def cell(value, width=8, spec=".1%"):
+        return f"{value:>{width}{spec}}" if value is not None else f"{'-':>{width}}"
+    for name, row in sc["policies"].items():
+        errors = [row["predicted"][s] / t - 1 for s, t in row["throughput"].items()
+                  if t and s in row["predicted"]]
+        out.append(f"{name:<{w}} " + "".join(cell(row["slowdown"].get(s)) for s in shares)
+                   + f"{knee_text(row):>8}"
+                   + cell(row["gap"].get(shares[-1]))
+                   + cell(row["migrated"].get(shares[-1]), 10, ".4g")
+                   + (cell(statistics.median(errors) if errors else None) if real else ""))
+    return out

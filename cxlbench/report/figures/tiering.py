@@ -1,0 +1,130 @@
+"""Tiering policies: knee curves, the policy matrix, pages moved, the model's predictions."""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ... import analysis
+from .draw import Figure, _legend, _metric, _png, _unit, bars
+
+
+def _tiering_scenarios(frame: pd.DataFrame, runs) -> list[tuple[str, dict]]:
+    """analysis.tiering_scenarios of each run in the frame, with the run's label; a
+    case that failed keeps its repetitions in the results, not in the scenarios."""
+    status = {(r.label, case): e.get("status") for r in runs for case, e in r.journal.items()}
+    out = []
+    for label, g in frame.groupby("label", sort=False):
+        records = [{"benchmark": "tiering", "status": status.get((label, c), "ok"),
+                    "metric": m, "parameters": p, "median": v, "unit": u, "kernel": k}
+                   for c, m, p, v, u, k in zip(g["case"], g["metric"], g["params"],
+                                               g["median"], g["unit"], g["kernel"])]
+        out += [(label, sc) for sc in analysis.tiering_scenarios(records)]
+    return out
+
+
+def _scenario_title(label: str, sc: dict, many: bool) -> str:
+    text = sc["workload"] + (", hot set shifting" if sc["phase"] == "shift" else "")
+    text += " (model: predicted)" if sc["engine"] == "model" else ""
+    return f"{label}: {text}" if many else text
+
+
+def shares_and_policies(frame, runs):
+    """Knee curves per scenario, the policy matrix at one share, the MB each policy
+    moved, and the model's prediction against the real engine's measurement."""
+    within = f"within {analysis.KNEE_SLOWDOWN * 100:g} %"
+    scenarios = _tiering_scenarios(frame, runs)
+    many = len({label for label, _ in scenarios}) > 1
+    for i, (label, sc) in enumerate(scenarios):
+        fig, ax = plt.subplots(figsize=(7.5, 4.2))
+        for name, row in sc["policies"].items():
+            xs = sorted(row["throughput"])
+            ax.plot(xs, [row["throughput"][x] for x in xs], marker="o", markersize=3,
+                    label=name, **({"linestyle": "--", "color": "black"}
+                                   if name == "oracle" else {}))
+        for bound, style in (("all_fast", ":"), ("all_slow", "-.")):
+            if sc[bound]:
+                ax.axhline(sc[bound], color="grey", linestyle=style, linewidth=1,
+                           label=bound.replace("_", "-"))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("fast-tier share of the workload's pages")
+        ax.set_ylabel(f"throughput ({sc['unit']})")
+        title = "Knee curves: " + _scenario_title(label, sc, many)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        _legend(ax, [*sc["policies"], "all-fast", "all-slow"])
+        knees = ", ".join(f"{n} {r['knee']:g}" for n, r in sc["policies"].items()
+                          if r["knee"] is not None) or f"none {within}"
+        yield Figure(f"tiering-knee-{i}", "tiering", title,
+                     "Throughput of the workload at each fast-tier share under each policy "
+                     "(the static oracle dashed; all-fast and all-slow as lines). Knees (the "
+                     f"smallest share {within} of all-fast from there up): " + knees + ".",
+                     _png(fig))
+    yield _tiering_matrix(scenarios, many)
+    yield bars(frame, ("policy",), "migrated", key="tiering-migrated", family="tiering",
+               title="Pages moved per policy (MB)",
+               measured="Megabytes each policy moved between the nodes over the run "
+                        "(promotions and demotions)")
+    real = frame[frame["kernel"].astype(str).str.endswith(":real")]
+    pred, meas = _metric(real, "predicted"), _metric(real, "throughput")
+    if len(pred) and len(pred) == len(meas):
+        fig, ax = plt.subplots(figsize=(5.5, 4.6))
+        ax.scatter(meas["median"], pred["median"], s=12)
+        top = float(max(meas["median"].max(), pred["median"].max())) * 1.05
+        ax.plot([0, top], [0, top], color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel(f"measured ({_unit(meas)})")
+        ax.set_ylabel(f"predicted ({_unit(pred)})")
+        ax.set_title("Model engine against the real engine")
+        err = (pred["median"].to_numpy(float) / meas["median"].to_numpy(float) - 1)
+        yield Figure("tiering-prediction", "tiering", "Model engine against the real engine",
+                     f"Each real case's throughput against the model's prediction for the "
+                     f"same placements (dotted: equal). Median error "
+                     f"{float(np.median(np.abs(err))):.0%}, worst {float(np.abs(err).max()):.0%}.",
+                     _png(fig))
+
+
+def _tiering_matrix(scenarios, many: bool) -> Figure | None:
+    """Scenarios x policies: slowdown against all-fast at one share (of those measured,
+    the nearest a quarter; a scenario without it a blank row), the best cell of each row
+    marked among the policies held to the share, the oracle aside."""
+    shares = set().union(*[sc["shares"] for _, sc in scenarios])
+    if not shares:
+        return None
+    share = min(shares, key=lambda s: abs(math.log2(s) + 2) if s > 0 else 99)
+    names = list(dict.fromkeys(n for _, sc in scenarios for n in sc["policies"]))
+    rows = [_scenario_title(label, sc, many) for label, sc in scenarios]
+    grid = np.array([[sc["policies"].get(n, {}).get("slowdown", {}).get(share, np.nan)
+                      for n in names] for _, sc in scenarios], float) * 100
+    if np.isnan(grid).all():
+        return None
+    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 3, 0.6 * len(rows) + 2),
+                           constrained_layout=True)
+    im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
+    light = np.nanmin(grid) + 0.5 * (np.nanmax(grid) - np.nanmin(grid))   # yellow end
+    for i in range(len(rows)):
+        held = scenarios[i][1]["policies"]
+        online = [j for j, n in enumerate(names) if n != "oracle" and not np.isnan(grid[i, j])
+                  and held[n]["held"]]
+        best = min(online, key=lambda j: grid[i, j]) if online else None
+        for j in range(len(names)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.0f}%" + (" *" if j == best else ""),
+                        ha="center", va="center", fontsize=8,
+                        color="black" if grid[i, j] < light else "white")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows)
+    fig.colorbar(im, ax=ax, label="slowdown against all-fast (%)", shrink=0.8)
+    title = f"Policy matrix at a fast share of {share:g}"
+    ax.set_title(title)
+    return Figure("tiering-matrix", "tiering", title,
+                  f"Slowdown of each policy against all-fast at a fast-tier share of {share:g} "
+                  "(lower is better); * marks each row's best policy other than the oracle "
+                  "(and Linux, which is not held to the share).",
+                  _png(fig))
+
+
+PLOTTERS = {"tiering": shares_and_policies}

@@ -1,0 +1,101 @@
+"""Format 2 -> 3: a run whose tiering cases named their workload's options bare (rows) or
+kv_<name> reads, resumes and reports with them as embedding.<name> and kvcache.<name>,
+while another benchmark's `rows` in the same run keeps its column."""
+import csv
+import io
+import json
+
+from cxlbench import results
+
+from .conftest import cxlbench
+
+SUITE = """
+[emb]
+bench = "embedding"
+rows = 2048
+dim = 16
+batch = 8
+pooling = 4
+repeat = 1
+warmup = 0
+
+[tier]
+bench = "tiering"
+workload = ["embedding", "kvcache"]
+policy = "all-fast"
+engine = "model"
+embedding.rows = 4096
+embedding.batch = 64
+kvcache.batch = 8
+kvcache.active = 3
+kvcache.scale = 0.0625
+kvcache.seq_len = 37
+kvcache.steps = 3
+epochs = 3
+repeat = 1
+"""
+
+
+def _old_name(key: str) -> str:
+    if key.startswith("kvcache."):
+        return "kv_" + key.partition(".")[2]
+    return key.partition(".")[2] if key.startswith("embedding.") else key
+
+
+def _as_format_2(run_dir):
+    """Rewrite a run as format 2 wrote it: tiering's workload options by their old names."""
+    meta = json.loads((run_dir / "run.json").read_text())
+
+    def old(params, bench):
+        return {_old_name(k): v for k, v in params.items()} if bench == "tiering" else params
+    tiering = {c["id"] for c in meta["cases"] if c["bench"] == "tiering"}
+    meta["cases"] = [{**c, "params": old(c["params"], c["bench"])} for c in meta["cases"]]
+    names = {k for c in meta["cases"] for k in c["params"]}
+    meta.update(format_version=2, columns=results.columns_for(names))
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    rows = list(csv.DictReader(io.StringIO((run_dir / "results.csv").read_text())))
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(meta["columns"])
+    for r in rows:
+        if r["case"] in tiering:        # its value, not the embedding case's empty cell
+            r = {**r, **{_old_name(k): v for k, v in r.items() if _old_name(k) != k}}
+        w.writerow([r.get(c, "") for c in meta["columns"]])
+    (run_dir / "results.csv").write_text(buf.getvalue())
+    lines = [json.loads(x) for x in (run_dir / "cases.jsonl").read_text().splitlines()]
+    (run_dir / "cases.jsonl").write_text("".join(
+        json.dumps({**e, "params": old(e["params"], e["bench"])} if "params" in e else e)
+        + "\n" for e in lines))
+    return meta
+
+
+def test_a_format_2_tiering_run_reads_with_namespaced_options(tmp_path):
+    suite = tmp_path / "s.toml"
+    suite.write_text(SUITE)
+    r = cxlbench("run", str(suite), "--results-dir", str(tmp_path / "res"))
+    assert r.returncode == 0, r.stderr
+    [run_dir] = [p for p in (tmp_path / "res").glob("*/*") if p.is_dir()]
+    before = results.load(run_dir)
+    old = _as_format_2(run_dir)
+    assert "rows" in old["columns"] and "kv_batch" in old["columns"]
+    assert "embedding.rows" not in old["columns"]
+
+    run = results.Run.open(run_dir)
+    assert run.stored_version == 2
+    tier = [c for c in run.meta["cases"] if c["bench"] == "tiering"]
+    assert all(c["params"]["embedding.rows"] == 4096 and c["params"]["kvcache.batch"] == 8
+               and "rows" not in c["params"] and "kv_batch" not in c["params"] for c in tier)
+    assert run.meta["columns"] == before.attrs["run"]["columns"]
+    after = results.load(run_dir)
+    assert list(after.columns) == list(before.columns)
+    for column in ("rows", "embedding.rows", "kvcache.batch", "value", "case"):
+        assert after[column].fillna("").astype(str).tolist() == \
+            before[column].fillna("").astype(str).tolist(), column
+
+    # A resume writes the upgrade back and says so.
+    r = cxlbench("run", "--resume", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert "upgraded from results format 2: tiering's workload options" in r.stderr
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["format_version"] == results.FORMAT_VERSION == 3
+    assert meta["columns"] == before.attrs["run"]["columns"]
