@@ -246,22 +246,22 @@ def address(arr: np.ndarray) -> int:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class KernelResult:
     ns: int
     checksum: int     # stream kernels: the sum of the words read, the threads' added
     end: int          # chase kernels: the address where the walk (chain 0) stopped
 
 
-def _run(k: KernelInfo, isa: str, a, cpus) -> RunResult:
+def _run(k: KernelInfo, isa: str, a, cpus) -> KernelResult:
     """One timed region: kernel k on len(cpus) pinned threads (or one unpinned)."""
     cpus, ns = list(cpus), ffi.new("uint64_t *")
     _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), a, _int_array(cpus),
                                           max(len(cpus), 1), ns))
-    return RunResult(ns[0], a.stream.sum, int(ffi.cast("uintptr_t", a.chase.end)))
+    return KernelResult(ns[0], a.stream.sum, int(ffi.cast("uintptr_t", a.chase.end)))
 
 
 def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, passes: int, cpus,
-               value: int = 0) -> RunResult:
+               value: int = 0) -> KernelResult:
     """A stream kernel (struct cxb_stream_args): `passes` over nbytes of each buffer."""
     a = ffi.new("struct cxb_kargs *")
     for i, addr in enumerate(addrs):
@@ -271,7 +271,7 @@ def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, passes: int, cpus,
 
 
 def run_chase(k: KernelInfo, cpus, loads: int, start: int = 0, starts: int = 0,
-              chains: int = 0, batch: int = 0, ticks: int = 0) -> RunResult:
+              chains: int = 0, batch: int = 0, ticks: int = 0) -> KernelResult:
     """A chase kernel (struct cxb_chase_args, its pointers given as addresses)."""
     a = ffi.new("struct cxb_kargs *")
     a.chase.start, a.chase.starts = ffi.cast("void *", start), ffi.cast("void **", starts)

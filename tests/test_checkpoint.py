@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from cxlbench import native, results
-from cxlbench.benchmarks import checkpoint, optimizer
+from cxlbench.benchmarks import checkpoint as checkpoint_bench
 from cxlbench.errors import CheckError, UserError
+from cxlbench.workloads import checkpoint, optimizer
 
 from .conftest import cxlbench
 
@@ -21,7 +22,7 @@ ENTRY = native.driver("checkpoint")
 
 
 def params(**over):
-    p = {name: opt.default for name, opt in checkpoint.OPTIONS.items()}
+    p = {name: opt.default for name, opt in checkpoint_bench.OPTIONS.items()}
     p.update(size=1 << 20, repeat=2, warmup=0, cpus=str(CPUS[0]))
     p.update(over)
     return p
@@ -147,7 +148,7 @@ def test_chunks_are_counted_as_c_copies_them():
     assert checkpoint.chunks(lay, 64) == 50                  # a row each, though 2 chunks long
     assert checkpoint.chunks(lay, 1024) == 7                 # 8 rows a chunk
     assert checkpoint.chunks(lay, 1 << 20) == 1
-    m = checkpoint.run(params(dirty=0.05, rows=1000, dim=32, chunk=1024))
+    m = checkpoint_bench.run(params(dirty=0.05, rows=1000, dim=32, chunk=1024))
     assert m.info["chunks"] == 7
 
 
@@ -155,7 +156,7 @@ def test_chunks_are_counted_as_c_copies_them():
                                   {"persist": True, "store": "nt", "threads": len(CPUS),
                                    "cpus": ",".join(map(str, CPUS))}])
 def test_run_checks_every_repetition(over):
-    m = checkpoint.run(params(**over))
+    m = checkpoint_bench.run(params(**over))
     assert m.status == "ok" and len(m.reps) == 2
     assert all(rep["bandwidth"] > 0 and rep["time"] > 0 for rep in m.reps)
     assert [v["buffer"] for v in m.placement["verified"]] == ["src", "dst"]
@@ -169,13 +170,13 @@ def test_a_wrong_copy_is_caught(monkeypatch):
         return real(dst, src, nbytes - chunk, chunk, *a, **kw)
     monkeypatch.setattr(native, "checkpoint", short)
     with pytest.raises(CheckError, match="checksum of dst .* differs from the source's"):
-        checkpoint.run(params(chunk=64 << 10))
+        checkpoint_bench.run(params(chunk=64 << 10))
 
     def off_by_one_row(*a, rows=None, **kw):
         return real(*a, rows=(rows + 1) % kw["src_rows"], **kw)
     monkeypatch.setattr(native, "checkpoint", off_by_one_row)
     with pytest.raises(CheckError, match="checksum of dst"):
-        checkpoint.run(params(dirty=0.02, rows=5000, dist="uniform"))
+        checkpoint_bench.run(params(dirty=0.02, rows=5000, dist="uniform"))
 
 
 @pytest.mark.parametrize("over", [{}, {"dirty": 0.02, "rows": 5000},
@@ -206,7 +207,7 @@ def test_src_and_dst_are_evicted_before_every_copy(monkeypatch, over):
                          row_bytes=row_bytes, **kw)
     monkeypatch.setattr(native, "evict", evict)
     monkeypatch.setattr(native, "checkpoint", copy)
-    m = checkpoint.run(params(**over, repeat=2, warmup=1))
+    m = checkpoint_bench.run(params(**over, repeat=2, warmup=1))
     expected = 3 * (2 if "interfere" in over else 1)        # alone and beside the step
     assert copies == [(True, True)] * expected
     assert m.info["evicted"] is native.flush_supported("clflush")
@@ -223,12 +224,12 @@ def test_a_stale_snapshot_cannot_pass(monkeypatch):
         return native.CheckpointResult(1, 0, 1, 0)     # copies nothing
     monkeypatch.setattr(native, "checkpoint", once_only)
     with pytest.raises(CheckError, match="checksum of dst"):
-        checkpoint.run(params())
+        checkpoint_bench.run(params())
     assert len(calls) == 2
 
 
 def test_file_target_is_read_back_and_removed(tmp_path, monkeypatch):
-    m = checkpoint.run(params(path=str(tmp_path), store="nt", chunk=256 << 10))
+    m = checkpoint_bench.run(params(path=str(tmp_path), store="nt", chunk=256 << 10))
     assert m.status == "ok" and m.info["filesystem"] != "unknown"
     assert list(tmp_path.iterdir()) == []
     real = native.checkpoint
@@ -239,7 +240,7 @@ def test_file_target_is_read_back_and_removed(tmp_path, monkeypatch):
         return r
     monkeypatch.setattr(native, "checkpoint", spoil_the_file)
     with pytest.raises(CheckError, match="the file read back"):
-        checkpoint.run(params(path=str(tmp_path)))
+        checkpoint_bench.run(params(path=str(tmp_path)))
     assert list(tmp_path.iterdir()) == []       # removed on failure too
 
 
@@ -248,8 +249,8 @@ def test_file_target_is_read_back_and_removed(tmp_path, monkeypatch):
 def test_interference_reports_both_slowdowns(step):
     # A snapshot of ~5 ms beside steps of ~0.1 ms: dozens inside it, two at least even
     # where another process takes the step's CPU for a time slice.
-    m = checkpoint.run(params(size=64 << 20, interfere=step, step_size=1 << 20,
-                              cpus=",".join(map(str, CPUS)), repeat=2))
+    m = checkpoint_bench.run(params(size=64 << 20, interfere=step, step_size=1 << 20,
+                                    cpus=",".join(map(str, CPUS)), repeat=2))
     assert m.status == "ok"
     # Where another process holds the step's CPU through a whole snapshot (a loaded CI
     # host), too few steps ran inside it: step_slowdown is then left out, saying why.
@@ -267,8 +268,8 @@ def test_interference_reports_both_slowdowns(step):
 def test_a_step_longer_than_the_snapshot_reports_no_step_slowdown():
     """A 64 KiB snapshot beside a triad over 3 x 32 MiB: no step fits inside it, and a
     step_slowdown would be a step mostly run alone. Left out, with the reason."""
-    m = checkpoint.run(params(size=64 << 10, interfere="triad", step_size=32 << 20,
-                              cpus=",".join(map(str, CPUS)), repeat=2))
+    m = checkpoint_bench.run(params(size=64 << 10, interfere="triad", step_size=32 << 20,
+                                    cpus=",".join(map(str, CPUS)), repeat=2))
     assert m.status == "ok" and m.info["steps_inside_min"] < checkpoint.MIN_INSIDE_STEPS
     assert all("step_slowdown" not in rep and rep["snapshot_slowdown"] > 0 for rep in m.reps)
     assert "step_slowdown" not in m.units
@@ -302,8 +303,8 @@ def test_a_wrong_background_step_is_caught(monkeypatch):
     if len(CPUS) < 2:
         pytest.skip("interference needs a CPU beside the snapshot's")
     with pytest.raises(CheckError, match="background triad"):
-        checkpoint.run(params(interfere="triad", step_size=1 << 20,
-                              cpus=",".join(map(str, CPUS))))
+        checkpoint_bench.run(params(interfere="triad", step_size=1 << 20,
+                                    cpus=",".join(map(str, CPUS))))
 
 
 def test_steps_in_counts_a_share_of_a_step_partly_inside():
@@ -314,14 +315,14 @@ def test_steps_in_counts_a_share_of_a_step_partly_inside():
 
 def test_persist_without_clwb_is_skipped_with_the_reason(monkeypatch):
     monkeypatch.setattr(native, "flush_supported", lambda kind: kind != "clwb")
-    why = checkpoint.skip(params(persist=True), None)
+    why = checkpoint_bench.skip(params(persist=True), None)
     assert why and "clwb" in why
-    assert checkpoint.skip(params(persist=True, store="nt"), None) is None
+    assert checkpoint_bench.skip(params(persist=True, store="nt"), None) is None
 
 
 def test_interference_without_a_cpu_to_spare_is_skipped(tmp_path):
     """Listed as unsupported with the reason, so a suite on a one-CPU machine runs on."""
-    why = checkpoint.skip(params(interfere="triad", threads="all", cpus=""), None)
+    why = checkpoint_bench.skip(params(interfere="triad", threads="all", cpus=""), None)
     assert "runs the step on the CPUs the snapshot leaves" in why
     r = cxlbench("run", "--bench", "checkpoint", "--set", "interfere=triad", "--set",
                  "threads=all", "--set", "size=1M", "--json", "--results-dir", str(tmp_path))

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from cxlbench import native, results
-from cxlbench.benchmarks import optimizer
+from cxlbench.benchmarks import optimizer as optimizer_bench
 from cxlbench.errors import CheckError
+from cxlbench.workloads import optimizer
 
 from .conftest import cxlbench
 
@@ -26,7 +27,7 @@ def test_option_names_match_the_header():
 
 
 def params_for(**over):
-    p = {name: opt.default for name, opt in optimizer.OPTIONS.items()}
+    p = {name: opt.default for name, opt in optimizer_bench.OPTIONS.items()}
     p.update(over)
     return p
 
@@ -40,7 +41,7 @@ def arrays(n, precision, seed=4):
         def array(self, dtype):
             return self.raw.view(dtype)
     sizes = optimizer.sizes(n, precision)
-    st = optimizer.State.of([Buf(sizes[k]) for k in optimizer.BUFFERS], n, precision)
+    st = optimizer.State.of([Buf(sizes[k]) for k in optimizer_bench.BUFFERS], n, precision)
     st.fill(np.random.default_rng(seed))
     return st
 
@@ -186,7 +187,7 @@ def test_a_kernel_that_steps_wrongly_fails_the_case(monkeypatch):
     monkeypatch.setattr(native, "adam", twice)
     params = params_for(params=8192, repeat=1, warmup=0, triad=False, cpus=str(CPUS[0]))
     with pytest.raises(CheckError, match="numpy's step"):
-        optimizer.run(params)
+        optimizer_bench.run(params)
 
 
 def test_bad_input_is_one_line():

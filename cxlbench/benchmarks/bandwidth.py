@@ -94,11 +94,11 @@ class Streams:
         v = rep + 2
         return REPLICATE * (v & 0xFF) if self.k.check == "fill" else v
 
-    def check(self, r: native.RunResult, passes: int, value: int) -> None:
+    def check(self, r: native.KernelResult, passes: int, value: int) -> None:
         CHECKS[self.k.check](self, r, passes, value)
 
 
-def check_index_sum(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+def check_index_sum(s: Streams, r: native.KernelResult, passes: int, value: int) -> None:
     """Of each step (at least a line) the bytes_read come first, summed over an index
     fill; the bytes_written after them hold the value."""
     k, lines = s.k, s.size // 64
@@ -115,17 +115,17 @@ def check_index_sum(s: Streams, r: native.RunResult, passes: int, value: int) ->
                 raise CheckError(f"{k.key} left written lines without the stored value")
 
 
-def check_fill(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+def check_fill(s: Streams, r: native.KernelResult, passes: int, value: int) -> None:
     if not all((s.words[0][lo:hi] == value).all() for lo, hi in _chunks(s.n)):
         raise CheckError(f"{s.k.key} did not store {value:#x} everywhere")
 
 
-def check_copy(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+def check_copy(s: Streams, r: native.KernelResult, passes: int, value: int) -> None:
     if not all(np.array_equal(s.words[0][lo:hi], s.words[1][lo:hi]) for lo, hi in _chunks(s.n)):
         raise CheckError(f"{s.k.key}: the copy differs from its source")
 
 
-def check_triad(s: Streams, r: native.RunResult, passes: int, value: int) -> None:
+def check_triad(s: Streams, r: native.KernelResult, passes: int, value: int) -> None:
     for lo, hi in _chunks(s.n):
         want = np.arange(lo, hi, dtype=np.float64) + 2.0 * value
         if not np.array_equal(s.doubles[0][lo:hi], want):

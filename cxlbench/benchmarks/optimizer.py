@@ -11,13 +11,12 @@ of them on allocating writes, the step's writes cost none. Every step is checked
 numpy's."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..errors import CheckError
 from ..memory import native
-from ..options import Option, pick
+from ..options import pick
+from ..workloads import optimizer as workload
+from ..workloads.optimizer import MEMORY, TRAFFIC, State, check_step, count, sample, sizes
 from .bandwidth import Streams
 from .common import Measurement, check_placement, measure, place, resolve_cpus
 
@@ -26,183 +25,9 @@ TITLE = "Optimizer steps"
 DESCRIPTION = "fused Adam/AdamW steps over placed parameters, gradients and optimizer state " \
               "(M params/s, GB/s, fraction of the triad on the same buffers)"
 BUFFERS = ("params", "grads", "states")     # states: both moments (and the master copy)
-KINDS = ("adam", "adamw")                   # CXB_ADAM_*, tested against native
-PRECISIONS = ("fp32", "mixed")              # CXB_PRECISION_*
-# Bytes a parameter moves in a step, read + written. fp32: p, g, m, v read, p, m, v
-# written. mixed: bf16 g, fp32 m, v and master read; those three and bf16 p written.
-TRAFFIC = {"fp32": 16 + 12, "mixed": 14 + 14}
-MEMORY = {"fp32": 28, "mixed": 28 + 2}      # + the bf16 parameters' write-allocate
-LINE_FLOATS = 16                            # the kernel's threads take whole lines
-FULL_CHECK = 1 << 22                        # up to this many parameters: all are checked
-SAMPLE = 1 << 20                            # beyond it: this many, strided, and the edges
-
-# Parameter counts, from each model's published configuration (embeddings, attention,
-# MLP and norms added up; Llama's output projection is untied).
-PRESETS = {"opt-1.3b": 1_315_758_080, "llama-2-7b": 6_738_415_616,
-           "llama-2-70b": 68_976_648_192}
-
-OPTIONS = {
-    "preset": Option("preset", "choice", "custom", "a real model's parameter count (custom: "
-                     "params)", choices=("custom", *PRESETS)),
-    "scale": Option("scale", "float", 1.0, "a preset's parameters times this, to fit the "
-                    "machine", min=1e-9, max=1.0),
-    "params": Option("params", "int", 1 << 24, "parameters (custom)", min=4096, max=1 << 40),
-    "optim": Option("optim", "choice", "adam", "Adam (weight decay added to the gradient) or "
-                    "AdamW (decoupled weight decay)", choices=KINDS),
-    "precision": Option("precision", "choice", "fp32", "fp32 everything, or mixed: bf16 "
-                        "parameters and gradients, fp32 master copy and moments",
-                        choices=PRECISIONS),
-    "lr": Option("lr", "float", 1e-3, "learning rate", min=0.0, max=1e6),
-    "beta1": Option("beta1", "float", 0.9, "first moment's decay", min=0.0, max=0.999999),
-    "beta2": Option("beta2", "float", 0.999, "second moment's decay", min=0.0, max=0.999999),
-    "eps": Option("eps", "float", 1e-8, "added to the denominator", min=0.0, max=1.0),
-    "weight_decay": Option("weight_decay", "float", 0.01, "weight decay", min=0.0, max=1.0),
-    "triad": Option("triad", "bool", True, "time the STREAM triad on the same buffers in every "
-                    "repetition (the bound the step is measured against)"),
-    "seed": Option("seed", "int", 1, "seed of the parameters, gradients and moments", min=0),
-    **pick("threads", "cpus", "mem", "page", "isa", "repeat", "warmup", "tolerance",
-           "timeout"),
-}
-
-
-def count(params: dict) -> int:
-    preset = PRESETS.get(params["preset"])
-    return params["params"] if preset is None else max(4096, math.ceil(preset * params["scale"]))
-
-
-STAGGER = 1024 + 48     # floats (4 KiB and 3 lines) between the arrays of `states`
-
-
-def padded(n: int) -> int:
-    """The distance in floats from one state array to the next in `states`: n in whole
-    lines, plus STAGGER, so m[i] and v[i] differ in their low address bits too (below
-    4 KiB: no store to m aliasing a load of v) and in the cache sets above them. Lying a
-    power of two apart, as they do at the usual sizes without it, the step ran at
-    950-1,250 M params/s instead of 1,400-1,900 (64 M parameters, alternated; allocated
-    apart they run at the latter). STREAM offsets its arrays for the same reason."""
-    return -(-n // LINE_FLOATS) * LINE_FLOATS + STAGGER
-
-
-def sizes(n: int, precision: str) -> dict[str, int]:
-    wide = 4 if precision == "fp32" else 2
-    return {"params": n * wide, "grads": n * wide,
-            "states": padded(n) * 4 * (2 if precision == "fp32" else 3)}
-
-
-class State:
-    """The step's arrays: parameters and gradients (float32, or bf16 bits as uint16 with
-    the float32 master copy w), the float32 moments m and v."""
-
-    def __init__(self, p, g, m, v, w=None):
-        self.p, self.g, self.m, self.v, self.w = p, g, m, v, w
-        self.n, self.mixed = len(m), w is not None
-
-    @classmethod
-    def of(cls, buffers, n: int, precision: str) -> "State":
-        """Views of the placed params, grads and states buffers."""
-        params, grads, states = buffers
-        wide = np.uint16 if precision == "mixed" else np.float32
-        f, s = states.array(np.float32), padded(n)
-        return cls(params.array(wide)[:n], grads.array(wide)[:n], f[:n], f[s:s + n],
-                   f[2 * s:2 * s + n] if precision == "mixed" else None)
-
-    def fill(self, rng: np.random.Generator) -> None:
-        """Values of a model mid-training: small weights, gradients and moments, v >= 0."""
-        for lo in range(0, self.n, 1 << 22):
-            hi = min(lo + (1 << 22), self.n)
-            k = hi - lo
-            weights = rng.standard_normal(k, dtype=np.float32) * np.float32(0.02)
-            grads = rng.standard_normal(k, dtype=np.float32) * np.float32(1e-3)
-            self.m[lo:hi] = rng.standard_normal(k, dtype=np.float32) * np.float32(1e-4)
-            self.v[lo:hi] = rng.random(k, dtype=np.float32) * np.float32(1e-6)
-            if self.mixed:
-                self.w[lo:hi] = weights
-                self.p[lo:hi], self.g[lo:hi] = to_bf16(weights), to_bf16(grads)
-            else:
-                self.p[lo:hi], self.g[lo:hi] = weights, grads
-
-    def master(self, idx) -> np.ndarray:
-        return self.w[idx] if self.mixed else self.p[idx]
-
-    def grad(self, idx) -> np.ndarray:
-        return from_bf16(self.g[idx]) if self.mixed else self.g[idx]
-
-
-def to_bf16(x: np.ndarray) -> np.ndarray:
-    """fp32 -> bf16 bits, rounded to nearest even (the kernel's rounding)."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)) \
-        .astype(np.uint16)
-
-
-def from_bf16(h: np.ndarray) -> np.ndarray:
-    return (h.astype(np.uint32) << np.uint32(16)).view(np.float32)
-
-
-def reference(p, g, m, v, params: dict, step: int):
-    """numpy's step on float32 arrays, the kernel's order and coefficients: returns the
-    new parameters (the master copy in mixed precision) and moments."""
-    f = np.float32
-    lr, b1, b2 = f(params["lr"]), f(params["beta1"]), f(params["beta2"])
-    wd, adamw = f(params["weight_decay"]), params["optim"] == "adamw"
-    size = f(params["lr"] / (1 - params["beta1"] ** step))
-    inv_bc2 = f(1 / math.sqrt(1 - params["beta2"] ** step))
-    g = g if adamw else g + wd * p
-    m = b1 * m + (f(1) - b1) * g
-    v = b2 * v + (f(1) - b2) * g * g
-    shrink = f(1) - lr * wd if adamw else f(1)
-    return p * shrink - size * m / (np.sqrt(v) * inv_bc2 + f(params["eps"])), m, v
-
-
-def sample(n: int, threads: int, rng: np.random.Generator) -> np.ndarray:
-    """The parameters a step is checked on: all of them up to FULL_CHECK; beyond it a
-    strided sample from a random start, and 64 either side of every thread's slice edge
-    (where a slicing or tail mistake would show) and the last 64."""
-    if n <= FULL_CHECK:
-        return np.arange(n)
-    stride = n // SAMPLE
-    lines = -(-n // LINE_FLOATS)
-    edges = [min(n, lines * t // threads * LINE_FLOATS) for t in range(threads + 1)]
-    near = np.concatenate([np.arange(e - 64, e + 64) for e in edges])
-    picked = np.concatenate((np.arange(int(rng.integers(stride)), n, stride), near))
-    return np.unique(picked[(picked >= 0) & (picked < n)])
-
-
-def check_step(st: State, idx: np.ndarray, before, params: dict, step: int) -> None:
-    """The step's parameters and moments at `idx` against numpy's from their values before.
-    The parameters twice: their new values, and the update itself (new less old) to 0.1 %
-    or two units in the weight's last place, which a missing term of lr x weight decay
-    (1e-5 of a weight) would fail at the usual learning rates; the bf16
-    parameters exactly as the kernel's own master copy rounds to nearest even."""
-    want_p, want_m, want_v = reference(*before, params, step)
-    got_p = st.master(idx)
-    # the update is a difference of weights: it cannot be closer than their last bits
-    ulps = 2 * np.spacing(np.maximum(np.abs(before[0]), np.abs(want_p)))
-    for name, got, want, rtol, floor in (
-            ("m", st.m[idx], want_m, 1e-5, 0), ("v", st.v[idx], want_v, 1e-5, 0),
-            ("parameters", got_p, want_p, 1e-5, 0),
-            ("the update", got_p - before[0], want_p - before[0], 1e-3, ulps)):
-        close = np.isclose(got, want, rtol=rtol, atol=np.maximum(
-            rtol * 0.1 * float(np.abs(want).max(initial=0)), floor))
-        if not close.all():
-            i = int(idx[np.flatnonzero(~close)[0]])
-            raise CheckError(f"optimizer: {name} of parameter {i} is {got[~close][0]!r}, "
-                             f"numpy's step gives {want[~close][0]!r}")
-    if st.mixed:
-        bad = st.p[idx] != to_bf16(got_p)
-        if bad.any():
-            i = int(idx[np.flatnonzero(bad)[0]])
-            raise CheckError(f"optimizer: bf16 parameter {i} is "
-                             f"{from_bf16(st.p[idx][bad][:1])[0]!r}, not its master copy "
-                             "rounded to nearest even")
-
-
-def unused(params: dict) -> dict[str, str]:
-    """The options this case ignores, each with why (the registry refuses them set)."""
-    if params["preset"] == "custom":
-        return {"scale": "scale shrinks a preset; custom takes params"}
-    return {"params": f"preset={params['preset']} has a parameter count of its own (scale "
-                      "shrinks it)"}
+OPTIONS = {**workload.OPTIONS, **pick("threads", "cpus", "mem", "page", "isa", "repeat",
+                                         "warmup", "tolerance", "timeout")}
+unused = workload.unused
 
 
 def check(params: dict, topology) -> None:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from .. import __version__, benchmarks
 from ..errors import ResultsError, UserError
+from ..paramtext import NOT_MEASURED
 from ..units import format_list, format_size
 from . import fleet
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
-from .runs import (NOT_MEASURED, RunData, fact_text, facts, load_runs, machine_key, not_ok,
-                   summary)
+from .runs import LoadedRun, fact_text, facts, load_runs, machine_key, not_ok, summary
 from .text import printable
 
 FIGURE_DIR = "figures"
@@ -30,14 +30,14 @@ MANIFEST = ".cxlbench-report.json"
 TMP_PREFIX = ".cxlbench-report.tmp-"    # where a report is made before it moves into place
 
 
-def _machines(r: RunData) -> str:
+def _machines(r: LoadedRun) -> str:
     """The run's machine, and those that finished it (run --resume --other-machine)."""
     others = [m.get("machine id") for m in r.meta.get("resumed_elsewhere") or []
               if isinstance(m, dict)]
     return r.machine + "".join(f", then {m} (resumed there)" for m in others)
 
 
-def run_table(runs: list[RunData]) -> Table:
+def run_table(runs: list[LoadedRun]) -> Table:
     return Table(["label", "machine", "run", "suite", "started", "cxlbench", "command"],
                  [[r.label, _machines(r), r.run_id, r.suite, r.meta.get("started", ""),
                    f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
@@ -56,7 +56,7 @@ def _hmat(node: dict) -> str:
             f"write {a.get('write_latency')} ns, {a.get('write_bandwidth')} MB/s")
 
 
-def machine_blocks(run: RunData) -> list:
+def machine_blocks(run: LoadedRun) -> list:
     """The machine a run measured: nodes, tiers, CXL devices, GPUs, and the settings."""
     topo = run.meta.get("topology") or {}
     machine = topo.get("machine") or {}
@@ -170,7 +170,7 @@ def slow_machines(frame) -> Table | None:
     return Table(["run", "points slower", "worst point", "by", "its median"], rows)
 
 
-def family_blocks(frame, runs: list[RunData]) -> list:
+def family_blocks(frame, runs: list[LoadedRun]) -> list:
     blocks: list = []
     for family in dict.fromkeys(frame["benchmark"]):
         sub = frame[frame["benchmark"] == family].reset_index(drop=True)
@@ -188,7 +188,7 @@ def family_blocks(frame, runs: list[RunData]) -> list:
     return blocks
 
 
-def machines_blocks(runs: list[RunData]) -> list:
+def machines_blocks(runs: list[LoadedRun]) -> list:
     """machine_blocks once per machine the runs came from (one host name over two sets
     of hardware is two machines); for a fleet, once per kind of machine (the same
     hardware and settings), headed by the machines of that kind."""
@@ -216,7 +216,7 @@ def machines_blocks(runs: list[RunData]) -> list:
     return out
 
 
-def report_blocks(runs: list[RunData], skipped=()) -> list:
+def report_blocks(runs: list[LoadedRun], skipped=()) -> list:
     frame = summary(runs)
     blocks: list = [Para(f"Made by cxlbench {__version__} on "
                          f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from "
@@ -435,7 +435,7 @@ def build(paths, out_dir, title: str | None = None, suite: str | None = None,
     return write(out_dir, title, report_blocks(runs, runs.skipped), force)
 
 
-def _one_run(path, side: str) -> RunData:
+def _one_run(path, side: str) -> LoadedRun:
     runs = load_runs([path])
     if len(runs) + len(runs.skipped) != 1:
         raise ResultsError(f"{side}: {path} holds {len(runs) + len(runs.skipped)} runs; "
@@ -469,7 +469,7 @@ def comparison_table(table) -> Table:
                   "p", "verdict"], rows)
 
 
-def settings_blocks(a: RunData, b: RunData) -> list:
+def settings_blocks(a: LoadedRun, b: LoadedRun) -> list:
     """The recorded settings that differ between A and B, before any result."""
     diffs, missing = setting_differences(a, b)
     blocks: list = [Heading(2, "Settings that differ")]

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..paramtext import NOT_MEASURED, value_text
-from .runs import RunData, fact_text, facts, hardware
+from .runs import LoadedRun, fact_text, facts, hardware
 
 ALPHA = 0.05
 EXACT_LIMIT = 2500          # m * n up to this: exact null distribution
@@ -210,7 +210,7 @@ def pair(frame_a: pd.DataFrame, frame_b: pd.DataFrame, alpha: float = ALPHA):
     return table, unpaired
 
 
-def across_machines(a: RunData, b: RunData) -> str | None:
+def across_machines(a: LoadedRun, b: LoadedRun) -> str | None:
     """Why A and B ran on different machines, from what they recorded (machine ids, then
     the hardware), not from the folders they sit in; None where it is one machine."""
     if a.machine != b.machine:
@@ -245,7 +245,7 @@ def _merged_order(first: list[str], second: list[str]) -> list[str]:
     return out
 
 
-def setting_differences(a: RunData, b: RunData) -> tuple[list[tuple[str, str, str]],
+def setting_differences(a: LoadedRun, b: LoadedRun) -> tuple[list[tuple[str, str, str]],
                                                          dict[str, list[str]]]:
     """As pyperf compares metadata: every recorded fact (kernel, CPU and ISAs, THP, NUMA
     balancing, governor, SMT, cxlbench version, compiler, emulation...) that differs,

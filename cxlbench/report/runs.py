@@ -11,13 +11,12 @@ import pandas as pd
 
 from .. import results, stats
 from ..errors import ResultsError
-from ..paramtext import NOT_MEASURED  # noqa: F401 (the reports' name for it)
 from ..units import format_list, format_size
 from .text import printable
 
 
 @dataclass
-class RunData:
+class LoadedRun:
     path: Path
     meta: dict
     rows: pd.DataFrame          # one row per repetition and metric (results.csv)
@@ -96,7 +95,7 @@ def hardware(meta: dict) -> dict[str, object]:
     return {**{k: f.get(k) for k in HARDWARE}, "nodes": nodes or None}
 
 
-def machine_key(run: RunData) -> tuple:
+def machine_key(run: LoadedRun) -> tuple:
     """One value per machine: its recorded id and its hardware."""
     return (run.machine, *hardware(run.meta).values())
 
@@ -109,7 +108,7 @@ def fact_text(value) -> str:
     return str(value)
 
 
-class Runs(list):
+class LoadedRuns(list):
     """The runs loaded, in order; `skipped`: (path, why) for each run a folder search found
     that could not be read, left out so that one damaged run does not sink the rest."""
 
@@ -146,14 +145,14 @@ def find_runs(paths) -> dict[Path, bool]:
     return found
 
 
-def _load(path: Path) -> RunData:
+def _load(path: Path) -> LoadedRun:
     rows = results.load(path)
     meta, journal = rows.attrs["run"], rows.attrs["journal"]
-    # Kept on the RunData, not the frame: pandas deep-copies attrs into every frame derived
+    # Kept on the LoadedRun, not the frame: pandas deep-copies attrs into every frame derived
     # from it (each groupby group, each column), which made a report over 100 runs spend
     # four fifths of its time copying run.json.
     rows.attrs = {}
-    return RunData(path, meta, rows, journal)
+    return LoadedRun(path, meta, rows, journal)
 
 
 def _why(path: Path, e: Exception) -> str:
@@ -162,10 +161,10 @@ def _why(path: Path, e: Exception) -> str:
     return text[len(str(path)):].lstrip(":/ ") if text.startswith(str(path)) else text
 
 
-def load_runs(paths, suite: str | None = None, latest: bool = False) -> Runs:
+def load_runs(paths, suite: str | None = None, latest: bool = False) -> LoadedRuns:
     """The runs the paths name or hold (find_runs); `suite` keeps that suite's runs, `latest`
     the newest per machine. A run found by searching that cannot be read (ResultsError) is
-    left out and listed in Runs.skipped; one named directly is an error, and so is leaving
+    left out and listed in LoadedRuns.skipped; one named directly is an error, and so is leaving
     out every run."""
     found = find_runs(paths)
     skipped: list[tuple[Path, str]] = []
@@ -190,7 +189,7 @@ def load_runs(paths, suite: str | None = None, latest: bool = False) -> Runs:
         chosen = [p for p in chosen
                   if ((read(p, results.read_meta) or {}).get("suite") or {}).get("name") == suite]
     if latest:                          # the newest run of each machine that can be read
-        newest: dict[str, RunData] = {}
+        newest: dict[str, LoadedRun] = {}
         for p in sorted(chosen, reverse=True):
             if p.parent.name not in newest:
                 run = read(p, _load)
@@ -199,7 +198,7 @@ def load_runs(paths, suite: str | None = None, latest: bool = False) -> Runs:
         loaded = [newest[m] for m in sorted(newest)]
     else:
         loaded = [read(p, _load) for p in chosen]
-    runs = Runs([r for r in loaded if r is not None], skipped)
+    runs = LoadedRuns([r for r in loaded if r is not None], skipped)
     if not runs:
         what = "no run" if suite is None else f"no run of suite {suite!r}"
         where = ", ".join(map(str, paths))
@@ -211,7 +210,7 @@ def load_runs(paths, suite: str | None = None, latest: bool = False) -> Runs:
     return runs
 
 
-def _label(runs: list[RunData]) -> None:
+def _label(runs: list[LoadedRun]) -> None:
     """Machine names where they tell the runs apart, else run ids, else both."""
     for key in (lambda r: r.machine, lambda r: r.run_id, lambda r: f"{r.machine}/{r.run_id}"):
         labels = [key(r) for r in runs]
@@ -223,7 +222,7 @@ def _label(runs: list[RunData]) -> None:
         r.label = printable(label)      # shown in figures and held in pandas' Arrow text
 
 
-def case_params(run: RunData, case: str) -> dict:
+def case_params(run: LoadedRun, case: str) -> dict:
     entry = run.journal.get(case)
     if entry and "params" in entry:
         return entry["params"]
@@ -233,7 +232,7 @@ def case_params(run: RunData, case: str) -> dict:
     return {}
 
 
-def summary(runs: list[RunData]) -> pd.DataFrame:
+def summary(runs: list[LoadedRun]) -> pd.DataFrame:
     """One row per run, case and metric: median, CI, n and CV of the repetitions, with the
     case's parameters (column `params`, a dict) and where it ran."""
     out = []
@@ -263,7 +262,7 @@ def summary(runs: list[RunData]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
-def not_ok(runs: list[RunData]) -> list[dict]:
+def not_ok(runs: list[LoadedRun]) -> list[dict]:
     """Cases that failed, were unsupported, or never finished, with why."""
     out = []
     for run in runs:

@@ -1,7 +1,7 @@
 """Side-by-side checks of cxlbench against references, in one run on one machine.
 
   chase, --chase-size (1 GiB), every --windows x --pages
-        vs benchmarks/plain_chase.c with the same window and page size        within 3 %
+        vs peers/plain_chase.c with the same window and page size        within 3 %
   read / write_nt / copy_nt / triad_nt, --threads (1 and all), --pages, every ISA the
   CPU runs (AVX2 and AVX-512 where it has both), 1 GB in all
         vs likwid-bench load / store_mem / copy_mem / stream_mem of that ISA
@@ -15,7 +15,7 @@ only where /sys/kernel/mm/transparent_hugepage/enabled is "always" (printed belo
 with page=thp under "madvise" cxlbench's huge pages meet likwid's 4 KiB ones. The two
 sides alternate for --rounds rounds so drift on a shared machine hits both; each side's
 figure is the median of its rounds. Prints every figure and ratio; exits 1 when a target
-is missed. Usage: python benchmarks/compare_peers.py [--rounds 5]
+is missed. Usage: python peers/compare_peers.py [--rounds 5]
 [--only chase|bandwidth|libc] [--threads 1 2] [--pages 4k thp] [--windows 4K 256K 0]
 [--isa avx2 avx512] [--libc-size 1G]"""
 from __future__ import annotations

@@ -11,7 +11,7 @@ on one machine, one thread each, the same data in the same placed memory.
 The sides alternate for --rounds rounds so a shared machine's drift hits each; each
 side's figure is the median of its rounds. Every side's result is checked against the
 reference. Exits 1 when a target is missed. Usage:
-python benchmarks/compare_ml.py [embedding|optimizer|all] [--rows 4194304] [--dim 128]
+python peers/compare_ml.py [embedding|optimizer|all] [--rows 4194304] [--dim 128]
 [--batch 2048] [--pooling 32] [--alpha 1.05] [--params 67108864] [--mem local]
 [--page thp] [--rounds 5]"""
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from cxlbench import memory, native
-from cxlbench.benchmarks import embedding, optimizer
+from cxlbench.workloads import embedding, optimizer
 
 PREFETCH = embedding.OPTIONS["prefetch"].default
 

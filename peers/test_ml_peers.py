@@ -3,8 +3,8 @@ pooled by numpy's idiom, by torch.nn.functional.embedding_bag (where torch is in
 and by cxlbench's kernel, one thread, the table placed on each memory node in turn
 (`tier`) and verified before and after, pytest-benchmark's tables and JSON as usual.
 
-    pytest benchmarks/test_ml_peers.py                     # every memory node
-    pytest benchmarks/test_ml_peers.py --cxlbench-tiers=cxl --benchmark-json=out.json
+    pytest peers/test_ml_peers.py                     # every memory node
+    pytest peers/test_ml_peers.py --cxlbench-tiers=cxl --benchmark-json=out.json
 
 Not part of the default test run (testpaths = tests). Each test's extra_info holds the
 table's placement (spec, page, pages per node before and after) and `lookups`, so M
@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from cxlbench.benchmarks import embedding
+from cxlbench.workloads import embedding
 
 ROWS, DIM, BATCH, POOLING, ALPHA = 1 << 18, 128, 2048, 32, 1.05     # 128 MiB of fp32 rows
 SIDES = ("numpy", "torch", "cxlbench")
