@@ -157,7 +157,7 @@ def lib():
     return found
 
 
-def _check(rc: int, what: str) -> None:
+def _raise_if_failed(rc: int, what: str) -> None:
     if rc:
         raise GpuError(f"{what}: {ffi.string(lib().cxb_gpu_error()).decode()}")
 
@@ -174,7 +174,7 @@ class Runtime:
 def runtime() -> Runtime:
     cuda = lib()
     out = ffi.new("struct cxb_gpu_info *")
-    _check(cuda.cxb_gpu_info(out), "cxb_gpu_info")
+    _raise_if_failed(cuda.cxb_gpu_info(out), "cxb_gpu_info")
     error = ffi.string(lib().cxb_gpu_error()).decode() if out.status else ""
     return Runtime(out.runtime_version, out.driver_version, out.devices, out.status, error)
 
@@ -244,7 +244,7 @@ def kernels() -> dict[str, int]:
     row = ffi.new("struct cxb_gpu_kernel_row *")
     out = {}
     for i in range(cuda.cxb_gpu_kernel_count()):
-        _check(cuda.cxb_gpu_kernel_info(i, row), "cxb_gpu_kernel_info")
+        _raise_if_failed(cuda.cxb_gpu_kernel_info(i, row), "cxb_gpu_kernel_info")
         out[ffi.string(row.name).decode()] = row.bytes_per_element
     return out
 
@@ -252,7 +252,7 @@ def kernels() -> dict[str, int]:
 def device(index: int) -> dict:
     cuda = lib()
     d = ffi.new("struct cxb_gpu_device *")
-    _check(cuda.cxb_gpu_device_info(index, d), f"device {index}")
+    _raise_if_failed(cuda.cxb_gpu_device_info(index, d), f"device {index}")
     fields = ("major", "minor", "sms", "l2_bytes", "max_threads_per_sm", "max_blocks_per_sm",
               "clock_khz",
               "memory_clock_khz", "bus_width_bits", "ecc", "pci_domain", "pci_bus",
@@ -277,7 +277,7 @@ def stream(kernel: str, n: int, blocks: int, threads: int, reps: int,
     ns = ffi.new("unsigned long long[]", reps)
     a.device, a.kernel, a.n = device_index, list(KERNELS).index(kernel), n
     a.blocks, a.threads, a.reps, a.ns = blocks, threads, reps, ns
-    _check(cuda.cxb_gpu_stream(a), f"gpu stream {kernel}")
+    _raise_if_failed(cuda.cxb_gpu_stream(a), f"gpu stream {kernel}")
     return StreamResult(list(ns), int(a.bad), float(a.sum), float(a.want_sum))
 
 
@@ -289,7 +289,7 @@ def _timed(call: str, fill, reps: int, what: str) -> tuple[list[int], int]:
     ns = ffi.new("unsigned long long[]", reps)
     a.reps, a.ns = reps, ns
     fill(a)
-    _check(getattr(cuda, f"cxb_gpu_{call}")(a), what)
+    _raise_if_failed(getattr(cuda, f"cxb_gpu_{call}")(a), what)
     return list(ns), int(a.bad)
 
 
@@ -374,5 +374,5 @@ def chase(nbytes: int, stride: int, hops: int, reps: int,
     cycles = ffi.new("unsigned long long[]", reps)
     a.device, a.bytes, a.stride, a.hops, a.reps = device_index, nbytes, stride, hops, reps
     a.ns, a.cycles = ns, cycles
-    _check(cuda.cxb_gpu_chase(a), "gpu chase")
+    _raise_if_failed(cuda.cxb_gpu_chase(a), "gpu chase")
     return list(ns), list(cycles), int(a.bad)

@@ -273,7 +273,7 @@ class Buffer:
                             f"(tolerance {self.tolerance:.1%}): {why}")
         return (f"buffer {self.name}: " if self.name else "") + "; ".join(problems)
 
-    def check(self, when: str) -> Verification:
+    def ensure_placed(self, when: str) -> Verification:
         v = self.verify()
         if not v.ok:
             raise PlacementError(self.failure(v, when))
@@ -298,7 +298,7 @@ def array(shape, dtype=np.float64, mem: str | Placement = "local", page: str = "
     dtype = np.dtype(dtype)
     count = int(np.prod(shape))
     buf = Buffer(max(count * dtype.itemsize, 1), mem=mem, page=page, cpus=cpus)
-    buf.check("after allocation")
+    buf.ensure_placed("after allocation")
     return np.asarray(_Owner(buf, buf.array(dtype, shape)))
 
 

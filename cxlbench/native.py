@@ -35,7 +35,7 @@ FLUSH_KINDS = _enum("CXB_FLUSH_")
 CHECKS = _enum("CXB_CHECK_")                # how a table row's output is checked
 
 
-def _check(call: str, rc: int) -> int:
+def _raise_if_failed(call: str, rc: int) -> int:
     if rc < 0:
         message = ffi.string(lib.cxb_last_error()).decode(errors="replace")
         raise NativeError(call, -rc, message or _errno.errorcode.get(-rc, str(-rc)))
@@ -48,7 +48,7 @@ def now_ns() -> int:
 
 def timer_calibrate(window_ms: float = 60.0) -> dict:
     info = ffi.new("struct cxb_timer_info *")
-    _check("cxb_timer_calibrate", lib.cxb_timer_calibrate(window_ms, info))
+    _raise_if_failed("cxb_timer_calibrate", lib.cxb_timer_calibrate(window_ms, info))
     return {
         "clock": "CLOCK_MONOTONIC_RAW",
         "clock_overhead_ns": round(info.mono_overhead_ns, 2),
@@ -132,7 +132,7 @@ def kernels() -> tuple[KernelInfo, ...]:
     out = []
     info = ffi.new("struct cxb_kernel_info *")
     for i in range(lib.cxb_kernel_count()):
-        _check("cxb_kernel_get", lib.cxb_kernel_get(i, info))
+        _raise_if_failed("cxb_kernel_get", lib.cxb_kernel_get(i, info))
         out.append(KernelInfo(
             **_entry(i, info.entry), elem_bytes=info.elem_bytes, bytes_read=info.bytes_read,
             bytes_written=info.bytes_written, streams=info.streams,
@@ -147,7 +147,7 @@ def drivers() -> tuple[Entry, ...]:
     entry = ffi.new("struct cxb_entry *")
     out = []
     for i in range(lib.cxb_driver_count()):
-        _check("cxb_driver_get", lib.cxb_driver_get(i, entry))
+        _raise_if_failed("cxb_driver_get", lib.cxb_driver_get(i, entry))
         out.append(Entry(**_entry(i, entry)))
     return tuple(out)
 
@@ -183,7 +183,7 @@ class Allocation:
     def __init__(self, size: int, page: str, policy: str, nodes=(), weights=(),
                  weighted_method: str = "none"):
         out = ffi.new("struct cxb_buffer **")
-        _check("cxb_alloc", lib.cxb_alloc(
+        _raise_if_failed("cxb_alloc", lib.cxb_alloc(
             size, PAGE_KINDS.index(page), POLICIES.index(policy), _int_array(nodes),
             _int_array(weights), len(nodes), WEIGHTED_METHODS.index(weighted_method), out))
         handle = out[0]
@@ -197,14 +197,14 @@ class Allocation:
 
     def prefault(self, cpus) -> None:
         cpus = list(cpus)
-        _check("cxb_prefault", lib.cxb_prefault(self._handle, _int_array(cpus), len(cpus)))
+        _raise_if_failed("cxb_prefault", lib.cxb_prefault(self._handle, _int_array(cpus), len(cpus)))
 
     def release_policy(self) -> None:
-        _check("cxb_release_policy", lib.cxb_release_policy(self._handle))
+        _raise_if_failed("cxb_release_policy", lib.cxb_release_policy(self._handle))
 
     def fill_index(self, cpus) -> None:
         cpus = list(cpus)
-        _check("cxb_fill_index", lib.cxb_fill_index(self._mem, self.size - self.size % 8,
+        _raise_if_failed("cxb_fill_index", lib.cxb_fill_index(self._mem, self.size - self.size % 8,
                                                     _int_array(cpus), len(cpus)))
 
     def query_nodes(self, step: int, maxnode: int) -> tuple[list[int], int]:
@@ -227,7 +227,7 @@ def chase_build(buf: Allocation, nbytes: int, window: int, page_bytes: int, seed
     """Link the chase cycle over windows of `window` bytes (0: all); returns the visiting
     order (line indices)."""
     order = np.empty(nbytes // 64, dtype=np.uint32)
-    _check("cxb_chase_build", lib.cxb_chase_build(
+    _raise_if_failed("cxb_chase_build", lib.cxb_chase_build(
         buf._mem, nbytes, window, page_bytes, run_lines, seed,
         ffi.cast("uint32_t *", ffi.from_buffer(order))))
     return order
@@ -255,7 +255,7 @@ class KernelResult:
 def _run(k: KernelInfo, isa: str, a, cpus) -> KernelResult:
     """One timed region: kernel k on len(cpus) pinned threads (or one unpinned)."""
     cpus, ns = list(cpus), ffi.new("uint64_t *")
-    _check(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), a, _int_array(cpus),
+    _raise_if_failed(f"kernel {k.key}", lib.cxb_run(k.index, ISAS.index(isa), a, _int_array(cpus),
                                           max(len(cpus), 1), ns))
     return KernelResult(ns[0], a.stream.sum, int(ffi.cast("uintptr_t", a.chase.end)))
 
@@ -307,7 +307,7 @@ def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, genera
     batches = ffi.new("uint64_t[]", max(generators, 1))
     sums = ffi.new("uint64_t[]", max(generators, 1))
     a.gen_batches, a.gen_sums = batches, sums
-    _check("cxb_loaded_latency", lib.cxb_loaded_latency(a))
+    _raise_if_failed("cxb_loaded_latency", lib.cxb_loaded_latency(a))
     return LoadedResult(a.chase_ns, int(ffi.cast("uintptr_t", a.chase_end)), a.gen_moved,
                         a.gen_ns, list(batches)[:generators], list(sums)[:generators])
 
@@ -344,7 +344,7 @@ def embedding_bag(table: int, rows: int, row_bytes: int, dim: int, dtype: str, p
     a.prefetch, a.sample_every = prefetch, sample_every
     a.bag_ns = ffi.NULL if bag_ns is None else ffi.cast("uint64_t *", bag_ns.ctypes.data)
     cpu_array = _int_array(cpus)
-    _check("cxb_embedding_bag", lib.cxb_embedding_bag(a, cpu_array, len(cpus)))
+    _raise_if_failed("cxb_embedding_bag", lib.cxb_embedding_bag(a, cpu_array, len(cpus)))
     return EmbeddingResult(a.ns, a.bad)
 
 
@@ -387,7 +387,7 @@ def embedding_update(table: int, row_bytes: int, dim: int, optim: str, pool: str
     a.state = ffi.NULL if state is None else ffi.cast("float *", state.ctypes.data)
     a.lr, a.eps = lr, eps
     cpu_array = _int_array(cpus)
-    _check("cxb_embedding_update", lib.cxb_embedding_update(a, cpu_array, len(cpus)))
+    _raise_if_failed("cxb_embedding_update", lib.cxb_embedding_update(a, cpu_array, len(cpus)))
     return a.ns
 
 
@@ -413,7 +413,7 @@ def adam(params, grads, m, v, master, kind: str, precision: str, isa: str, lr: f
     a.isa, a.lr, (a.beta1, a.beta2) = ISAS.index(isa), lr, betas
     a.eps, a.weight_decay, a.step = eps, weight_decay, step
     cpu_array = _int_array(cpus)
-    _check("cxb_adam", lib.cxb_adam(a, cpu_array, len(cpus)))
+    _raise_if_failed("cxb_adam", lib.cxb_adam(a, cpu_array, len(cpus)))
     return a.ns
 
 
@@ -444,7 +444,7 @@ def checkpoint(dst: int, src: int, nbytes: int, chunk: int, store: str, isa: str
     a.src_rows, a.row_bytes, a.prefetch = src_rows, row_bytes, prefetch
     a.persist, a.fd = int(persist), fd
     cpu_array = _int_array(cpus)
-    _check("cxb_checkpoint", lib.cxb_checkpoint(a, cpu_array, len(cpus)))
+    _raise_if_failed("cxb_checkpoint", lib.cxb_checkpoint(a, cpu_array, len(cpus)))
     return CheckpointResult(a.ns, a.t0, a.t1, a.bad)
 
 
@@ -517,7 +517,7 @@ def kvcache(op: str, pool: KvPool, layers: int, block: int, token_bytes: int, is
     if step_ns is not None:
         a.step_ns = ffi.cast("uint64_t *", step_ns.ctypes.data)
     cpu_array = _int_array(cpus)
-    _check(f"kvcache {op}", lib.cxb_kvcache(a, cpu_array, max(len(cpus), 1)))
+    _raise_if_failed(f"kvcache {op}", lib.cxb_kvcache(a, cpu_array, max(len(cpus), 1)))
     return KvResult(a.ns, a.bad)
 
 
@@ -528,7 +528,7 @@ def _coherence(call, fn, addr: int, mode: int, iterations: int, cpus) -> tuple[i
     cpu_array = _int_array(cpus)
     a.line, a.mode, a.iterations = ffi.cast("void *", addr), mode, iterations
     a.cpus, a.threads, a.thread_ns = cpu_array, len(cpus), thread_ns
-    _check(call, fn(a))
+    _raise_if_failed(call, fn(a))
     return a.ns, list(thread_ns)[:len(cpus)]
 
 
@@ -552,7 +552,7 @@ def evict(addr: int, nbytes: int) -> bool:
     rc = lib.cxb_evict(ffi.cast("void *", addr), nbytes)
     if rc == -_errno.ENOTSUP:
         return False
-    _check("cxb_evict", rc)
+    _raise_if_failed("cxb_evict", rc)
     return True
 
 
@@ -561,7 +561,7 @@ def flush(addr: int, nbytes: int, kind: str, dirty: bool, write: bool, value: in
     a = ffi.new("struct cxb_flush_args *")
     a.buf, a.bytes, a.kind = ffi.cast("void *", addr), nbytes, FLUSH_KINDS.index(kind)
     a.dirty, a.write, a.value = int(dirty), int(write), value
-    _check(f"flush {kind}", lib.cxb_flush(a))
+    _raise_if_failed(f"flush {kind}", lib.cxb_flush(a))
     return a.ns
 
 
@@ -605,7 +605,7 @@ def migrate_touch(addr: int, nbytes: int, node: int, method: str, batch: int, wr
     a.samples = ffi.cast("uint64_t *", samples.ctypes.data)
     a.max_samples = max_samples
     a.switches = ffi.cast("uint8_t *", switches.ctypes.data)
-    _check("cxb_migrate_touch", lib.cxb_migrate_touch(a))
+    _raise_if_failed("cxb_migrate_touch", lib.cxb_migrate_touch(a))
     return TouchResult(samples[:a.nsamples], a.touches, a.move_start, a.move_end, a.unmoved,
                        a.tail_start, a.timer_ns,
                        switches[:a.nsamples], a.voluntary, a.involuntary)
@@ -614,7 +614,7 @@ def migrate_touch(addr: int, nbytes: int, node: int, method: str, batch: int, wr
 def touch_walk(pages: int, n: int) -> np.ndarray:
     """The byte offsets of migrate_touch's first n touches in a buffer of `pages` pages."""
     out = np.empty(n, dtype=np.uint64)
-    _check("cxb_touch_walk", lib.cxb_touch_walk(pages, ffi.cast("uint64_t *", out.ctypes.data), n))
+    _raise_if_failed("cxb_touch_walk", lib.cxb_touch_walk(pages, ffi.cast("uint64_t *", out.ctypes.data), n))
     return out
 
 
@@ -625,7 +625,7 @@ MOVE_METHODS = _enum("CXB_MOVE_BY_")        # ("move_pages", "mbind")
 def node_map(addr: int, pages: int, page: int = 4096) -> np.ndarray:
     """Each page's node as move_pages(2) reports it now, or -errno: int32, one per page."""
     out = np.empty(pages, dtype=np.int32)
-    _check("cxb_node_map", lib.cxb_node_map(ffi.cast("void *", addr), pages, page,
+    _raise_if_failed("cxb_node_map", lib.cxb_node_map(ffi.cast("void *", addr), pages, page,
                                             ffi.cast("int32_t *", out.ctypes.data)))
     return out
 
@@ -645,5 +645,5 @@ def move(addr: int, pages: int, page: int, node: int, method: str,
             raise ValueError(f"move: {len(index)} page indices for {pages} pages")
         a.index = ffi.cast("uint64_t *", index.ctypes.data)
     a.status = ffi.cast("int32_t *", status.ctypes.data)
-    _check(f"{method} to node {node}", lib.cxb_move(a))
+    _raise_if_failed(f"{method} to node {node}", lib.cxb_move(a))
     return a.moved, a.t1 - a.t0, status

@@ -192,8 +192,8 @@ def test_loaded_latency_counts_chain_and_load_together(topo):
     params.update(mem="bind:2", size=8 << 30, load_size=8 << 30, delay=0, cpus="0-3")
     with common.cpus_of(t):
         with pytest.raises(PlacementError, match="16G on node 2 \\(with the case's other"):
-            loaded_latency.check(params, t)
-        loaded_latency.check({**params, "load_size": 6 << 30}, t)
+            loaded_latency.validate(params, t)
+        loaded_latency.validate({**params, "load_size": 6 << 30}, t)
     assert benchmarks.get("loaded_latency").case_buffers({"delay": "idle"}) == ("chain",)
 
 

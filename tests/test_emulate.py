@@ -15,7 +15,7 @@ import pytest
 
 from cxlbench import emulate, results, suite
 from cxlbench.errors import CxlbenchError, UserError
-from cxlbench.emulate import kit, topologies
+from cxlbench.emulate import guest_image, topologies
 
 from .conftest import cxlbench
 
@@ -305,7 +305,7 @@ def test_missing_qemu_is_a_clear_error(tmp_path):
 def test_missing_requirements_name_each_absent_tool(tmp_path, monkeypatch):
     """The list the guest tests skip on: a PATH without kmod, a guest without daxctl."""
     host, guest = tmp_path / "host", tmp_path / "guest"
-    for where, tools in ((host, kit.TOOLS), (guest, kit.GUEST_TOOLS)):
+    for where, tools in ((host, guest_image.TOOLS), (guest, guest_image.GUEST_TOOLS)):
         where.mkdir()
         for tool, package in tools.items():
             if package not in ("kmod", "daxctl"):
@@ -523,18 +523,18 @@ def test_ci_suite_fits_the_default_limit_and_is_all_in_ci_full():
 
 # ---- options checked before anything starts (issue 25, item 5) ----------------------------
 
-KIT_ENSURE = kit.ensure
+IMAGE_ENSURE = guest_image.ensure
 
 
 @pytest.fixture
 def nothing_starts(monkeypatch, tmp_path):
     """Fails the test where anything is downloaded, built or booted: every process start,
-    the guest kit, and the cache (moved under tmp_path, which must stay empty)."""
+    the guest image, and the cache (moved under tmp_path, which must stay empty)."""
     def started(*args, **kwargs):
         pytest.fail(f"started before the options were checked: {args} {kwargs}")
     monkeypatch.setattr(subprocess, "run", started)
     monkeypatch.setattr(subprocess, "Popen", started)
-    monkeypatch.setattr(kit, "ensure", started)
+    monkeypatch.setattr(guest_image, "ensure", started)
     monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path / "a" / "b" / "cache"))
     monkeypatch.delenv("CXLBENCH_GUEST_KERNEL", raising=False)
     yield tmp_path
@@ -576,11 +576,11 @@ def test_kernel_from_the_environment_is_checked_too(nothing_starts, monkeypatch)
     with pytest.raises(UserError, match="^CXLBENCH_GUEST_KERNEL 'linux-image-../../x': not a "
                                         "Debian kernel package"):
         emulate.run("cxl", {}, ["topology"])
-    # and where the kit is asked for directly, before any folder is made
+    # and where the image is asked for directly, before any folder is made
     with pytest.raises(UserError, match="not a Debian kernel package"):
-        KIT_ENSURE(None)
+        IMAGE_ENSURE(None)
     with pytest.raises(UserError, match="^--kernel '../../../etc/passwd': not a Debian"):
-        KIT_ENSURE("../../../etc/passwd")
+        IMAGE_ENSURE("../../../etc/passwd")
 
 
 def test_kvm_is_refused_where_there_is_no_kvm(nothing_starts, monkeypatch):
@@ -593,7 +593,7 @@ def test_kvm_is_refused_where_there_is_no_kvm(nothing_starts, monkeypatch):
 @pytest.mark.parametrize("name", ["linux-image-6.1.0-57-amd64", "linux-image-6.12.48+deb13-amd64",
                                   "6.12", "6.1"])
 def test_kernel_names_that_can_be_packages_pass(name):
-    kit.check_kernel(name)
+    guest_image.check_kernel(name)
 
 
 @pytest.mark.parametrize("args, refusal", [
@@ -621,7 +621,7 @@ def test_cli_refuses_a_bad_option_before_it_looks_for_qemu(tmp_path, args, refus
     ("hmat", {"cpus": "300"}, "cpus must be 1 to 255"),
     ("hmat", {"dram": "1000000000"}, "dram must be a whole number of MiB"),
     ("hmat", {"far_bandwidth": "5000"}, "far_bandwidth must be a whole number of MiB/s"),
-    # QEMU refuses this one after the kit is built ...
+    # QEMU refuses this one after the image is built ...
     ("hmat", {"far_latency": "7000000"}, "local_latency=100 and far_latency=7000000: QEMU's "
                                          "HMAT holds them as whole numbers up to 65534 of "
                                          "one unit, here 100 ns"),
@@ -651,10 +651,10 @@ def test_topology_parameters_qemu_takes_pass(topology, params):
 @pytest.fixture
 def fake_guest(monkeypatch, tmp_path):
     """emulate.run with a shell script in QEMU's place (XCHG in it: the exchange folder),
-    and no kit or tools needed. Returns what run returned, or the error it raised, with
+    and no image or tools needed. Returns what run returned, or the error it raised, with
     what reached stdout and stderr meanwhile."""
     monkeypatch.setattr(emulate, "missing_requirements", lambda topology: [])
-    monkeypatch.setattr(kit, "ensure", lambda package, log: kit.Kit(
+    monkeypatch.setattr(guest_image, "ensure", lambda package, log: guest_image.GuestImage(
         tmp_path / "vmlinux", tmp_path / "initramfs.gz", "6.1.0-57-amd64", "linux-image-x"))
     monkeypatch.setattr(emulate, "qemu_version", lambda: "7.2.22")
     monkeypatch.chdir(tmp_path)

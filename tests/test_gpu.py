@@ -289,10 +289,10 @@ def test_a_launch_below_the_events_resolution_fails_the_case(monkeypatch):
 def test_threads_must_be_whole_warps(monkeypatch):
     monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
     with pytest.raises(UserError, match="threads=48 is not whole warps"):
-        gpu_stream.check(params(threads=48), None)
+        gpu_stream.validate(params(threads=48), None)
     with pytest.raises(UserError, match="^device=1, but this machine has 1 CUDA device"):
-        gpu_stream.check(params(device=1), None)
-    gpu_stream.check(params(), None)
+        gpu_stream.validate(params(device=1), None)
+    gpu_stream.validate(params(), None)
 
 
 # ---- copies --------------------------------------------------------------------------------
@@ -378,11 +378,11 @@ def test_an_sm_copy_runs_a_grid_and_refuses_pageable_memory(monkeypatch):
         copy_params(host="pageable", engine="sm"), None)
     monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
     with pytest.raises(UserError, match="size=4104: an SM copy moves 16 bytes"):
-        gpu_copy.check(copy_params(host="pinned", engine="sm", size=4104), None)
+        gpu_copy.validate(copy_params(host="pinned", engine="sm", size=4104), None)
     with pytest.raises(UserError, match="threads=40 is not whole warps"):
-        gpu_copy.check(copy_params(host="pinned", engine="sm", threads=40), None)
-    gpu_copy.check(copy_params(host="pinned", engine="sm"), None)
-    gpu_copy.check(copy_params(host="pinned", size=4104, threads=40), None)    # ce: no grid
+        gpu_copy.validate(copy_params(host="pinned", engine="sm", threads=40), None)
+    gpu_copy.validate(copy_params(host="pinned", engine="sm"), None)
+    gpu_copy.validate(copy_params(host="pinned", size=4104, threads=40), None)    # ce: no grid
 
 
 # ---- managed memory ---------------------------------------------------------------------------
@@ -427,9 +427,9 @@ def test_managed_memory_that_fails_its_check_fails_the_case(monkeypatch, mode, w
 def test_managed_memory_is_never_oversubscribed(monkeypatch):
     monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
     monkeypatch.setattr(gpu, "device", lambda i: {**H200, "memory_bytes": 100 << 30})
-    gpu_managed.check(managed_params(size=90 << 30), None)
+    gpu_managed.validate(managed_params(size=90 << 30), None)
     with pytest.raises(UserError, match=r"over 90% of device 0's .* oversubscribed"):
-        gpu_managed.check(managed_params(size=91 << 30), None)
+        gpu_managed.validate(managed_params(size=91 << 30), None)
 
 
 # ---- device-memory latency ---------------------------------------------------------------------
@@ -457,7 +457,7 @@ def test_chase_latency_and_cycles_per_load_warmups_dropped(monkeypatch):
 
 def test_a_chase_needs_two_elements():
     with pytest.raises(UserError, match="size=2097152 holds fewer than two elements"):
-        gpu_chase.check(chase_params(size=2 << 20, stride=2 << 20), None)
+        gpu_chase.validate(chase_params(size=2 << 20, stride=2 << 20), None)
 
 
 @needs_nvcc

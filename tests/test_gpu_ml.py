@@ -139,14 +139,14 @@ def test_embedding_skips_a_registered_table_on_movable_memory_only(monkeypatch):
 def test_embedding_refuses_bad_grids_and_devices(monkeypatch):
     monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
     with pytest.raises(UserError, match="threads=48 is not whole warps"):
-        gpu_embedding.check(emb_params(threads=48), None)
+        gpu_embedding.validate(emb_params(threads=48), None)
     with pytest.raises(UserError, match="device=2, but this machine has 1 CUDA device"):
-        gpu_embedding.check(emb_params(device=2), None)
-    gpu_embedding.check(emb_params(), None)        # nothing placed: no topology asked
+        gpu_embedding.validate(emb_params(device=2), None)
+    gpu_embedding.validate(emb_params(), None)        # nothing placed: no topology asked
     here = Topology.read(probe_gpus=False)
-    gpu_embedding.check(emb_params(table="registered"), here)
+    gpu_embedding.validate(emb_params(table="registered"), here)
     with pytest.raises(UserError):      # 2^40 rows of 64 KiB: no machine's memory
-        gpu_embedding.check(emb_params(table="registered", rows=1 << 40, dim=16384), here)
+        gpu_embedding.validate(emb_params(table="registered", rows=1 << 40, dim=16384), here)
 
 
 # ---- KV swaps ---------------------------------------------------------------------------------
@@ -245,16 +245,16 @@ def test_kv_swap_refuses_what_cannot_be_swapped(monkeypatch):
     monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
     here = Topology.read(probe_gpus=False)
     with pytest.raises(UserError, match="pool_blocks=4 cannot hold blocks=8"):
-        gpu_kv_swap.check(kv_params(pool_blocks=4), here)
+        gpu_kv_swap.validate(kv_params(pool_blocks=4), here)
     odd = dict(preset="custom", kv_heads=1, head_dim=3, dtype="fp8", block=4)
     with pytest.raises(UserError, match="a block's K of 12 bytes .* is not whole words"):
-        gpu_kv_swap.check(kv_params(method="kernel", **odd), here)
-    gpu_kv_swap.check(kv_params(method="copies", **odd), here)     # any bytes copy
+        gpu_kv_swap.validate(kv_params(method="kernel", **odd), here)
+    gpu_kv_swap.validate(kv_params(method="copies", **odd), here)     # any bytes copy
     with pytest.raises(UserError, match="threads=40 is not whole warps"):
-        gpu_kv_swap.check(kv_params(method="kernel", threads=40), here)
-    gpu_kv_swap.check(kv_params(method="kernel"), here)
+        gpu_kv_swap.validate(kv_params(method="kernel", threads=40), here)
+    gpu_kv_swap.validate(kv_params(method="kernel"), here)
     with pytest.raises(UserError):      # a pool of 2^30 llama-3-70b blocks: no machine's
-        gpu_kv_swap.check(kv_params(preset="llama-3-70b", pool_blocks=1 << 30), here)
+        gpu_kv_swap.validate(kv_params(preset="llama-3-70b", pool_blocks=1 << 30), here)
 
 
 def test_kv_swap_skips_a_pool_on_movable_memory_only(monkeypatch):

@@ -38,7 +38,7 @@ LATE = {
     ("cxlbench.cli", "cxlbench.native"): "a subcommand loads what it needs: `cxlbench` "
                                          "starts fast",
     ("cxlbench.cli", "cxlbench.report"): "matplotlib and the report only for report",
-    ("cxlbench.cli", "cxlbench.emulate"): "the guest kit only for emulate",
+    ("cxlbench.cli", "cxlbench.emulate"): "the guest image only for emulate",
     ("cxlbench.cli", "cxlbench.fleet"): "SLURM's side only for fleet",
     ("cxlbench.pytest_plugin", "cxlbench"): "pytest loads the plugin in every session; "
                                             "cxlbench only where a fixture is used",

@@ -73,7 +73,7 @@ def test_placement_verified_on_node0(page):
                     f"/sys/kernel/mm/hugepages/*/nr_hugepages to test it)")
     size = (1 << 30) if page == "1g" else (8 << 20)
     b = Buffer(size, "bind:0", page)
-    v = b.check("after allocation")
+    v = b.ensure_placed("after allocation")
     step = 1 << 30 if page == "1g" else (2 << 20 if page == "2m" else 4096)
     assert v.step == step
     assert v.counts[0] == size // step and v.other == 0 and v.deviation == 0
@@ -83,7 +83,7 @@ def test_placement_verified_on_node0(page):
 def test_weighted_places_and_records_method():
     b = Buffer(4 << 20, "weighted:0=3", "4k")
     assert b.method in ("kernel", "manual")
-    assert b.check("after allocation").counts[0] == 1024
+    assert b.ensure_placed("after allocation").counts[0] == 1024
     assert b.placement_method in ("MPOL_WEIGHTED_INTERLEAVE", "mbind page ranges")
 
 
@@ -92,9 +92,9 @@ def test_verification_catches_misplaced_pages(monkeypatch):
     b = Buffer(4 << 20, "bind:0", "4k")
     monkeypatch.setattr(b.alloc, "query_nodes", lambda step, maxnode: ([1000, 24], 0))
     with pytest.raises(PlacementError, match=r"0:1000;1:24, 2.3% misplaced"):
-        b.check("after the case")
+        b.ensure_placed("after the case")
     b.tolerance = 0.05
-    assert b.check("after the case").ok
+    assert b.ensure_placed("after the case").ok
     # pages not present are misplaced once, not also counted as missing from node 0
     monkeypatch.setattr(b.alloc, "query_nodes", lambda step, maxnode: ([0, 0], 1024))
     assert b.verify().deviation == 1.0
@@ -160,8 +160,8 @@ def test_huge_bytes_from_smaps_by_address_range():
 @needs_thp
 @pytest.mark.parametrize("size", [1 * MB, 3 * MB, 8 * MB])
 def test_thp_buffer_is_huge_and_4k_is_not(size):
-    thp = Buffer(size, "bind:0", "thp").check("after allocation")
-    small = Buffer(size, "bind:0", "4k").check("after allocation")
+    thp = Buffer(size, "bind:0", "thp").ensure_placed("after allocation")
+    small = Buffer(size, "bind:0", "4k").ensure_placed("after allocation")
     assert thp.huge >= 0.99 and thp.huge_exact and thp.ok
     assert small.huge == 0 and small.ok
     assert thp.to_dict()["huge"] == thp.huge and small.to_dict()["huge"] == 0
@@ -178,12 +178,12 @@ def test_thp_below_tolerance_fails_with_the_reason(tmp_path, monkeypatch):
                        r"of 8M in huge pages \(tolerance 1.0%\): no free 2 MiB pages at fault "
                        r"and no compaction tried \(/sys/kernel/mm/transparent_hugepage/defrag "
                        r"is never"):
-        b.check("after allocation")
+        b.ensure_placed("after allocation")
     monkeypatch.setitem(b.topology.settings, "thp_defrag", "madvise")
     with pytest.raises(PlacementError, match=r"too fragmented .*/defrag is madvise"):
-        b.check("after allocation")
+        b.ensure_placed("after allocation")
     b.tolerance = 0.25                   # one 2 MiB page of four may be small
-    assert b.check("after allocation").ok
+    assert b.ensure_placed("after allocation").ok
 
 
 @needs_thp
@@ -191,7 +191,7 @@ def test_case_fails_when_huge_pages_were_split(tmp_path):
     """measure() records the fraction per buffer and fails the case like misplaced pages."""
     bufs = [Buffer(4 * MB, "bind:0", "thp") for _ in range(2)]
     for b in bufs:
-        b.check("after allocation")
+        b.ensure_placed("after allocation")
     fixture = tmp_path / "smaps"
     fixture.write_text(smaps((bufs[1].addr, bufs[1].addr + 4 * MB, 2 * MB)))
     bufs[1].smaps = str(fixture)

@@ -174,4 +174,4 @@ def test_a_toucher_sharing_its_cpu_is_preempted_not_stalled():
 def test_touch_needs_two_cpus(topo):
     params = defaults(**{"from": 0, "to": 0, "cpus": "0"})
     with pytest.raises(UserError, match="threads=2 needs 2 CPUs"):
-        mt.check(params, topo("vm"))
+        mt.validate(params, topo("vm"))

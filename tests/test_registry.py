@@ -29,8 +29,8 @@ def test_every_record_is_whole():
 
 def test_delegating_benchmarks_share_one_helper():
     for m in (matrix, interleave_sweep, random_bw):
-        assert m.check.__qualname__ == "delegated.<locals>.check"
-        assert m.run.__qualname__ == "delegated.<locals>.run"
+        assert m.validate.__qualname__ == "cases_of_another.<locals>.validate"
+        assert m.run.__qualname__ == "cases_of_another.<locals>.run"
         assert m.run.__module__ == common.__name__
 
 
@@ -48,7 +48,7 @@ def test_skip_lists_the_case_unsupported(monkeypatch):
     """migrate's filter: a move on a one-node machine is skipped with the reason (listed,
     noted, the case 'unsupported'); from = to, the baseline, runs there."""
     checked = replace(benchmarks._ALL["migrate"],
-                      check=lambda p, t: (_ for _ in ()).throw(AssertionError("checked")))
+                      validate=lambda p, t: (_ for _ in ()).throw(AssertionError("checked")))
     monkeypatch.setitem(benchmarks._ALL, "migrate", checked)
     topo = Topology.read(probe_gpus=False)
     monkeypatch.setattr(type(topo), "memory_nodes", property(lambda self: [0]))

@@ -889,22 +889,22 @@ def test_engine_real_is_refused_on_one_node(topo):
         with pytest.raises(UserError, match=r"engine=real moves pages between two nodes "
                                             r"with memory; this machine has one \(node 0\): "
                                             r"use engine=model, or cxlbench emulate"):
-            bench.check(params(engine="real"), vm)
+            bench.validate(params(engine="real"), vm)
         for engine_ in ("real", "model"):       # a node against itself is no tiering
             with pytest.raises(UserError, match="fast=0 and slow=0: tiering needs two nodes"):
-                bench.check(params(engine=engine_, fast=0, slow=0), vm)
-        assert bench.check(params(engine="model"), vm) is None
+                bench.validate(params(engine=engine_, fast=0, slow=0), vm)
+        assert bench.validate(params(engine="model"), vm) is None
         with pytest.raises(UserError, match=r"slow=5: no such node with memory \(nodes with "
                                             r"memory: 0\)"):
-            bench.check(params(engine="real", slow=5), vm)
+            bench.validate(params(engine="real", slow=5), vm)
         # The model may take another machine's nodes, their figures from options.
-        assert bench.check(params(engine="model", fast=5, slow=6), vm) is None
+        assert bench.validate(params(engine="model", fast=5, slow=6), vm) is None
 
 
 @one_node
 def test_engine_real_is_refused_on_this_machine():
     with pytest.raises(UserError, match="engine=real moves pages between two nodes"):
-        bench.check(params(engine="real"), HERE)
+        bench.validate(params(engine="real"), HERE)
 
 
 def test_engine_auto_is_the_model_on_one_node_and_real_on_two(topo):

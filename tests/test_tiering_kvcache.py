@@ -241,7 +241,7 @@ def test_the_check_refuses_more_active_sessions_than_the_pool_holds_before_runni
     """The parent's check refuses what every case would fail on, on either engine, before
     a run directory exists."""
     with pytest.raises(UserError, match="kvcache.active=9 sessions cannot decode"):
-        bench.check(kv_params(kv_active=9, kv_batch=8, engine="model"), HERE)
+        bench.validate(kv_params(kv_active=9, kv_batch=8, engine="model"), HERE)
 
 
 # ---- run() on this machine ----------------------------------------------------------------------

@@ -29,7 +29,7 @@ class Benchmark:
     buffers: tuple[str, ...] | Callable[[], tuple[str, ...]]
     title: str                      # the report's heading for the family
     measure: Callable               # (params) -> Measurement, in the case's worker
-    check: Callable | None = None   # (params, topology) -> note | None; UserError: bad input
+    validate: Callable | None = None  # (params, topology) -> note | None; UserError: bad input
     skip: Callable | None = None    # (params, topology) -> why this machine cannot, or None
     test_only: bool = False
     buffers_of: Callable | None = None  # (params) -> the buffers this case places (None: all)
@@ -97,9 +97,9 @@ class Benchmark:
 
 def _record(m) -> Benchmark:
     """A module's (or class's) NAME, DESCRIPTION, OPTIONS, BUFFERS, TITLE, run, and the
-    check, skip, buffers_of and unused it may have."""
+    validate, skip, buffers_of and unused it may have."""
     return Benchmark(m.NAME, m.DESCRIPTION, m.OPTIONS, m.BUFFERS, m.TITLE, m.run,
-                     getattr(m, "check", None), getattr(m, "skip", None),
+                     getattr(m, "validate", None), getattr(m, "skip", None),
                      getattr(m, "TEST_ONLY", False), getattr(m, "buffers_of", None),
                      getattr(m, "unused", None))
 
@@ -153,7 +153,8 @@ def precheck(cases, topology) -> list[str]:
                 notes.append(f"{case.id}: skipped: {reason}")
                 continue
             try:
-                note = bench.check(case.params, topology) if bench.check is not None else None
+                note = (bench.validate(case.params, topology)
+                        if bench.validate is not None else None)
             except UserError as e:
                 raise type(e)(f"{case.id}: {e}") from None
             if note:

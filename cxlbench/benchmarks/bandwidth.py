@@ -136,7 +136,7 @@ CHECKS = {"index_sum": check_index_sum, "fill": check_fill, "copy": check_copy,
           "triad": check_triad}
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     kernel = native.kernel(params["kernel"])
     kernel.choose_isa(params["isa"])
     check_placement(params, resolve_cpus(params), topology, kernel.buffers)

@@ -46,7 +46,7 @@ OPTIONS = {
 PERCENTILES = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9}
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     if params["dist"] and params["chains"] > 1:
         raise UserError("chase: dist and chains > 1 do not mix (the distribution is of one chain)")
     if params["size"] // 64 < 2 * params["chains"]:

@@ -72,7 +72,7 @@ def _check_path(path: str, nbytes: int) -> None:
                         f"{nbytes}")
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     """What cannot run here. (Options the case ignores, set, the registry refuses first:
     see unused.)"""
     if params["dirty"] > 0 and params["dim"] % 16:

@@ -62,7 +62,7 @@ class PingPong:
         return cpus[:2]
 
     @classmethod
-    def check(cls, params: dict, topology) -> None:
+    def validate(cls, params: dict, topology) -> None:
         check_placement({**params, "size": PAGE}, cls.cpus(params), topology, cls.BUFFERS)
 
     @classmethod
@@ -106,7 +106,7 @@ class Atomics:
         return cpus, None
 
     @classmethod
-    def check(cls, params: dict, topology) -> str | None:
+    def validate(cls, params: dict, topology) -> str | None:
         cpus, note = cls.clipped_cpus(params)
         check_placement({**params, "size": _buffer_size(len(cpus))}, cpus, topology,
                         cls.BUFFERS)

@@ -57,13 +57,13 @@ def as_case_of(bench, params: dict, **fixed) -> dict:
     return out
 
 
-def delegated(delegate, info=None):
-    """check and run of a benchmark whose cases are another's (matrix cells, sweep points,
+def cases_of_another(delegate, info=None):
+    """validate and run of a benchmark whose cases are another's (matrix cells, sweep points,
     random_bw): `delegate(params, topology=None) -> (benchmark, its params)`; `info(params,
     its params)`, if given, adds to the Measurement's info."""
-    def check(params: dict, topology):
+    def validate(params: dict, topology):
         bench, p = delegate(params, topology)
-        return bench.check(p, topology)
+        return bench.validate(p, topology)
 
     def run(params: dict):
         bench, p = delegate(params)
@@ -71,7 +71,7 @@ def delegated(delegate, info=None):
         if info is not None:
             m.info.update(info(params, p))
         return m
-    return check, run
+    return validate, run
 
 
 # Set while cases are checked against a topology (precheck): its CPUs, not this process's.
@@ -146,12 +146,13 @@ def place(params: dict, cpus: list[int], buffers: tuple[str, ...] | dict[str, in
                   tolerance=params["tolerance"], name=name)
            for name, (mem, page) in specs.items()]
     for b in out:
-        b.check("after allocation")
+        b.ensure_placed("after allocation")
     return out
 
 
-def replay(timed: Callable[[], list], figures: Callable[[object], dict[str, float]]
-           ) -> Callable[[], dict[str, float]]:
+def timed_in_one_call(timed: Callable[[], list],
+                      figures: Callable[[object], dict[str, float]]
+                      ) -> Callable[[], dict[str, float]]:
     """once() for measure() where one call of C times every repetition itself (the GPU's
     launches, events around each): the first once() makes that call (`timed()`, each
     repetition's time in order, warm-ups first), each once() hands out the next's figures."""

@@ -29,7 +29,7 @@ def buffers_of(params: dict) -> tuple[str, ...]:
     return BUFFERS if params.get("train") == "adagrad" else BUFFERS[:3]
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     if params["train"] != "none" and params["dtype"] != "fp32":
         raise UserError(f"embedding: train={params['train']} updates fp32 tables, not "
                         f"{params['dtype']}")

@@ -29,7 +29,7 @@ OPTIONS = {
 }
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     check_placement(params, resolve_cpus({**params, "threads": 1}), topology, BUFFERS)
 
 

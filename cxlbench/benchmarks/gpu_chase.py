@@ -36,7 +36,7 @@ def skip(params: dict, topology) -> str | None:
     return gpu.unavailable()
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     if params["size"] < 2 * params["stride"]:
         raise UserError(f"gpu_chase: size={params['size']} holds fewer than two elements "
                         f"{params['stride']} bytes apart")

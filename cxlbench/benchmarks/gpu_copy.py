@@ -16,7 +16,7 @@ from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 from ..errors import CheckError, UserError
 from ..options import Option, pick
-from .common import (Measurement, check_placement, measure, place, replay, resolve_cpus,
+from .common import (Measurement, check_placement, measure, place, timed_in_one_call, resolve_cpus,
                      unplaced)
 
 NAME = "gpu_copy"
@@ -78,7 +78,7 @@ def skip(params: dict, topology) -> str | None:
                                  else None)
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     if params["engine"] == "sm":
         gpu.check_threads(params["threads"])
         if params["size"] % 16:
@@ -114,7 +114,7 @@ def run(params: dict) -> Measurement:
                     info={"device": dev, "bytes": moved, "host": params["host"],
                           **({"blocks": blocks, "threads": threads} if blocks else {})})
     m = measure(m, params, bufs,
-                replay(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))
+                timed_in_one_call(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))
     if not bufs:        # the driver's memory: neither placed nor verified
         m.placement = unplaced(f"cudaHostAlloc ({params['host']})")
     return m

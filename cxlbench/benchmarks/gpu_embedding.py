@@ -18,7 +18,7 @@ from .. import gpu
 from ..errors import CheckError
 from ..options import Option, pick
 from ..workloads import embedding
-from .common import (Measurement, check_placement, measure, place, replay, resolve_cpus,
+from .common import (Measurement, check_placement, measure, place, timed_in_one_call, resolve_cpus,
                      unplaced)
 from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
@@ -94,7 +94,7 @@ def skip(params: dict, topology) -> str | None:
                                  if params["table"] == "registered" else None)
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     gpu.check_threads(params["threads"])
     gpu.check_device(params["device"])
     if params["table"] == "registered":
@@ -137,7 +137,7 @@ def run(params: dict) -> Measurement:
                           "threads": params["threads"],
                           "vector_loads": params["dim"] % 4 == 0,
                           "indices": params["dist"]})
-    m = measure(m, params, bufs, replay(timed, figures(lookups, gathered)))
+    m = measure(m, params, bufs, timed_in_one_call(timed, figures(lookups, gathered)))
     if not placed:      # device memory, or the driver's: neither placed nor verified
         m.placement = unplaced("device memory (cudaMalloc)" if params["table"] == "hbm"
                                else "cudaHostAlloc (mapped)")

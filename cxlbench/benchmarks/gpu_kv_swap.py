@@ -21,7 +21,7 @@ from .. import gpu
 from ..errors import CheckError, UserError
 from ..options import Option, pick
 from ..workloads import kvcache
-from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
+from .common import Measurement, check_placement, measure, place, timed_in_one_call, resolve_cpus
 from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 
@@ -110,7 +110,7 @@ def skip(params: dict, topology) -> str | None:
     return gpu.unavailable() or gpu.pinnable(params["mem"])
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     if params["pool_blocks"] < params["blocks"]:
         raise UserError(f"gpu_kv_swap: pool_blocks={params['pool_blocks']} cannot hold "
                         f"blocks={params['blocks']} (the pool needs a slot for each block "
@@ -168,4 +168,4 @@ def run(params: dict) -> Measurement:
                           "pool_bytes": pool_bytes(params),
                           "kv_bytes_per_token": 2 * s["layers"] * each // params["block"],
                           **({"grid": blocks, "threads": threads} if kernel else {})})
-    return measure(m, params, [buf], replay(timed, figures(moved)))
+    return measure(m, params, [buf], timed_in_one_call(timed, figures(moved)))

@@ -53,7 +53,7 @@ def unused(params: dict) -> dict[str, str]:
     return {}
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     gpu.check_threads(params["threads"])
     gpu.check_device(params["device"])
     total = gpu.device(params["device"])["memory_bytes"]

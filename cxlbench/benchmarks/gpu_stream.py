@@ -39,7 +39,7 @@ def skip(params: dict, topology) -> str | None:
     return gpu.unavailable()
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     gpu.check_threads(params["threads"])
     gpu.check_device(params["device"])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import gpu
 from ..errors import CheckError
 from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, replay, resolve_cpus
+from .common import Measurement, check_placement, measure, place, timed_in_one_call, resolve_cpus
 from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 
@@ -47,7 +47,7 @@ def unused(params: dict) -> dict[str, str]:
     return {"hops": f"op={params['op']} streams the buffer once a repetition"}
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     gpu.check_threads(params["threads"])
     gpu.check_device(params["device"])
     check_placement(params, resolve_cpus({**params, "threads": 1}), topology,
@@ -80,4 +80,4 @@ def run(params: dict) -> Measurement:
                     cpus=cpus, units=units,
                     info={"device": dev, "bytes": size, "blocks": blocks, "threads": threads,
                           **({"hops": params["hops"]} if op == "chase" else {})})
-    return measure(m, params, [buf], replay(timed, figures))
+    return measure(m, params, [buf], timed_in_one_call(timed, figures))

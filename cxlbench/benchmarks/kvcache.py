@@ -39,7 +39,7 @@ def buffers_of(params: dict) -> tuple[str, ...]:
     return BUFFERS if params.get("op") in OFFLOADING else BUFFERS[:1]
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     lay = layout(params)
     if lay.token_bytes % 8:
         raise UserError(f"kvcache: a token's K of {lay.token_bytes} bytes (kv_heads x head_dim "

@@ -59,7 +59,7 @@ def _cpus(params: dict) -> list[int]:
     return [cpus[0]] + gens
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     cpus = _cpus(params)
     claimed: dict = {}          # chain and load side by side where they share a node
     check_placement(params, cpus[:1], topology, BUFFERS[:1], claimed)

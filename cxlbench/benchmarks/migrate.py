@@ -56,7 +56,7 @@ def skip(params: dict, topology) -> str | None:
     return None
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     cpu = resolve_cpus({**params, "threads": 1})
     for node in (params["from"], params["to"]):
         check_placement({**params, "mem": Placement.bind(node)}, cpu, topology, BUFFERS)

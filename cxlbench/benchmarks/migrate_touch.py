@@ -161,9 +161,9 @@ def timeline(t: Touches, bins: int = TIMELINE_BINS, span: float | None = None) -
     return {"t_us": [round(e / 1000, 3) for e in edges[:-1]], **worst}
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     resolve_cpus({**params, "threads": 2})
-    migrate.check(params, topology)
+    migrate.validate(params, topology)
 
 
 def run(params: dict) -> Measurement:

@@ -30,7 +30,7 @@ OPTIONS = {**workload.OPTIONS, **pick("threads", "cpus", "mem", "page", "isa", "
 unused = workload.unused
 
 
-def check(params: dict, topology) -> None:
+def validate(params: dict, topology) -> None:
     native.kernel("triad").choose_isa(params["isa"])
     check_placement(params, resolve_cpus(params), topology,
                     sizes(count(params), params["precision"]))

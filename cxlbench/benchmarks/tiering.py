@@ -135,7 +135,7 @@ def skip(params: dict, topology: Topology) -> str | None:
     return None
 
 
-def check(params: dict, topology: Topology) -> None:
+def validate(params: dict, topology: Topology) -> None:
     fast, slow = nodes(params, topology)
     memory = topology.memory_nodes
     if params["tiers_from"]:        # a run that is not one fails here, not in a worker

@@ -23,7 +23,7 @@ from .. import PACKAGE_PARENT, lifetime
 from ..errors import CxlbenchError, UserError
 from ..topology import meminfo
 from ..units import format_size
-from . import kit as _kit
+from . import guest_image
 from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
 
 ENV = "CXLBENCH_EMULATED"       # set in the guest: the run is marked as emulated
@@ -33,9 +33,9 @@ GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 def missing_requirements(topology: str) -> list[str]:
     """What this machine lacks to run a guest of `topology`, each with what installs it;
     empty when nothing. `cxlbench emulate` refuses with it, the tests skip with it."""
-    missing = _kit.missing_tools(_kit.TOOLS)
+    missing = guest_image.missing_tools(guest_image.TOOLS)
     if get(topology).cxl_devices:
-        missing += _kit.missing_tools(_kit.GUEST_TOOLS, path=GUEST_PATH)
+        missing += guest_image.missing_tools(guest_image.GUEST_TOOLS, path=GUEST_PATH)
     # The guest runs this cxlbench: without its compiled core it fails after the boot.
     if importlib.util.find_spec("cxlbench._native") is None:
         missing.append(f"the compiled core cxlbench._native in {PACKAGE_PARENT}/cxlbench "
@@ -115,7 +115,7 @@ def check_options(topology: str, overrides: dict[str, str], *, timeout: float, a
     if accel == "kvm" and not os.access(KVM_DEVICE, os.R_OK | os.W_OK):
         raise UserError(f"--accel kvm: {KVM_DEVICE} is missing or not ours to use here; "
                         "use --accel tcg")
-    _kit.check_kernel(*_kit.chosen_kernel(kernel_package))
+    guest_image.check_kernel(*guest_image.chosen_kernel(kernel_package))
     # QEMU allocates the guest's RAM-backed memory up front (the CXL devices' is a file):
     # Linux refuses it beyond what the machine has, and QEMU stops.
     ram = params["dram"] + (0 if topo.cxl_devices else params["far"])
@@ -150,9 +150,9 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
     missing = missing_requirements(topology)
     if missing:
         raise UserError("emulation needs " + "; ".join(missing))
-    kit = _kit.ensure(kernel_package, log)
+    image = guest_image.ensure(kernel_package, log)
     marker = {"topology": topo.name, "params": params, "qemu": qemu_version(), "accel": accel,
-              "guest_kernel": kit.version, "probe_file": "/.xchg/probe.json",
+              "guest_kernel": image.version, "probe_file": "/.xchg/probe.json",
               "note": "QEMU emulation: figures come from an emulator, not from hardware",
               **({"kernel_tiering": True} if kernel_tiering else {})}
     with tempfile.TemporaryDirectory(prefix="cxlbench-emulate-") as scratch:
@@ -161,9 +161,9 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
         (xchg / "workdir").write_text(os.getcwd())
         (xchg / "guest.sh").write_text(_guest_script(topo, params, command, marker))
         console = Path(scratch) / "console.log"
-        cmd = _qemu_command(topo, params, kit, accel, scratch, xchg, console)
+        cmd = _qemu_command(topo, params, image, accel, scratch, xchg, console)
         log(f"booting the {topo.name} guest (QEMU {marker['qemu']}, {accel}, kernel "
-            f"{kit.version}); limit {timeout:g} s")
+            f"{image.version}); limit {timeout:g} s")
         t0 = time.monotonic()
         relay = _Tail(xchg / "stderr", sys.stderr)
         problem = _boot(cmd, Path(scratch) / "qemu.log", timeout, relay)
@@ -242,17 +242,17 @@ class _Tail:
             self.stream.flush()
 
 
-def _qemu_command(topo, params: dict, kit, accel: str, scratch: str, xchg: Path,
+def _qemu_command(topo, params: dict, image, accel: str, scratch: str, xchg: Path,
                   console: Path) -> list[str]:
     # Hot-added memory stays offline until daxctl onlines it (as movable): Debian's 6.12
     # onlines it itself otherwise, and daxctl then refuses.
     cpu, append = "max", "console=ttyS0 panic=-1 quiet memhp_default_state=offline"
-    if _version_tuple(kit.version) >= (6, 12):
+    if _version_tuple(image.version) >= (6, 12):
         # Seen with Debian's 6.12 under QEMU 7.2: CXL devices need these to probe.
         cpu, append = "max,hypervisor=off", append + " pci=nomsi"
     return ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
             "-accel", accel, "-cpu", cpu, "-smp", str(params["cpus"]),
-            "-kernel", str(kit.kernel), "-initrd", str(kit.initramfs), "-append", append,
+            "-kernel", str(image.kernel), "-initrd", str(image.initramfs), "-append", append,
             "-serial", f"file:{console}", *topo.qemu_args(params, scratch),
             *_share("hostroot", "/", readonly=True), *_share("work", os.getcwd()),
             *_share("xchg", str(xchg))]

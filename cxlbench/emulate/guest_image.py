@@ -1,4 +1,4 @@
-"""The guest kit: a Debian kernel and a busybox initramfs holding the modules that CXL,
+"""The guest image: a Debian kernel and a busybox initramfs holding the modules that CXL,
 DAX, kmem, NUMA and 9p need. Built once from Debian packages (never installed on the
 host) and cached under ~/.cache/cxlbench/guest/<kernel package>/."""
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..errors import UserError
 MODULES = ("virtio_pci 9pnet_virtio 9p overlay libnvdimm nd_btt nd_pmem cxl_acpi cxl_pci "
            "cxl_mem cxl_pmem dax_pmem device_dax kmem dax_hmem").split()
 
-# Host commands (QEMU, and what builds the kit) and the Debian packages that provide them.
+# Host commands (QEMU, and what builds the image) and the Debian packages that provide them.
 TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static",
          "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg", "depmod": "kmod",
          "modprobe": "kmod"}
@@ -31,7 +31,7 @@ GUEST_TOOLS = {"cxl": "ndctl", "ndctl": "ndctl", "daxctl": "daxctl"}
 
 
 @dataclass(frozen=True)
-class Kit:
+class GuestImage:
     kernel: Path            # uncompressed vmlinux (PVH entry) or the vmlinuz itself
     initramfs: Path
     version: str            # uname -r of the guest
@@ -104,16 +104,16 @@ def kernel_package(wanted: str | None = None) -> str:
     return m.group(1)
 
 
-def ensure(package: str | None = None, log=print) -> Kit:
-    """The cached kit for a kernel package, built first if need be (the caller has
+def ensure(package: str | None = None, log=print) -> GuestImage:
+    """The cached image for a kernel package, built first if need be (the caller has
     checked the TOOLS)."""
     package = kernel_package(package)
     home = cache_root() / package
     meta = home / "kit.json"
     if meta.exists():
         info = json.loads(meta.read_text())
-        return Kit(home / info["kernel"], home / "initramfs.gz", info["version"], package)
-    log(f"building the guest kit from {package} (once; cached in {home})")
+        return GuestImage(home / info["kernel"], home / "initramfs.gz", info["version"], package)
+    log(f"building the guest image from {package} (once; cached in {home})")
     home.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
         tmp = Path(tmp)
