@@ -115,7 +115,7 @@ def _resume(path: str, other_machine: bool, dry_run: bool):
     elsewhere = runner.check_machine(run_, Topology.read(), other_machine)
     if dry_run:
         done = run_.finished()
-        # listed as recorded: check_resumable has parsed them already
+        # listed as recorded (check_resumable has checked them)
         left = [suite.Case(c["id"], c["job"], c["bench"], c["params"])
                 for c in run_.meta["cases"] if c["id"] not in done]
         echo(f"{run_.path}: {len(done)} of {len(run_.meta['cases'])} cases finished; a "

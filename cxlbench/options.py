@@ -4,6 +4,7 @@ A case's params hold values (a Placement for mem and mem.<buffer>); to_json and 
 turn them into what JSON and the results' cells hold and back."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -69,6 +70,10 @@ class Option:
             if self.multiple and value % self.multiple:
                 raise ValueError(f"{self.show(value)} is not a multiple of {self.multiple} bytes")
         return value
+
+    def but(self, **changes) -> "Option":
+        """This option with some of its fields changed (a default, a name, a bound)."""
+        return dataclasses.replace(self, **changes)
 
     def allowed(self) -> tuple | None:
         """The choices. Those read from the compiled core (the kernel table) are None where
@@ -172,8 +177,8 @@ def split_buffer_option(key: str) -> tuple[str, str] | None:
 def buffer_option(base: Option, key: str) -> Option:
     """The option `key` (mem.<buffer>, page.<buffer>): `base`'s kind and checks, and no
     default: a buffer without one takes the case's mem and page."""
-    return Option(**{**base.__dict__, "name": key, "default": None,
-                     "help": f"{base.name} of buffer {key.partition('.')[2]} alone"})
+    return base.but(name=key, default=None,
+                    help=f"{base.name} of buffer {key.partition('.')[2]} alone")
 
 
 def buffer_spec(params: dict, buffer: str) -> tuple[Placement, str]:
@@ -213,6 +218,6 @@ def pick(*names: str, **overrides) -> dict[str, Option]:
     for name in names:
         opt = COMMON[name]
         if name in overrides:
-            opt = Option(**{**opt.__dict__, "default": overrides[name]})
+            opt = opt.but(default=overrides[name])
         out[name] = opt
     return out

@@ -692,13 +692,15 @@ def _v2_params(bench: str, params: dict) -> dict:
     return {_v2_name(k): v for k, v in params.items()} if bench == "tiering" else params
 
 
-def _v2_columns(meta: dict, columns: list[str]) -> list[str]:
-    """The parameter columns with each renamed tiering option in its new name (kept under
-    the old one too where another benchmark's case of the run has that option)."""
+def _v2_columns(cases: list[dict], columns: list[str]) -> list[str]:
+    """The parameter columns with each tiering option in its new name (kept under the old
+    one too where another benchmark's case of the run has that option). `cases` may be
+    named either way, and columns named the new way already stay as they are."""
     first, last = columns.index("isa") + 1, columns.index("cpus_used")
-    others = {k for c in meta["cases"] if c["bench"] != "tiering" for k in c["params"]}
-    renamed = {k for c in meta["cases"] if c["bench"] == "tiering" for k in c["params"]
-               if _v2_name(k) != k}
+    tiering = [c["params"] for c in cases if c["bench"] == "tiering"]
+    others = {k for c in cases if c["bench"] != "tiering" for k in c["params"]}
+    renamed = {k for k in columns[first:last] if _v2_name(k) != k
+               and any(k in p or _v2_name(k) in p for p in tiering)}
     names = ({*columns[first:last]} - (renamed - others)) | {_v2_name(k) for k in renamed}
     return columns[:first] + sorted(names) + columns[last:]
 
@@ -711,18 +713,17 @@ def _v2_meta(meta: dict) -> dict:
         suite["jobs"] = {name: _v2_params(body.get("bench"), body)
                          if isinstance(body, dict) else body for name, body in jobs.items()}
     return {**meta, "cases": cases, "suite": suite,
-            "columns": _v2_columns(meta, meta["columns"])}
+            "columns": _v2_columns(meta["cases"], meta["columns"])}
 
 
 def _v2_table(meta: dict, header: list, rows: list) -> tuple[list, list]:
-    """meta: the run's, upgraded already (its columns are the new header)."""
+    new = _v2_columns(meta["cases"], header)
     tiering = {c["id"] for c in meta["cases"] if c["bench"] == "tiering"}
-    new = meta["columns"]
     out = []
     for row in rows:
         d = dict(zip(header, row))
-        if d.get("case") in tiering:
-            d = {_v2_name(k): v for k, v in d.items()}
+        if d.get("case") in tiering:    # a table upgraded already keeps its cells
+            d = {(k if _v2_name(k) in header else _v2_name(k)): v for k, v in d.items()}
         out.append([d.get(c, "") for c in new])
     return new, out
 

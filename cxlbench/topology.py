@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import gpu
 from .units import format_list, format_size, parse_list
 
 HMAT_KEYS = ("read_latency", "write_latency", "read_bandwidth", "write_bandwidth")
@@ -505,7 +506,6 @@ def _pci_address(bus_id: str) -> tuple[int, int, int] | None:
 
 
 def _add_cuda_facts(gpus: list[dict]) -> None:
-    from . import gpu         # at first use: reading its header costs every process 40 ms
     if not gpus or gpu.unavailable() is not None:
         return
     by_address = {_pci_address(g["bus_id"]): g for g in gpus}

@@ -128,7 +128,7 @@ def test_each_machine_runs_its_own_step(tmp_path):
     fake(bin_dir, "scontrol", "print('\\n'.join(sys.argv[3].split(',')))")
     marker = tmp_path / "finished"
     text = script.sbatch_script(
-        name="t", options=script.Options(nodes=3).check(), fleet_dir=str(fleet_dir),
+        name="t", options=script.Options(nodes=3).validate(), fleet_dir=str(fleet_dir),
         results_dir=str(tmp_path), comment="test",
         commands={None: [sys.executable, "-c", "import os, sys; open(sys.argv[1], 'a')"
                          ".write(os.environ.get('CXL_NODE', '?'))", str(marker)]})
@@ -157,7 +157,7 @@ def test_each_machine_runs_its_own_step(tmp_path):
 
 
 def test_nodes_count_and_no_optional_lines(tmp_path):
-    text = script.sbatch_script(name="quick", options=script.Options(nodes=3).check(),
+    text = script.sbatch_script(name="quick", options=script.Options(nodes=3).validate(),
                                 fleet_dir="/r/fleet/x", results_dir="/r",
                                 commands={None: ["true"]}, comment="suite quick")
     assert sbatch_lines(text) == ["--job-name=cxlbench-quick", "--nodes=3",
@@ -204,7 +204,7 @@ def test_bad_input_is_refused(tmp_path, options, variables, message):
 def test_other_sbatch_options_pass(tmp_path):
     options = script.Options(nodes=1, sbatch_args=[
         "--qos=high", "--gpus-per-node=1", "--mem-bind=local", "--exclude=n3",
-        "--begin=now+1hour", "--hold", "--account=lab"]).check()
+        "--begin=now+1hour", "--hold", "--account=lab"]).validate()
     text = script.sbatch_script(name="t", options=options, fleet_dir="/r/fleet/x",
                                 results_dir="/r", commands={None: ["true"]}, comment="t")
     assert sbatch_lines(text)[-7:] == options.sbatch_args
@@ -537,7 +537,7 @@ def test_a_steps_end_is_read_from_the_jobs_output(tmp_path):
 @pytest.mark.parametrize("folder", ["/r/a b", "/r/it's", "/r/50%j", "/r/a\\b"])
 def test_folders_sbatch_would_split_or_expand_are_refused(folder):
     with pytest.raises(UserError, match="cannot hold spaces, quotes, % or"):
-        script.sbatch_script(name="t", options=script.Options(nodes=1).check(),
+        script.sbatch_script(name="t", options=script.Options(nodes=1).validate(),
                              fleet_dir=f"{folder}/fleet/x", results_dir=folder,
                              commands={None: ["true"]}, comment="t")
 

@@ -109,8 +109,12 @@ def _discover() -> dict[str, Benchmark]:
     found = []
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        found += [_record(m) for m in getattr(module, "BENCHMARKS", (module,))
-                  if hasattr(m, "TITLE")]
+        for m in getattr(module, "BENCHMARKS", (module,)):
+            if hasattr(m, "run") and not hasattr(m, "TITLE"):
+                raise ImportError(f"{module.__name__}: a benchmark needs a TITLE (its "
+                                  "report heading) to be registered")
+            if hasattr(m, "TITLE"):
+                found.append(_record(m))
     found.sort(key=lambda b: (b.test_only, b.name.startswith("gpu_"), b.name))
     return {b.name: b for b in found}
 

@@ -35,8 +35,7 @@ def buffers_of(params: dict) -> tuple[str, ...]:
 
 
 # Each workload's own options, as <workload>.<option>.
-WORKLOAD_OPTIONS = {work: {f"{work}.{name}": Option(**{**opt.__dict__,
-                                                        "name": f"{work}.{name}"})
+WORKLOAD_OPTIONS = {work: {f"{work}.{name}": opt.but(name=f"{work}.{name}")
                            for name, opt in epochs.OPTIONS.items()}
                     for work, epochs in TIERED.items()}
 
@@ -90,7 +89,7 @@ OPTIONS = {
                                 unit=unit, min=0.0)
        for tier in ("fast", "slow") for what, unit in (("latency", "ns"),
                                                         ("bandwidth", "GB/s"))},
-    **{name: Option(**{**opt.__dict__, "name": name, "help": f"{policy}: {opt.help}"})
+    **{name: opt.but(name=name, help=f"{policy}: {opt.help}")
        for name, (policy, _, opt) in KNOBS.items()},
     **{name: opt for table in WORKLOAD_OPTIONS.values() for name, opt in table.items()},
     "seed": Option("seed", "int", 1, "seed of the workload's draws (embedding: its indices "
@@ -229,8 +228,8 @@ def run(params: dict) -> Measurement:
     last = None
     for r in range(params["warmup"] + params["repeat"]):
         policy = policy_cls(pages, cap, knobs, profile)
-        pages_of = engine.MovedPages(buffers[0], fast_node, slow_node, params["move_ms"] * 1e6,
-                             patient=policy_cls.KERNEL) \
+        pages_of = engine.MovedPages(buffers[0], fast_node, slow_node,
+                                     params["move_ms"] * 1e6, patient=policy_cls.KERNEL) \
             if real else engine.PlannedPages(pages, page, rate)
         out = engine.drive(policy, work, pages_of, counts, tiers, params["mlp"], len(cpus), real)
         if r >= params["warmup"]:

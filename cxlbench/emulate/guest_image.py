@@ -22,6 +22,8 @@ from ..errors import UserError
 MODULES = ("virtio_pci 9pnet_virtio 9p overlay libnvdimm nd_btt nd_pmem cxl_acpi cxl_pci "
            "cxl_mem cxl_pmem dax_pmem device_dax kmem dax_hmem").split()
 
+MANIFEST = "kit.json"    # its name in caches built so far, which stay valid
+
 # Host commands (QEMU, and what builds the image) and the Debian packages that provide them.
 TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static",
          "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg", "depmod": "kmod",
@@ -109,7 +111,7 @@ def ensure(package: str | None = None, log=print) -> GuestImage:
     checked the TOOLS)."""
     package = kernel_package(package)
     home = cache_root() / package
-    meta = home / "kit.json"
+    meta = home / MANIFEST
     if meta.exists():
         info = json.loads(meta.read_text())
         return GuestImage(home / info["kernel"], home / "initramfs.gz", info["version"], package)
@@ -119,7 +121,7 @@ def ensure(package: str | None = None, log=print) -> GuestImage:
         tmp = Path(tmp)
         _build(package, tmp)
         shutil.rmtree(home, ignore_errors=True)
-        (tmp / "kit").rename(home)
+        (tmp / "image").rename(home)
     return ensure(package, log)
 
 
@@ -132,15 +134,15 @@ def _build(package: str, tmp: Path) -> None:
     subprocess.run(["dpkg", "-x", str(debs[0]), str(root)], check=True)
     (version,) = [p.name for p in (root / "lib/modules").iterdir()]
     subprocess.run(["depmod", "-b", str(root), version], check=True)
-    kit = tmp / "kit"
-    kit.mkdir()
+    image = tmp / "image"
+    image.mkdir()
     (vmlinuz,) = list((root / "boot").glob("vmlinuz-*"))
-    kernel_name = "vmlinux" if _extract_vmlinux(vmlinuz, kit / "vmlinux") else "vmlinuz"
+    kernel_name = "vmlinux" if _extract_vmlinux(vmlinuz, image / "vmlinux") else "vmlinuz"
     if kernel_name == "vmlinuz":
-        shutil.copy(vmlinuz, kit / "vmlinuz")
+        shutil.copy(vmlinuz, image / "vmlinuz")
     modules = _module_closure(root, version)
-    _write_initramfs(kit / "initramfs.gz", modules)
-    (kit / "kit.json").write_text(json.dumps({"version": version, "kernel": kernel_name,
+    _write_initramfs(image / "initramfs.gz", modules)
+    (image / MANIFEST).write_text(json.dumps({"version": version, "kernel": kernel_name,
                                               "package": package,
                                               "modules": [m.name for m in modules]}))
 

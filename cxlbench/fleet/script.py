@@ -53,7 +53,7 @@ class Options:
     time: str | None = None
     sbatch_args: list[str] = field(default_factory=list)
 
-    def check(self) -> "Options":
+    def validate(self) -> "Options":
         """Refuse what sbatch would misread, or what fleet sets itself (UserError)."""
         if self.nodes is not None and self.nodelist:
             raise UserError("give --nodes N or --nodelist a,b,c, not both (a node list "

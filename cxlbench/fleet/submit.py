@@ -28,7 +28,7 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     loaded here, so a bad name, file, variable or option is refused before anything is
     queued, and copied into the fleet's folder, so that every machine runs the same text
     whatever happens to the file meanwhile."""
-    options.check()
+    options.validate()
     s = suite.load(suite_name, variables)
     # Its options checked now rather than after the queue: the wildcards (every node, the
     # CPU pairs) stand in for any machine's; each run checks its own machine's nodes.
@@ -85,7 +85,7 @@ def resume_script(fleet: record.Fleet, machines: dict[str, Path | None],
     """A job on exactly these machines, each finishing its own run."""
     options = script.Options(**fleet.data["options"])
     options = replace(options, nodes=None, nodelist=",".join(machines),
-                      time=time_limit or options.time).check()
+                      time=time_limit or options.time).validate()
     results_dir = fleet.data["results"]
     # This cxlbench finishes the runs, as `cxlbench run --resume` would here; it refuses a
     # run whose benchmarks' options have changed since.

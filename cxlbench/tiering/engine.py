@@ -133,8 +133,9 @@ class MovedPages:
         return moved_up, moved_down
 
 
-def drive(policy: Policy, workload, pages_of, counts: list[np.ndarray], tiers: tuple[TierFigures, TierFigures],
-          mlp: float, threads: int, real: bool) -> Outcome:
+def drive(policy: Policy, workload, pages_of, counts: list[np.ndarray],
+          tiers: tuple[TierFigures, TierFigures], mlp: float, threads: int,
+          real: bool) -> Outcome:
     """Run every epoch under the policy; the first placement is the policy's initial(),
     its moves not counted (nor timed)."""
     out, pages = Outcome(), len(counts[0])

@@ -24,23 +24,11 @@ NAME = "embedding"
 
 # CXB_EMB_* and CXB_POOL_* in native/cxlbench.h, in value order (tested against native).
 DTYPES = ("fp32", "fp16", "bf16", "int8")
-
-
 POOLS = ("sum", "mean")
-
-
 OPTIMIZERS = ("sgd", "adagrad")     # CXB_OPTIM_*, likewise
-
-
 EPS = 1e-8                  # Adagrad's, FBGEMM's default
-
-
 ELEM_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
-
-
 INT8_TAIL = 8               # an int8 row ends with its fp32 scale and bias
-
-
 CHUNK_ROWS = 1 << 16        # rows per numpy step when filling a table
 
 
@@ -315,8 +303,6 @@ def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> No
 
 
 CUSTOM = ("tables", "rows", "dim", "pooling")     # what a preset sets itself
-
-
 GENERATED = ("dist", "alpha", "profile")          # what a preset with a dist or a trace sets
 
 
@@ -455,13 +441,13 @@ class Epochs:
         **{name: OPTIONS[name] for name in ("preset", "scale", "tables", "dim", "pooling",
                                             "dtype", "pool", "dist", "alpha", "profile",
                                             "prefetch")},
-        "rows": Option(**{**OPTIONS["rows"].__dict__, "default": 1 << 18}),
-        "batch": Option(**{**OPTIONS["batch"].__dict__, "default": 1 << 16,
-                           "help": "bags per table in an epoch"}),
+        "rows": OPTIONS["rows"].but(default=1 << 18),
+        "batch": OPTIONS["batch"].but(default=1 << 16, help="bags per table in an epoch"),
     }
 
     def __init__(self, own: dict, seed: int, epochs: int, phase: str):
-        self.params = {**{name: opt.default for name, opt in OPTIONS.items()}, **own,
+        self.params = {**{name: opt.default for name, opt in OPTIONS.items()},
+                       **{name: opt.default for name, opt in self.OPTIONS.items()}, **own,
                        "seed": seed, "train": "none", "trace": ""}
         self.epochs, self.phase = epochs, phase
         self.lay = lay = layout(self.params)

@@ -18,17 +18,9 @@ from ..options import Option
 from .epochs import pages_touched
 
 NAME = "kvcache"
-
-
 OPS = ("decode", "prefill", "swap_out", "swap_in", "restore")
-
-
 OFFLOADING = ("swap_out", "swap_in", "restore")     # the ops that place `offload`
-
-
 ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
-
-
 COPIES = ("block", "batched")
 
 
@@ -418,20 +410,18 @@ class Epochs:
     # decoding 64 tokens an epoch: 2.4 GB read an epoch, so that the moves between epochs
     # (an eighth of the fast tier at most, by default) cost a fraction of one.
     OPTIONS = {
-        "preset": Option(**{**OPTIONS["preset"].__dict__, "choices": tuple(PRESETS),
-                            "help": "a model's KV shape"}),
-        "scale": Option(**{**OPTIONS["scale"].__dict__, "default": 0.125}),
+        "preset": OPTIONS["preset"].but(choices=tuple(PRESETS), help="a model's KV shape"),
+        "scale": OPTIONS["scale"].but(default=0.125),
         "dtype": OPTIONS["dtype"],
         "block": OPTIONS["block"],
-        "batch": Option(**{**OPTIONS["batch"].__dict__, "default": 32, "min": 2,
-                           "help": "sessions whose context the pool holds"}),
-        "seq_len": Option(**{**OPTIONS["seq_len"].__dict__, "default": 256,
-                             "help": "tokens of each session's context"}),
-        "steps": Option(**{**OPTIONS["steps"].__dict__, "default": 64,
-                           "help": "tokens each active session decodes an epoch"}),
+        "batch": OPTIONS["batch"].but(default=32, min=2,
+                                      help="sessions whose context the pool holds"),
+        "seq_len": OPTIONS["seq_len"].but(default=256, help="tokens of each session's context"),
+        "steps": OPTIONS["steps"].but(default=64,
+                                      help="tokens each active session decodes an epoch"),
         "fragmentation": OPTIONS["fragmentation"],
         "active": Option("active", "int", 8, "sessions that decode each epoch (at most "
-                         "batch)", min=1, max=1 << 16),
+                         "kvcache.batch)", min=1, max=1 << 16),
         # (at most 4: the 65536th session's weight stays a float, not 0)
         "alpha": Option("alpha", "float", 1.0, "Zipf exponent of the sessions' popularity "
                         "(0: uniform)", min=0.0, max=4.0),
