@@ -312,3 +312,25 @@ def knee(slowdown: dict[float, float]) -> float | None:
             break
         best = share
     return best
+
+
+def model_checks(records: list[dict]) -> dict | None:
+    """Each case the calibrated model predicted beside its measurement: the prediction,
+    the measured median and the error (predicted / measured - 1); with the median and
+    worst |error| over them. None where no case was predicted."""
+    rows = []
+    for r in records:
+        m = r.get("model")
+        if not m or r["metric"] != m["metric"] or not r.get("median"):
+            continue
+        rows.append({"case": r["case"], "benchmark": r["benchmark"],
+                     "parameters": r["parameters"], "metric": r["metric"], "unit": r["unit"],
+                     "predicted": m["predicted"], "measured": r["median"],
+                     "error": m["predicted"] / r["median"] - 1, "source": m["source"],
+                     "kind": m["kind"]})
+    if not rows:
+        return None
+    worst = max(rows, key=lambda x: abs(x["error"]))
+    return {"rows": rows, "median_error": statistics.median(abs(x["error"]) for x in rows),
+            "worst_error": abs(worst["error"]), "worst_case": worst["case"],
+            "sources": sorted({x["source"] for x in rows})}

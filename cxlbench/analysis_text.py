@@ -26,6 +26,8 @@ def analysis_lines(found: dict) -> list[str]:
         for a in cpus:
             out.append(f"{a:>4} " + "".join(
                 f"{cells[(a, b)]:>10.4g}" if (a, b) in cells else f"{'-':>10}" for b in cpus))
+    if found.get("model"):
+        out += model_lines(found["model"])
     for scenario in found.get("tiering", []):
         out += tiering_lines(scenario)
     for metric, m in found["matrices"].items():
@@ -83,3 +85,38 @@ def tiering_lines(sc: dict) -> list[str]:
                    + cell(row["migrated"].get(shares[-1]), 10, ".4g")
                    + (cell(statistics.median(errors) if errors else None) if real else ""))
     return out
+
+
+def model_lines(checks: dict) -> list[str]:
+    """The calibrated model against each measured case, worst error named first."""
+    out = [f"\nmodel against measurement: median |error| {checks['median_error']:.0%}, worst "
+           f"{checks['worst_error']:.0%} ({checks['worst_case']}); tiers "
+           + "; ".join(checks["sources"])]
+    out.append(f"  {'case':<14} {'predicted':>12} {'measured':>12} {'error':>7}  parameters")
+    for r in checks["rows"]:
+        params = " ".join(f"{k}={v}" for k, v in r["parameters"].items()
+                          if k not in ("mem", "repeat", "warmup"))
+        out.append(f"  {r['case']:<14} {r['predicted']:>8.4g} {r['unit']:<3} "
+                   f"{r['measured']:>8.4g} {r['unit']:<3} {r['error']:>+7.0%}  {params}")
+    return out
+
+
+def calibration_lines(cal) -> list[str]:
+    """A node's calibration (tiering.calibration.Calibration) in words and units, its
+    source first."""
+    levels = cal.levels()
+    caches = ", ".join(f"{format_size(size, exact=False)} at {ns:.3g} ns"
+                       for size, ns in levels[:-1])
+    floors = ", ".join(f"{b} B rows {ns:.3g} ns" for (b, t), ns in sorted(cal.floors.items())
+                       if t == 1)
+    return [f"node {cal.node}: {cal.kind} ({cal.source})",
+            f"  memory: {cal.idle_ns:.4g} ns idle, {cal.bandwidth:.4g} GB/s read with "
+            f"{cal.threads} CPUs, {cal.stream[('read', 1)]:.4g} GB/s on one; "
+            f"{cal.mlp:.3g} misses in flight a thread",
+            f"  caches (from the sweep): {caches or 'none seen'}",
+            f"  random reads from memory, one thread: " + ", ".join(
+                f"{g} B {cal.gather[g][-1][1]:.3g} GB/s" for g in sorted(cal.gather)),
+            f"  embedding kernel's own work a lookup, one thread: {floors or 'not measured'}",
+            f"  loaded-latency curve: {len(cal.curve)} points" +
+            (f", up to {cal.curve[-1][0]:.3g} GB/s at {cal.curve[-1][1]:.4g} ns"
+             if cal.curve else "")]

@@ -12,6 +12,7 @@ import click
 from . import __version__, analysis, analysis_text, benchmarks, paramtext, results, runner, suite
 from .errors import CxlbenchError, ResultsWarning, StorageError, UserError
 from .benchmarks import tiering as tiering_bench
+from .tiering import calibration
 from .tiering.policies import KNOBS
 from .topology import Topology
 
@@ -152,7 +153,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int):
     return run_
 
 
-def _execute(run_, as_json: bool) -> None:
+def _execute(run_, as_json: bool, exit_on_failure: bool = True) -> None:
     """Run what is left of run_, print the summary and analysis; exit 1 if a case failed."""
     echo = functools.partial(click.echo, err=True)
     if run_.meta.get("emulated"):
@@ -184,7 +185,7 @@ def _execute(run_, as_json: bool) -> None:
         for line in analysis_text.analysis_lines(found):
             click.echo(line)
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
-    if failed:
+    if failed and exit_on_failure:
         sys.exit(1)
 
 
@@ -266,11 +267,53 @@ def _analyse(run_, records: list[dict]) -> dict:
                          for m, v in found["matrices"].items()}
     found["pingpong"] = analysis.pingpong_matrices(records)
     found["tiering"] = analysis.tiering_scenarios(records)
+    found["model"] = analysis.model_checks(records)
     try:
         run_.update_meta(analysis=found)
     except StorageError as e:               # every result is in already
         click.echo(f"warning: the analysis is not kept in run.json: {e}", err=True)
     return found
+
+
+@main.command()
+@click.option("--node", type=click.IntRange(min=0), default=None,
+              help="the node to measure (default: the first CPU's)")
+@click.option("--results-dir", default="results", show_default=True,
+              help="where results/<machine>/<run>/ go, and earlier calibrations are found")
+@click.option("--suite", "suite_name", default=calibration.SUITE, show_default=True,
+              help="the calibration suite (its jobs are what a calibration holds)")
+@click.option("--again", is_flag=True, help="measure every job again, not only those missing")
+@_errors
+def calibrate(node, results_dir, suite_name, again):
+    """Measure what the tier model needs of a node, once: the jobs of the calibration suite
+    no earlier calibration run of this machine has, kept as an ordinary run under
+    results/; then print the node's figures and where each came from."""
+    echo = functools.partial(click.echo, err=True)
+    topo = Topology.read()
+    node = topo.nodes[0].id if node is None else node
+    if node not in topo.memory_nodes:
+        raise UserError(f"--node {node}: no such node with memory (nodes with memory: "
+                        f"{format_list(topo.memory_nodes)})")
+    s = suite.load(suite_name, {"node": str(node)})
+    runs = [] if again else [str(r) for r in calibration.find_runs(results_dir,
+                                                                 results.machine_id())]
+    have = calibration.jobs_of(runs, node)
+    missing = [j for j in suite.job_names(s) if j not in have]
+    if missing:
+        echo(f"calibrating node {node}: " + (f"{', '.join(missing)} missing from earlier runs"
+                                             if have else "nothing measured yet"))
+        s = suite.only_jobs(s, missing)
+        run_ = _start(s, results_dir, False, suite.DEFAULT_MAX_CASES)
+        _execute(run_, False, exit_on_failure=False)
+    else:
+        echo(f"node {node}: every calibration job is measured already ({', '.join(runs)}); "
+             "--again measures it anew")
+    found = calibration.measured(node, results_dir)
+    if found is None:
+        raise UserError(f"node {node}: the calibration is incomplete (failed cases?): see "
+                        "the run above, then cxlbench calibrate again")
+    for line in analysis_text.calibration_lines(found):
+        click.echo(line)
 
 
 # The tiering options `cxlbench tiering` sweeps, each a comma-separated list on its flag

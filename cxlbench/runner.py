@@ -276,7 +276,8 @@ def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
         common = {"case": c["id"], "benchmark": c["bench"], "kernel": entry["kernel"],
                   "isa": entry["isa"], "cpus": entry.get("cpus"), "parameters": c["params"],
                   "status": entry["status"],
-                  "error": entry["error"], "run_dir": str(run.path)}
+                  "error": entry["error"], "run_dir": str(run.path),
+                  "model": (entry.get("info") or {}).get("model")}
         if not entry["summary"]:
             out.append({**common, "metric": None, "unit": None, "median": None,
                         "ci_low": None, "ci_high": None, "cv": None, "n": 0})

@@ -180,6 +180,19 @@ def adhoc(bench: str, sets: list[str]) -> Suite:
     return Suite(name=bench, source="--bench", text="", data={bench: job})
 
 
+def job_names(suite: Suite) -> list[str]:
+    """The suite's jobs, in order."""
+    return [j for j, body in suite.data.items() if j not in TOP_LEVEL and j != "global"]
+
+
+def only_jobs(suite: Suite, jobs: list[str]) -> Suite:
+    """The suite with only these jobs (its name, defaults and text kept: a run of it is
+    still a run of the suite, part of it)."""
+    keep = {k: v for k, v in suite.data.items()
+            if k in TOP_LEVEL or k == "global" or k in jobs}
+    return Suite(suite.name, suite.source, suite.text, keep)
+
+
 def expand(suite: Suite, memory_nodes: list[int], cpu_nodes: list[int] | None = None,
            cpu_pairs: list[str] | None = None,
            max_cases: int = DEFAULT_MAX_CASES) -> list[Case]:

@@ -464,4 +464,11 @@ int cxb_fill_index(void *buf, size_t bytes, const int *cpus, int ncpus);
  * (build.py passes them as CXB_CFLAGS); anything else: NULL. */
 const char *cxb_build_info(int what);
 
+/* ---- reuse (reuse.c) ------------------------------------------------------------- */
+/* Untimed analysis for the tier model: for each of n accesses to units 0..nids-1, the
+ * distinct units touched since the last access to its own (its LRU stack distance), or -1
+ * for a first access. */
+int cxb_stack_distances(const int64_t *ids, size_t n, size_t nids, int64_t *out);
+
+
 #endif

@@ -26,7 +26,8 @@ from ..workloads import checkpoint as workload
 from ..workloads.checkpoint import (MIN_INSIDE_STEPS, background, check_snapshot, checksum,
                                     chunks, dirty_rows, file_checksum, filesystem, layout,
                                     make_cold, pinned, run_steps, source_checksum, together)
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from ..workloads.epochs import Demand
+from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "checkpoint"
 TITLE = "Checkpoint copies"
@@ -175,6 +176,7 @@ def run(params: dict) -> Measurement:
     try:
         measure(m, params, buffers, once)
         m.info["evicted"] = all(cold)   # src and dst evicted before every snapshot
+        predict(m, dst, demand(params, lay.dst), "bandwidth", 1.0)
         if beside:
             slowdown_or_why(m, beside[-len(m.reps):] if m.reps else beside)
         return m
@@ -182,6 +184,17 @@ def run(params: dict) -> Measurement:
         if fd >= 0:
             os.close(fd)
             os.unlink(file_path)
+
+
+def demand(params: dict, nbytes: int) -> Demand | None:
+    """A whole snapshot alone, from memory to memory: every byte read and written once,
+    regular stores pulling each destination line in first (as the copy kernel's traffic
+    counts it). None for the cases the model leaves out: dirty rows, persistence, a file,
+    a step beside it."""
+    if params["dirty"] or params["persist"] or params["path"] or params["interfere"] != "none":
+        return None
+    nt = params["store"] == "nt"
+    return Demand(units=nbytes, read=nbytes * (1 if nt else 2), write=nbytes, nt=nt)
 
 
 def slowdown_or_why(m: Measurement, beside: list[tuple[float, int, float, float]]) -> None:

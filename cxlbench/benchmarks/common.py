@@ -11,6 +11,7 @@ from typing import Callable
 from ..errors import UserError
 from ..memory import PAGE_SIZES, Buffer, Placement, check_request
 from ..options import buffer_spec
+from ..tiering import calibration, model
 from ..topology import Topology
 from ..units import format_list, parse_list
 
@@ -200,3 +201,23 @@ def measure(m: Measurement, params: dict, buffers: list[Buffer],
             m.status, m.error = "failed", b.failure(v, "after the case")
             break
     return m
+
+
+def predict(m: Measurement, buffer: Buffer, demand, metric: str, per_ns: float) -> None:
+    """The calibrated model's figure for `metric` (demand.units / ns x per_ns), recorded
+    in m.info["model"] beside the measurement with the calibration it came from, where
+    this machine has one of the node `buffer` sits on (bound to one node, or local: the
+    CPUs' own). Nothing where it has none, or the demand is None (not modelled)."""
+    where = buffer.placement
+    cpu_node = next((n.id for n in Topology.read(probe_gpus=False).nodes
+                     if m.cpus and m.cpus[0] in n.cpus), None)
+    node = where.nodes[0] if where.policy == "bind" else \
+        cpu_node if where.policy == "local" else None
+    if demand is None or node is None:
+        return
+    cal = calibration.measured(node)
+    if cal is None:
+        return
+    ns = model.predict_ns(demand, (cal, cal), len(m.cpus))
+    m.info["model"] = {"metric": metric, "predicted": demand.units / ns * per_ns,
+                       "node": node, "kind": cal.kind, "source": cal.source}

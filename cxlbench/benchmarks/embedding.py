@@ -14,7 +14,7 @@ from ..options import pick
 from ..workloads import embedding as workload
 from ..workloads.embedding import (Trainer, check_output, fill_table, layout, make_indices,
                                    reference, resolve_bag_isa, reuse_note, trace_info)
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "embedding"
 TITLE = "Embedding-bag lookups"
@@ -89,4 +89,6 @@ def run(params: dict) -> Measurement:
                           "bags": lay.bags, "threads": len(cpus),
                           **trace_info(params),
                           **({"rows_touched": len(trainer.rows)} if trainer else {})})
-    return measure(m, params, [table, idx_buf, out_buf, *state], once)
+    m = measure(m, params, [table, idx_buf, out_buf, *state], once)
+    predict(m, table, workload.demand(params), "lookups", 1e3)
+    return m

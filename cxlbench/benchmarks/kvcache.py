@@ -23,7 +23,7 @@ from ..options import pick
 from ..workloads import kvcache as workload
 from ..workloads.kvcache import (ELEM_BYTES, OFFLOADING, PRESETS, Cache, block_table, entry,
                                  layout)
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "kvcache"
 TITLE = "Paged KV-cache"
@@ -100,4 +100,6 @@ def run(params: dict) -> Measurement:
         info.update(copy=params["copy"], copies=int(len(work.runs)) * 2 * lay.layers,
                     groups=work.steps, **({"chunk": lay.chunk} if lay.op == "restore" else {}))
     m = Measurement(kernel=f"kvcache_{lay.op}", isa=isa, cpus=cpus, units=units, info=info)
-    return measure(m, params, bufs, once)
+    m = measure(m, params, bufs, once)
+    predict(m, bufs[0], workload.demand(params), "tokens", 1e9)
+    return m

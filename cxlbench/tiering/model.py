@@ -1,10 +1,19 @@
-"""The model engine's arithmetic: an epoch's time from its per-page access counts, the
-placement, and each tier's latency and bandwidth, as a roofline of two limits. Latency:
-every access waits its tier's latency, `mlp` misses in flight on each thread (Little's
-law: the sum of the latencies over mlp x threads). Bandwidth: each tier streams its own
-bytes, the two at once. The epoch takes the longer. Moves cost their bytes at a migration
-rate. Caches are left out: it is a model of memory, and the real engine, where it runs,
-says by how much it errs."""
+"""The model's arithmetic: a workload's time from what it asks of memory and each tier's
+figures, as two limits, the longer of which it takes.
+
+Calibrated (`predict_ns`, the tiers measured here or scaled from measurement: see
+calibration.py): every random access pays what a random read of its size costs at its
+reuse distance on its page's tier (so a hot row the caches hold pays a cache's cost, a
+cold one its tier's memory), the kernel's own work per access on top; streamed bytes pay
+one thread's streaming rate per op mix. Those costs add up on each thread (its misses in
+flight are shared between the tiers), divided among the threads. Bandwidth: each tier
+serves its own memory traffic at its all-CPU rate, the two at once, which is where a share
+on a second tier can beat all-fast.
+
+Roofline (`epoch_ns`, where no calibration exists: figures from options, HMAT or ASSUMED):
+every access waits its tier's latency, `mlp` in flight a thread; caches left out.
+
+Moves cost their bytes at a migration rate."""
 from __future__ import annotations
 
 import functools
@@ -37,6 +46,37 @@ def epoch_ns(counts: np.ndarray, fast: np.ndarray, tiers: tuple[TierFigures, Tie
     streaming = max(on_fast * access_bytes / tiers[0].bandwidth,
                     on_slow * access_bytes / tiers[1].bandwidth)
     return max(waiting, streaming)
+
+
+def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> float:
+    """ns of one run of the demand (workloads.epochs.Demand) on two calibrated tiers, its
+    tiered pages on tiers[0] where `fast` says (all of them, and every untiered byte,
+    where fast is None)."""
+    conc, busy = 0.0, [0.0, 0.0]    # ns summed over the threads; ns each tier's memory is busy
+    if demand.block and demand.reuse is not None and len(demand.reuse):
+        on_fast = np.ones(len(demand.reuse), dtype=bool) if fast is None or \
+            demand.pages is None else fast[demand.pages]
+        for i, where in enumerate((on_fast, ~on_fast)):
+            if where.any():
+                ws = demand.reuse[where]
+                conc += float(tiers[i].access_ns(demand.block, ws).sum())
+                busy[i] += float(tiers[i].memory_share(ws).sum()) * demand.block \
+                    / tiers[i].gather_bandwidth(demand.block)
+        if demand.floor:
+            conc += tiers[0].floor_ns(demand.block, threads) * len(demand.reuse)
+    streamed = demand.read + demand.write
+    if streamed:
+        share = np.ones(1) if demand.stream_pages is None else demand.stream_pages
+        part_fast = 1.0 if fast is None or demand.stream_pages is None else \
+            float(share[fast].sum() / max(share.sum(), 1e-300))
+        for i, part in enumerate((part_fast, 1.0 - part_fast)):
+            if part > 0:
+                one = tiers[i].stream_bandwidth(demand.read, demand.write, 1, demand.nt)
+                every = tiers[i].stream_bandwidth(demand.read, demand.write, threads,
+                                                  demand.nt)
+                conc += streamed * part / one
+                busy[i] += streamed * part / every
+    return max(conc / max(threads, 1), *busy)
 
 
 def migrate_rate(params: dict, fast: int | None = None,
@@ -98,30 +138,6 @@ def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> Ti
     if lat.empty or bw.empty:
         return None
     return TierFigures(float(lat.median()), float(bw.max()), loaded_curve(frame, node))
-
-
-def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], ...]:
-    """The node's loaded-latency curve from the run's loaded_latency cases with both the
-    chase and a read load bound to it: each case's median load (GB/s) and latency (ns),
-    by rising load, each latency at least the one before (noise would otherwise make a
-    tier faster under more load). Empty where the run has no such cases, or only idle
-    ones."""
-    sel = frame["benchmark"] == "loaded_latency"
-    for column, value in (("mem", f"bind:{node}"), ("mix", "read")):
-        sel &= frame[column].astype(str) == value if column in frame else False
-    for column in ("mem.chain", "mem.load"):        # a buffer placed elsewhere by its own
-        if column in frame:
-            sel &= frame[column].isna() | (frame[column].astype(str) == f"bind:{node}")
-    if not sel.any():
-        return ()
-    per = frame[sel].groupby(["case", "metric"])["value"].median().unstack()
-    if not {"latency", "bandwidth"} <= set(per.columns):
-        return ()
-    per = per.dropna(subset=["latency", "bandwidth"]).sort_values("bandwidth")
-    if per.empty or per["bandwidth"].iloc[-1] <= 0:     # idle cases only: no curve
-        return ()
-    rising = np.maximum.accumulate(per["latency"].to_numpy())
-    return tuple((float(g), float(n)) for g, n in zip(per["bandwidth"], rising))
 
 
 @functools.lru_cache(maxsize=2)     # every case of a suite checks the same run

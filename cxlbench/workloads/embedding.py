@@ -16,7 +16,7 @@ from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option
 from . import lookups
-from .epochs import pages_touched
+from .epochs import Demand, pages_touched, reuse_bytes
 from .lookups import PROFILES
 
 NAME = "embedding"
@@ -352,6 +352,19 @@ class Trainer:
             raise CheckError("embedding: the updated rows differ from numpy's "
                              f"{self.params['train']} step on them")
         return ns
+
+
+def demand(params: dict) -> Demand | None:
+    """What one timed pass of the benchmark's lookups asks of memory: every lookup a random
+    read of a row at its reuse distance within the pass (the pass before it is taken as
+    gone from the caches: measured so, a rep's second, per-bag pass between), and the
+    kernel's own work per row. None for a training step, which the model does not cover."""
+    if params.get("train", "none") != "none":
+        return None
+    lay = layout(params)
+    indices, _ = make_indices(lay, params)
+    return Demand(units=lay.lookups, block=lay.row_bytes,
+                  reuse=reuse_bytes(indices, sum(lay.rows), lay.row_bytes), floor=True)
 
 
 def resolve_bag_isa(wanted: str) -> str:

@@ -15,7 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option
-from .epochs import pages_touched
+from .epochs import Demand, pages_touched
 
 NAME = "kvcache"
 OPS = ("decode", "prefill", "swap_out", "swap_in", "restore")
@@ -146,6 +146,22 @@ class Layout:
         return native.KvPool(addr, self.blocks, layer_bytes=part,
                              kv_bytes=self.layers * part, group=self.chunk_blocks,
                              group_bytes=2 * self.layers * part)
+
+
+def demand(params: dict) -> Demand | None:
+    """What a repetition of decode steps asks of memory: every block of every sequence,
+    layer, K and V read once a step (the last block in part: counted whole), each from
+    memory where the step's blocks were evicted first (cold), else at the distance of one
+    step's reads; the appended tokens written. None for the other ops (not modelled)."""
+    lay = layout(params)
+    if lay.op != "decode":
+        return None
+    per_token = lay.layers * 2 * lay.token_bytes
+    reads = sum(lay.batch * lay.layers * 2 * -(-(lay.seq_len + i + 1) // lay.block)
+                for i in range(lay.steps))
+    distance = np.inf if params.get("cold", True) else lay.batch * lay.tokens * per_token
+    return Demand(units=lay.batch * lay.steps, block=lay.block_bytes,
+                  reuse=np.full(reads, distance), write=per_token * lay.batch * lay.steps)
 
 
 def model_shape(params: dict) -> dict:

@@ -1,0 +1,405 @@
+"""A tier's figures and where they came from. Measured: the calibration suite's cases bound
+to one node (suites/calibrate.toml; `cxlbench calibrate` runs it once per machine and node
+and reuses it): the chase over working sets (each cache level's capacity and latency, then
+memory's), random reads of three block sizes over the same working sets (what one access
+costs at each reuse distance: caches, TLB reach and memory at once), streaming bandwidth
+per op on one thread and all, memory-level parallelism and the loaded-latency curve, and
+the embedding kernel's own work per lookup. A node that cannot be measured here (the CXL
+node of a one-node host) is the fast node's calibration scaled: by its HMAT figures, else
+by a named device profile (profiles.toml, each number with its published source), and
+says so in `kind` and `source` wherever it is printed."""
+from __future__ import annotations
+
+import functools
+import math
+import pathlib
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+try:
+    import tomllib
+except ModuleNotFoundError:         # Python 3.10
+    import tomli as tomllib
+
+from .. import results
+from ..errors import UserError
+from ..units import parse_list
+from .policies.base import TierFigures
+
+SUITE = "calibrate"
+GRANULARITIES = (64, 256, 4096)     # random_bw's blocks
+STREAM_OPS = ("read", "write", "write_nt", "copy", "copy_nt")
+LEVEL_STEP = 1.8        # a sweep point this much slower than its level's first starts another
+PROFILES = pathlib.Path(__file__).with_name("profiles.toml")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One node's memory as the model charges it. kind: measured, hmat or profile;
+    source: the run, the firmware table or the profile (with its citation)."""
+    node: int | None
+    kind: str
+    source: str
+    threads: int                                        # CPUs the all-thread cases used
+    sweep: tuple[tuple[float, float], ...]              # (working-set bytes, ns) by size
+    gather: dict[int, tuple[tuple[float, float], ...]]  # block -> ((working set, GB/s)...)
+    gather_all: dict[int, float]                        # block -> GB/s, all threads, largest
+    stream: dict[tuple[str, int], float]                # (op, 1 or threads) -> GB/s of traffic
+    chains: tuple[tuple[int, float], ...] = ()          # (chains, ns per load)
+    curve: tuple[tuple[float, float], ...] = ()         # loaded latency: (GB/s, ns)
+    floors: dict[tuple[int, int], float] = field(default_factory=dict)  # (row B, threads) -> ns
+    latency_ratio: float = 1.0      # of memory, to the node it was scaled from (1: measured)
+
+    @property
+    def idle_ns(self) -> float:
+        return self.sweep[-1][1]
+
+    @property
+    def bandwidth(self) -> float:
+        """GB/s of reads with every CPU streaming."""
+        return self.stream[("read", self.threads)]
+
+    @property
+    def mlp(self) -> float:
+        """Misses one thread keeps in flight: idle latency over the best ns per load."""
+        return self.idle_ns / min((ns for _, ns in self.chains), default=self.idle_ns)
+
+    def tier(self) -> TierFigures:
+        return TierFigures(self.idle_ns, self.bandwidth, self.curve)
+
+    def levels(self) -> list[tuple[float, float]]:
+        """The cache levels the sweep shows, then memory: (capacity bytes, ns) each, the
+        last memory's (its capacity the largest size swept). A level starts where the
+        latency jumps by LEVEL_STEP over its first point's; a lone point between two
+        levels is the step itself, not a level."""
+        groups: list[list[tuple[float, float]]] = []
+        for size, ns in self.sweep:
+            if not groups or ns > LEVEL_STEP * groups[-1][0][1]:
+                groups.append([])
+            groups[-1].append((size, ns))
+        kept = [g for i, g in enumerate(groups)
+                if len(g) > 1 or i in (0, len(groups) - 1)]
+        return [(g[-1][0], float(np.median([ns for _, ns in g]))) for g in kept]
+
+    def memory_share(self, working_set: np.ndarray) -> np.ndarray:
+        """Of accesses at each working set, the share that reaches memory: 0 within the
+        last cache level's latency, 1 at memory's, linear between."""
+        levels = self.levels()
+        if len(levels) < 2:
+            return np.ones_like(working_set, dtype=float)
+        cache_ns, memory_ns = levels[-2][1], levels[-1][1]
+        sizes, ns = zip(*self.sweep)
+        lat = np.interp(np.log(np.maximum(working_set, sizes[0])), np.log(sizes), ns)
+        return np.clip((lat - cache_ns) / max(memory_ns - cache_ns, 1e-9), 0.0, 1.0)
+
+    def access_ns(self, block: float, working_set: np.ndarray) -> np.ndarray:
+        """One thread's ns for each random access of `block` bytes whose reuse distance
+        (bytes of other data touched since) is `working_set`: the random reads of the two
+        nearest block sizes at that working set, interpolated in log-log; past the
+        largest size swept, the largest's. Scaled tiers pay their memory share slower."""
+        ws = np.asarray(working_set, dtype=float)
+        logs = []
+        for g in GRANULARITIES:
+            sizes, gbs = zip(*self.gather[g])
+            logs.append(np.interp(np.log(np.maximum(ws, sizes[0])), np.log(sizes),
+                                  np.log(gbs)))
+        at = float(np.interp(math.log(block), np.log(GRANULARITIES),
+                             np.arange(len(GRANULARITIES))))
+        i = min(int(at), len(GRANULARITIES) - 2)
+        gbs = np.exp(logs[i] * (i + 1 - at) + logs[i + 1] * (at - i))
+        if block > GRANULARITIES[-1]:   # toward a stream's rate by 64 KiB
+            toward = min(1.0, math.log(block / GRANULARITIES[-1]) / math.log(16))
+            gbs = gbs * (self.stream[("read", 1)] / self.gather[GRANULARITIES[-1]][-1][1]) \
+                ** toward
+        ns = block / gbs
+        if self.latency_ratio != 1.0:
+            ns = ns * (1.0 + self.memory_share(ws) * (self.latency_ratio - 1.0))
+        return ns
+
+    def gather_bandwidth(self, block: float) -> float:
+        """GB/s of random reads of `block` bytes with every CPU, from memory."""
+        gbs = [self.gather_all[g] for g in GRANULARITIES]
+        return float(np.exp(np.interp(math.log(block), np.log(GRANULARITIES), np.log(gbs))))
+
+    def stream_bandwidth(self, read: float, write: float, threads: int, nt: bool) -> float:
+        """GB/s of memory traffic for a stream of `read` and `write` bytes (writes to lines
+        it read, or non-temporal: no allocating read) on `threads` CPUs: by the share of
+        writes in the traffic, between the read kernel's (none) and the write or copy
+        kernels' (their traffic counted with allocating reads); one thread's times the
+        threads, at most all CPUs' figure."""
+        def at(t: int) -> float:
+            w = write / max(read + write, 1e-9)
+            if nt:
+                points = [(0.0, self.stream[("read", t)]), (0.5, self.stream[("copy_nt", t)]),
+                          (1.0, self.stream[("write_nt", t)])]
+            else:
+                points = [(0.0, self.stream[("read", t)]), (1 / 3, self.stream[("copy", t)]),
+                          (0.5, self.stream[("write", t)])]
+            xs, ys = zip(*points)
+            return float(np.interp(w, xs, ys))
+        return min(at(1) * threads, at(self.threads))
+
+    def floor_ns(self, row_bytes: int, threads: int) -> float:
+        """One thread's ns per lookup of the embedding kernel on rows the L1 holds, less
+        what those L1 reads cost (the access curve charges them): the kernel's own work.
+        From the floor cases of the same thread count (one, or all), else one thread's."""
+        t = 1 if threads == 1 else self.threads
+        have = sorted((b, ns) for (b, th), ns in self.floors.items() if th == t) or \
+            sorted((b, ns) for (b, th), ns in self.floors.items() if th == 1)
+        if not have:
+            return 0.0
+        sizes, ns = zip(*have)
+        whole = float(np.interp(row_bytes, sizes, ns))
+        l1 = float(self.access_ns(row_bytes, np.array([64.0 * row_bytes]))[0])
+        return max(0.0, whole - l1)
+
+    def scaled(self, kind: str, source: str, node: int | None, latency: float,
+               bandwidth: float) -> "Calibration":
+        """This node's figures for another behind the same caches: its memory `latency`
+        times slower and `bandwidth` times the streams (and the gathers of all CPUs);
+        one thread's streams are latency-bound (Little's law: its misses in flight fixed),
+        so they fall with the latency, within the new bandwidth."""
+        cap = self.bandwidth * bandwidth
+        stream = {}
+        for (op, t), gbs in self.stream.items():
+            stream[(op, t)] = min(gbs * bandwidth, gbs / latency if t == 1 else gbs * bandwidth,
+                                  cap)
+        sweep = tuple((s, ns * (1.0 + share * (latency - 1.0))) for (s, ns), share in
+                      zip(self.sweep, self.memory_share(np.array([s for s, _ in self.sweep]))))
+        return replace(
+            self, node=node, kind=kind, source=source, sweep=sweep, stream=stream,
+            gather_all={g: min(gbs * bandwidth, gbs / latency * self.threads)
+                        for g, gbs in self.gather_all.items()},
+            chains=tuple((c, ns * latency) for c, ns in self.chains),
+            curve=tuple((g * bandwidth, ns * latency) for g, ns in self.curve),
+            latency_ratio=self.latency_ratio * latency)
+
+
+def from_frame(frame: pd.DataFrame, node: int, source: str) -> Calibration | None:
+    """The node's calibration from a run's rows (cases bound to it), or None where the run
+    lacks any of the sweep, the gathers or the streams."""
+    mem = f"bind:{node}"
+
+    def cases(bench: str, metric: str, **where) -> pd.DataFrame:
+        sel = (frame["benchmark"] == bench) & (frame["metric"] == metric)
+        sel &= frame["mem"].astype(str) == mem if "mem" in frame else False
+        for column, value in where.items():
+            if column not in frame:
+                return frame.iloc[:0]
+            sel &= _text(frame[column]) == str(value)
+        return frame[sel]
+
+    def by_size(rows: pd.DataFrame) -> tuple[tuple[float, float], ...]:
+        if rows.empty:
+            return ()
+        med = rows.groupby("case").agg(size=("size", "first"), value=("value", "median"))
+        med["size"] = med["size"].astype(float)
+        med = med.groupby("size")["value"].median().sort_index()
+        return tuple((float(s), float(v)) for s, v in med.items())
+
+    chase = cases("chase", "latency")
+    if "chains" in frame:
+        one = chase["chains"].isna() | (_text(chase["chains"]) == "1")
+        if "dist" in chase:
+            one &= chase["dist"].isna() | (_text(chase["dist"]) == "False")
+        sweep = by_size(chase[one])
+        many = chase[~one].groupby("chains")["value"].median()
+        chains = tuple(sorted((int(float(c)), float(v)) for c, v in many.items()))
+    else:
+        sweep, chains = by_size(chase), ()
+    threads = _threads(frame)
+    gather, gather_all = {}, {}
+    for g in GRANULARITIES:
+        rows = cases("random_bw", "bandwidth", granularity=g)
+        single = rows[_text(rows["threads"]) == "1"] if "threads" in rows else rows
+        gather[g] = by_size(single)
+        allc = rows[_text(rows["threads"]) != "1"] if "threads" in rows else rows.iloc[:0]
+        if len(allc):
+            gather_all[g] = float(allc.groupby("case")["value"].median().max())
+        elif gather[g]:
+            gather_all[g] = gather[g][-1][1] * threads
+    stream = {}
+    for op in STREAM_OPS:
+        metric = "bandwidth_memory" if op in ("write", "copy") else "bandwidth"
+        rows = cases("bandwidth", metric, kernel=op)
+        for th, part in rows.groupby(_text(rows["threads"])) if len(rows) else ():
+            stream[(op, 1 if th == "1" else threads)] = float(part["value"].median())
+    if len(sweep) < 2 or not all(len(gather[g]) >= 2 for g in GRANULARITIES) or \
+            any((op, t) not in stream for op in STREAM_OPS for t in (1, threads)):
+        return None
+    floors = {}
+    emb = cases("embedding", "lookups", rows=64)
+    for (dim, th), part in emb.groupby([_text(emb["dim"]), _text(emb["threads"])]) \
+            if len(emb) else ():
+        row_bytes = int(float(dim)) * 4
+        t = 1 if th == "1" else threads         # ns per lookup on each thread
+        floors[(row_bytes, t)] = 1e3 * t / float(part["value"].median())
+    return Calibration(node, "measured", source, threads, sweep, gather, gather_all, stream,
+                       chains, loaded_curve(frame, node), floors)
+
+
+def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], ...]:
+    """The node's loaded-latency curve from the run's loaded_latency cases with both the
+    chase and a read load bound to it: each case's median load (GB/s) and latency (ns),
+    by rising load, each latency at least the one before (noise would otherwise make a
+    tier faster under more load). Empty where the run has no such cases, or only idle
+    ones."""
+    sel = frame["benchmark"] == "loaded_latency"
+    for column, value in (("mem", f"bind:{node}"), ("mix", "read")):
+        sel &= frame[column].astype(str) == value if column in frame else False
+    for column in ("mem.chain", "mem.load"):        # a buffer placed elsewhere by its own
+        if column in frame:
+            sel &= frame[column].isna() | (frame[column].astype(str) == f"bind:{node}")
+    if not sel.any():
+        return ()
+    per = frame[sel].groupby(["case", "metric"])["value"].median().unstack()
+    if not {"latency", "bandwidth"} <= set(per.columns):
+        return ()
+    per = per.dropna(subset=["latency", "bandwidth"]).sort_values("bandwidth")
+    if per.empty or per["bandwidth"].iloc[-1] <= 0:     # idle cases only: no curve
+        return ()
+    rising = np.maximum.accumulate(per["latency"].to_numpy())
+    return tuple((float(g), float(n)) for g, n in zip(per["bandwidth"], rising))
+
+
+def _text(column: pd.Series) -> pd.Series:
+    """A column as the text of its values, whole floats without their .0 (a column shared
+    with other benchmarks holds 64 as 64.0)."""
+    return column.astype(str).str.replace(r"\.0$", "", regex=True)
+
+
+def _threads(frame: pd.DataFrame) -> int:
+    """The CPUs an all-thread case of the run used."""
+    if "cpus_used" not in frame:
+        return 1
+    counts = [len(parse_list(c)) for c in frame["cpus_used"].dropna().astype(str).unique()
+              if c]
+    return max(counts, default=1)
+
+
+@functools.lru_cache(maxsize=1)
+def profiles() -> dict[str, dict]:
+    """The named slow-tier profiles (profiles.toml), the default first."""
+    with open(PROFILES, "rb") as f:
+        return tomllib.load(f)
+
+
+def profile_tier(fast: Calibration, name: str, node: int | None) -> Calibration:
+    table = profiles()
+    if name not in table:
+        raise UserError(f"no slow-tier profile {name!r}; the profiles are {', '.join(table)}")
+    p = table[name]
+    return fast.scaled("profile", f"assumed: profile {name} ({p['description']}; "
+                       f"{p['latency']:g}x latency, {p['bandwidth']:g}x bandwidth)",
+                       node, p["latency"], p["bandwidth"])
+
+
+def hmat_tier(fast: Calibration, topology, node: int, fast_node: int) -> Calibration | None:
+    """The node scaled from the fast one by their HMAT read latencies and bandwidths, where
+    the firmware gave both nodes'."""
+    def read(n: int):
+        found = next((x for x in topology.nodes if x.id == n), None)
+        values = (found.hmat.get("access0") or found.hmat.get("access1") or {}) if found else {}
+        return values.get("read_latency"), values.get("read_bandwidth")
+    (fl, fb), (sl, sb) = read(fast_node), read(node)
+    if not (fl and fb and sl and sb):
+        return None
+    return fast.scaled("hmat", f"firmware: HMAT of nodes {fast_node} and {node} "
+                       f"({sl} ns / {fl} ns, {sb} / {fb} MB/s)", node, sl / fl, sb / fb)
+
+
+def find_runs(results_dir: str | pathlib.Path, machine: str) -> list[pathlib.Path]:
+    """This machine's calibration runs under results_dir, newest first."""
+    root = pathlib.Path(results_dir) / machine
+    found = []
+    for meta in sorted(root.glob("*/run.json"), reverse=True):
+        try:
+            run = results.Run.open(meta.parent)
+        except Exception:       # a damaged or foreign folder is not a calibration
+            continue
+        if (run.meta.get("suite") or {}).get("name") == SUITE:
+            found.append(meta.parent)
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def load(path: str, node: int) -> Calibration | None:
+    """The node's calibration from the run at path (None where it has no cases of it)."""
+    return from_frame(results.load(path), node, f"measured: {path}")
+
+
+def merged(runs: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of the calibration runs given newest first, each job's from the newest
+    run where that job has rows (a later calibrate run measures only the jobs missing),
+    and the runs that gave any."""
+    frames, seen, used = [], set(), []
+    for run in runs:       # a job is per node: (job, mem) as the key
+        f = results.load(run)
+        keys = f["job"].astype(str) + " " + f["mem"].astype(str)
+        f = f[~keys.isin(seen)]
+        seen |= set(keys[keys.index.isin(f.index)])
+        if len(f):
+            frames.append(f)
+            used.append(run)
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), used
+
+
+def jobs_of(runs: list[str], node: int) -> set[str]:
+    """The calibration jobs these runs (newest first) measured on the node: each job as
+    its newest run has it, every case finished ok (a failed case's job is measured again)."""
+    done, seen = set(), set()
+    for run in runs:
+        by_job: dict[str, list[dict]] = {}
+        for case, entry in results.Run.open(run).finished().items():
+            if str(entry["params"].get("mem")) == f"bind:{node}":
+                by_job.setdefault(case.split("/")[0], []).append(entry)
+        for job, entries in by_job.items():
+            if job in seen:
+                continue
+            seen.add(job)
+            if all(e.get("status") == "ok" for e in entries):
+                done.add(job)
+    return done
+
+
+def measured(node: int, results_dir: str | pathlib.Path = "results",
+             machine: str | None = None, path: str = "") -> Calibration | None:
+    """The node's calibration from the run at `path`, else from this machine's
+    calibration runs under results_dir (each job from the newest run that has it)."""
+    if path:
+        found = load(str(path), node)
+        if found is None:
+            raise UserError(f"{path}: no calibration of node {node} there (the chase sweep, "
+                            f"random reads and streams bound to it: cxlbench calibrate "
+                            f"--node {node})")
+        return found
+    runs = find_runs(results_dir, machine or results.machine_id())
+    return _measured_from(tuple(str(r) for r in runs), node) if runs else None
+
+
+@functools.lru_cache(maxsize=8)
+def _measured_from(runs: tuple[str, ...], node: int) -> Calibration | None:
+    frame, used = merged(list(runs))
+    return from_frame(frame, node, "measured: " + ", ".join(used)) if used else None
+
+
+def tiers(fast_node: int, slow_node: int | None, topology, *, path: str = "",
+          profile: str = "", results_dir: str | pathlib.Path = "results"
+          ) -> tuple[Calibration, Calibration] | None:
+    """(fast, slow) calibrations: the fast node measured; the slow node measured where a
+    run has it, unless a profile is asked for; else its HMAT; else the profile (the
+    default's where none is asked for). None where the fast node has no calibration."""
+    fast = measured(fast_node, results_dir, path=path)
+    if fast is None:
+        return None
+    slow = None
+    if slow_node is not None and not profile:
+        slow = measured(slow_node, results_dir, path=path) if not path else \
+            load(str(path), slow_node)
+        if slow is None and topology is not None:
+            slow = hmat_tier(fast, topology, slow_node, fast_node)
+    if slow is None:
+        slow = profile_tier(fast, profile or next(iter(profiles())), slow_node)
+    return fast, slow
