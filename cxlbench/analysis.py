@@ -236,12 +236,14 @@ NOT_SCENARIO = ("policy", "share", "engine", "repeat", "warmup", "timeout", "tol
                 "move_ms")
 
 
-def tiering_scenarios(records: list[dict]) -> list[dict]:
+def tiering_scenarios(records: list[dict], within: float = KNEE_SLOWDOWN) -> list[dict]:
     """Tiering cases grouped into scenarios (the same workload and settings, policy and
     share apart), each with every policy's throughput, slowdown against all-fast and gap
     to the oracle at each share, and its knee: the smallest share from which on, at every
     larger share measured, the slowdown stays within KNEE_SLOWDOWN (None: not within it
-    even at the largest). Slowdown is all-fast's throughput over the policy's, less 1."""
+    even at the largest; `within`: the slowdown a knee allows). Slowdown is all-fast's
+    throughput over the policy's, less 1. Each scenario says where its tiers' figures came
+    from (measured, HMAT, a profile: assumed)."""
     groups: dict[str, dict] = {}
     for r in records:
         if r["benchmark"] != "tiering" or r["status"] != "ok" or r["metric"] is None:
@@ -258,7 +260,7 @@ def tiering_scenarios(records: list[dict]) -> list[dict]:
                                         for k in (*own, "move_ms")
                                         if k in p and p[k] != TIERING_OPTIONS[k].default)])
         g = groups.setdefault(key, {"params": p, "cells": {}, "units": {}, "engines": set(),
-                                    "held": {}})
+                                    "held": {}, "tiers": r.get("tiers"), "within": within})
         g["engines"].add(engine)
         g["held"][name] = not POLICIES[p["policy"]].KERNEL
         share = 1.0 if p["policy"] == "all-fast" else 0.0 if p["policy"] == "all-slow" \
@@ -292,23 +294,24 @@ def _scenario(g: dict) -> dict:
         # Linux is not held to the share: its pages only start there (fast_share says
         # where they went), so it has no knee.
         row["held"] = g["held"][name]
-        row["knee"] = knee(row["slowdown"]) if row["held"] else None
+        row["knee"] = knee(row["slowdown"], g["within"]) if row["held"] else None
     p = g["params"]
     return {"workload": p.get("workload"), "phase": p.get("phase"),
             "engine": "+".join(sorted(g["engines"])),
             "params": {k: v for k, v in p.items() if k not in ("policy", "share")},
             "all_fast": top, "all_slow": bottom, "unit": g["units"].get("throughput"),
+            "tiers": g["tiers"], "knee_within": g["within"],
             "shares": sorted({s for row in policies.values() for s in row["throughput"]},
                              reverse=True),
             "policies": policies}
 
 
-def knee(slowdown: dict[float, float]) -> float | None:
+def knee(slowdown: dict[float, float], within: float = KNEE_SLOWDOWN) -> float | None:
     """The smallest share from which on every larger share's slowdown is within
-    KNEE_SLOWDOWN."""
+    `within`."""
     best = None
     for share in sorted(slowdown, reverse=True):
-        if slowdown[share] > KNEE_SLOWDOWN:
+        if slowdown[share] > within:
             break
         best = share
     return best

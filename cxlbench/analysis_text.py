@@ -54,13 +54,16 @@ def tiering_lines(sc: dict) -> list[str]:
                                                    if sc["phase"] == "shift" else "")
                + f" ({engine.get(sc['engine'], sc['engine'] + ' engines')})"
                + (f"; {bounds}" if bounds else ""))
+    if sc.get("tiers"):
+        out.append(f"tiers: {sc['tiers']}")
     if not sc["policies"]:
         return out
     if not sc["all_fast"]:
         out.append("(no all-fast case: slowdowns and knees need one)")
     shares, real = sc["shares"], sc["engine"] == "real"
     out.append("slowdown against all-fast at each fast share; knee: the smallest share "
-               f"within {KNEE_SLOWDOWN:.0%}; at {shares[-1]:g}: gap, the oracle's "
+               f"within {sc.get('knee_within', KNEE_SLOWDOWN):.0%} "
+               f"({'measured' if real else 'from the model'}); at {shares[-1]:g}: gap, the oracle's "
                "throughput over the policy's, and MB moved"
                + ("; model: the prediction's median error over the shares" if real else ""))
     w = max(12, *(len(name) for name in sc["policies"]))

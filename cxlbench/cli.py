@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import pathlib
 import signal
 import sys
 import warnings
@@ -153,9 +155,12 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int):
     return run_
 
 
-def _execute(run_, as_json: bool, exit_on_failure: bool = True) -> None:
+def _execute(run_, as_json: bool, exit_on_failure: bool = True,
+             knee: float = analysis.KNEE_SLOWDOWN) -> None:
     """Run what is left of run_, print the summary and analysis; exit 1 if a case failed."""
     echo = functools.partial(click.echo, err=True)
+    # The workers look for this machine's calibrations where its runs go.
+    os.environ[calibration.RESULTS_ENV] = os.path.abspath(run_.path.parent.parent)
     if run_.meta.get("emulated"):
         echo(f"EMULATED ({run_.meta['emulated']['topology']} guest): figures come from QEMU, "
              "not from hardware")
@@ -177,7 +182,7 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True) -> None:
     records = runner.summary_records(run_, journal)
     # An instruction the CPU lacks is a finding, not a failure.
     failed = sum(1 for e in journal.values() if e["status"] not in ("ok", "unsupported"))
-    found = _analyse(run_, records)
+    found = _analyse(run_, records, knee)
     if as_json:
         click.echo(json.dumps(records, indent=1))
     else:
@@ -257,7 +262,7 @@ def _job_title(job: str, recs: list[dict], varying: list[str]) -> str:
     return f"{job}: {what}" + (f", {shared_text}" if shared_text else "")
 
 
-def _analyse(run_, records: list[dict]) -> dict:
+def _analyse(run_, records: list[dict], knee: float = analysis.KNEE_SLOWDOWN) -> dict:
     """Cache levels of each latency sweep (5 sizes or more) and the node matrices; kept
     in run.json under "analysis"."""
     found = {"cache_levels": analysis.sweep_cache_levels(
@@ -266,8 +271,10 @@ def _analyse(run_, records: list[dict]) -> dict:
     found["matrices"] = {m: {**v, "cells": [[i, t, x] for (i, t), x in v["cells"].items()]}
                          for m, v in found["matrices"].items()}
     found["pingpong"] = analysis.pingpong_matrices(records)
-    found["tiering"] = analysis.tiering_scenarios(records)
-    found["model"] = analysis.model_checks(records)
+    found["tiering"] = analysis.tiering_scenarios(records, knee)
+    # A calibration's own kernel cases are the model's inputs, not a check of it.
+    found["model"] = analysis.model_checks(records) \
+        if run_.meta["suite"]["name"] != calibration.SUITE else None
     try:
         run_.update_meta(analysis=found)
     except StorageError as e:               # every result is in already
@@ -295,6 +302,7 @@ def calibrate(node, results_dir, suite_name, again):
         raise UserError(f"--node {node}: no such node with memory (nodes with memory: "
                         f"{format_list(topo.memory_nodes)})")
     s = suite.load(suite_name, {"node": str(node)})
+    s = suite.Suite(calibration.SUITE, s.source, s.text, s.data)   # found again as one
     runs = [] if again else [str(r) for r in calibration.find_runs(results_dir,
                                                                  results.machine_id())]
     have = calibration.jobs_of(runs, node)
@@ -350,8 +358,11 @@ def _engine_option():
               help="where results/<machine>/<run>/ go")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
 @click.option("--dry-run", is_flag=True, help="list the cases and stop")
+@click.option("--knee", default=analysis.KNEE_SLOWDOWN, show_default=True,
+              type=click.FloatRange(0.0, 10.0), help="the slowdown a knee allows (0.05: 5 %)")
 @_errors
-def tiering_command(workload, policy, share, engine, sets, results_dir, as_json, dry_run):
+def tiering_command(workload, policy, share, engine, sets, results_dir, as_json, dry_run,
+                    knee):
     """How much fast memory a workload needs, and which policy to run: every policy at
     every share, the bounds once each, then the knee of each policy."""
     works, names, fractions = (_listed(text, key) for key, text in
@@ -381,7 +392,37 @@ def tiering_command(workload, policy, share, engine, sets, results_dir, as_json,
     s = suite.Suite(name="tiering", source="cxlbench tiering", text="", data=data)
     run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES)
     if run_ is not None:
-        _execute(run_, as_json)
+        for line in _model_standing(run_, results_dir):
+            click.echo(line, err=True)
+        _execute(run_, as_json, knee=knee)
+
+
+def _model_standing(run_, results_dir: str) -> list[str]:
+    """Before a tiering run: where the model's tiers come from, and how far its
+    predictions were from measurement here (the newest run of this machine that checked
+    them: cxlbench run model-check)."""
+    topo = Topology.read(probe_gpus=False)
+    first = suite.Case.from_dict(run_.meta["cases"][0]).params
+    fast, slow = tiering_bench.nodes(first, topo)
+    profile = "" if first["slow_tier"] == "auto" else first["slow_tier"]
+    found = calibration.tiers(fast, slow, topo, path=first["calibration"], profile=profile,
+                              results_dir=results_dir)
+    if found is None:
+        return [f"model tiers: ASSUMED (no calibration of node {fast} here: cxlbench "
+                f"calibrate measures it in about three minutes)"]
+    out = [f"model tiers: {name} node {c.node}: {c.kind} ({c.source})"
+           for name, c in zip(("fast", "slow"), found)]
+    for past in sorted((pathlib.Path(results_dir) / results.machine_id()).glob(
+            "*/run.json"), reverse=True):
+        checked = (results.Run.open(past.parent).meta.get("analysis") or {}).get("model")
+        if checked:
+            out.append(f"model error on the measured tier: median {checked['median_error']:.0%}"
+                       f", worst {checked['worst_error']:.0%} over {len(checked['rows'])} "
+                       f"cases ({past.parent})")
+            break
+    else:
+        out.append("model error: not checked on this machine yet (cxlbench run model-check)")
+    return out
 
 
 def _listed(text: str, name: str) -> list:

@@ -560,9 +560,11 @@ def stack_distances(ids: np.ndarray, nids: int) -> np.ndarray:
     """Each access's LRU stack distance (distinct units since the last access to its
     own; -1 for a first access), for units 0..nids-1. Not timed: the model's caches."""
     ids = np.ascontiguousarray(ids, dtype=np.int64)
+    if ids.ndim != 1:
+        raise ValueError(f"stack_distances: a stream of unit ids, not a {ids.ndim}-d array")
     out = np.empty(len(ids), dtype=np.int64)
     _raise_if_failed("cxb_stack_distances", lib.cxb_stack_distances(
-        ffi.cast("const int64_t *", ids.ctypes.data), len(ids), max(1, nids),
+        ffi.cast("const int64_t *", ids.ctypes.data), len(ids), nids,
         ffi.cast("int64_t *", out.ctypes.data)))
     return out
 

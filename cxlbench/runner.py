@@ -277,7 +277,8 @@ def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
                   "isa": entry["isa"], "cpus": entry.get("cpus"), "parameters": c["params"],
                   "status": entry["status"],
                   "error": entry["error"], "run_dir": str(run.path),
-                  "model": (entry.get("info") or {}).get("model")}
+                  "model": (entry.get("info") or {}).get("model"),
+                  "tiers": ((entry.get("info") or {}).get("tiers") or {}).get("source")}
         if not entry["summary"]:
             out.append({**common, "metric": None, "unit": None, "median": None,
                         "ci_low": None, "ci_high": None, "cv": None, "n": 0})

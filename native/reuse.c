@@ -8,7 +8,10 @@
 
 int cxb_stack_distances(const int64_t *ids, size_t n, size_t nids, int64_t *out)
 {
-    int64_t *last = malloc(nids * sizeof *last);
+    if (nids == 0 && n > 0)
+        return cxb_fail(EINVAL, "access 0 names unit %lld: there are no units",
+                        (long long)ids[0]);
+    int64_t *last = malloc((nids ? nids : 1) * sizeof *last);
     int32_t *tree = calloc(n + 1, sizeof *tree);    /* 1-based; marks at position + 1 */
     if (!last || !tree) {
         free(last);

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cxlbench.tiering import calibration
 from cxlbench.topology import Topology
 
 from . import sysfs_fixtures
@@ -26,6 +27,13 @@ def topo(machines):
         root = machines[name]
         return Topology.read(root / "sys", root / "proc", probe_gpus=False)
     return read
+
+
+@pytest.fixture(autouse=True)
+def no_calibration(tmp_path_factory, monkeypatch):
+    """The tier model's calibrations are looked for where the test says (a results dir of
+    its own), never in the checkout's results/ a developer's runs left there."""
+    monkeypatch.setenv(calibration.RESULTS_ENV, str(tmp_path_factory.mktemp("no-results")))
 
 
 def cxlbench(*args, cwd=None, env=None, timeout=300):

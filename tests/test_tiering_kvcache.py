@@ -316,7 +316,7 @@ def test_each_workload_lists_the_others_options_as_unused():
 def test_kv_options_and_their_defaults():
     """The kvcache workload's options' defaults and bounds, and the defaults' pool size by hand."""
     o = bench.OPTIONS
-    assert o["workload"].choices == ("embedding", "kvcache")
+    assert {"embedding", "kvcache"} <= set(o["workload"].choices)
     assert (o["kvcache.batch"].default, o["kvcache.batch"].min) == (32, 2)
     assert (o["kvcache.seq_len"].default, o["kvcache.steps"].default, o["kvcache.active"].default) == \
         (256, 64, 8)
@@ -450,14 +450,14 @@ def test_tiering_command_kvcache_end_to_end(tmp_path):
 
 @one_node
 def test_tiering_command_all_workloads_gives_a_scenario_each(tmp_path):
-    """--workload all: the embedding and the KV-cache each get their own scenario, each
-    in its own unit (M/s of lookups, tok/s of tokens); options of the other workload are
-    noted, not refused."""
+    """--workload all: every tiered workload (embedding, KV-cache, optimizer, checkpoint)
+    gets its own scenario, each in its own unit (M/s of lookups, tok/s of tokens); options
+    of the other workloads are noted, not refused."""
     policies_or_skip()
     r = invoke("--workload", "all", "--policies", "all-fast,first-touch", "--shares", "0.5",
                *sets(*KV_SETS, "embedding.rows=4096", "embedding.batch=64"), "--results-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert "(4 cases, 0 failed)" in r.stderr
+    assert "(8 cases, 0 failed)" in r.stderr
     out = r.stdout
     assert "tiering: embedding (model engine: PREDICTED" in out
     assert "tiering: kvcache (model engine: PREDICTED" in out
@@ -465,7 +465,7 @@ def test_tiering_command_all_workloads_gives_a_scenario_each(tmp_path):
     kv = next(line for line in out.splitlines() if line.startswith("tiering: kvcache"))
     assert emb.endswith(" M/s") and kv.endswith(" tok/s")
     assert f"all-fast {9 * 3 / (3 * 744 * 55.0) * 1e9:.4g} tok/s" in kv
-    assert "kvcache.batch is not used by 1 of its 2 cases" in r.stderr
+    assert "kvcache.batch is not used by 3 of its 4 cases" in r.stderr
 
 
 def test_tiering_command_takes_kvcache_as_a_workload(tmp_path):
@@ -478,8 +478,8 @@ def test_tiering_command_takes_kvcache_as_a_workload(tmp_path):
     assert len(cases) == 2 and all("workload=kvcache" in c and "kvcache.batch=8" in c
                                    for c in cases)
     r = invoke("--workload", "kv", "--results-dir", str(tmp_path), "--dry-run")
-    assert r.exit_code == 2 and "--workload: no workload 'kv' (choose from embedding, " \
-        "kvcache, or all)" in r.stderr
+    assert r.exit_code == 2 and "--workload: no workload 'kv' (choose from checkpoint, " \
+        "embedding, kvcache, optimizer, or all)" in r.stderr
 
 
 def test_closed_form_constants():

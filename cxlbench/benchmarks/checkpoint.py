@@ -26,7 +26,6 @@ from ..workloads import checkpoint as workload
 from ..workloads.checkpoint import (MIN_INSIDE_STEPS, background, check_snapshot, checksum,
                                     chunks, dirty_rows, file_checksum, filesystem, layout,
                                     make_cold, pinned, run_steps, source_checksum, together)
-from ..workloads.epochs import Demand
 from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "checkpoint"
@@ -186,15 +185,12 @@ def run(params: dict) -> Measurement:
             os.unlink(file_path)
 
 
-def demand(params: dict, nbytes: int) -> Demand | None:
-    """A whole snapshot alone, from memory to memory: every byte read and written once,
-    regular stores pulling each destination line in first (as the copy kernel's traffic
-    counts it). None for the cases the model leaves out: dirty rows, persistence, a file,
-    a step beside it."""
+def demand(params: dict, nbytes: int):
+    """A whole snapshot alone (workload.copy_demand); None for the cases the model leaves
+    out: dirty rows, persistence, a file, a step beside it."""
     if params["dirty"] or params["persist"] or params["path"] or params["interfere"] != "none":
         return None
-    nt = params["store"] == "nt"
-    return Demand(units=nbytes, read=nbytes * (1 if nt else 2), write=nbytes, nt=nt)
+    return workload.copy_demand(nbytes, params["store"] == "nt")
 
 
 def slowdown_or_why(m: Measurement, beside: list[tuple[float, int, float, float]]) -> None:

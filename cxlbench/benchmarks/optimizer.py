@@ -18,7 +18,6 @@ from ..options import pick
 from ..workloads import optimizer as workload
 from ..workloads.optimizer import MEMORY, TRAFFIC, State, check_step, count, sample, sizes
 from .bandwidth import Streams
-from ..workloads.epochs import Demand
 from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "optimizer"
@@ -91,14 +90,6 @@ def run(params: dict) -> Measurement:
                           "threads": len(cpus), "triad_bytes": triad_bytes})
     m = measure(m, params, buffers, once)
     m.info["evicted"] = cold    # False off x86-64: the step may find its tail cached
-    predict(m, buffers[2], demand(n, precision), "params", 1e3)
+    predict(m, buffers[2], workload.step_demand(n, precision), "params", 1e3)
     return m
 
-
-def demand(n: int, precision: str) -> Demand:
-    """One step streams every array once from memory (all evicted first): its reads, and
-    its writes to lines it has just read (no allocating read), as TRAFFIC counts them;
-    mixed precision's bf16 parameters also pull their lines in before the write."""
-    written = {"fp32": 12, "mixed": 14}[precision]
-    read = MEMORY[precision] - written
-    return Demand(units=n, read=n * read, write=n * written)

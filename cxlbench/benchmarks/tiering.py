@@ -15,7 +15,7 @@ from ..errors import UserError
 from .. import memory
 from ..options import Option, pick
 from ..placement import Placement
-from ..tiering import engine, model
+from ..tiering import calibration, engine, model
 from ..tiering.policies import KNOBS, POLICIES, knob_name
 from ..tiering.policies import linux as linux_policy
 from ..topology import Topology
@@ -80,6 +80,13 @@ OPTIONS = {
     "migrate_gbs": Option("migrate_gbs", "float", 0.0, "model: GB/s pages move at (0: the "
                           "migrate cases of tiers_from, else an assumed 2)", unit="GB/s",
                           min=0.0),
+    "calibration": Option("calibration", "path", "", "model: a calibration run (cxlbench "
+                          "calibrate) whose node figures the model takes; empty: this "
+                          "machine's newest under results/, where there is one"),
+    "slow_tier": Option("slow_tier", "choice", "auto", "model: the slow tier where it cannot "
+                        "be measured: a named device profile (auto: the node's calibration, "
+                        "else its HMAT, else the first profile)",
+                        choices=("auto", *calibration.profiles())),
     "tiers_from": Option("tiers_from", "path", "", "model: a catalogue run (its directory) "
                          "whose chase and read-bandwidth cases bound to each node (or node "
                          "matrix) give the tiers' figures"),
@@ -93,7 +100,8 @@ OPTIONS = {
        for name, (policy, _, opt) in KNOBS.items()},
     **{name: opt for table in WORKLOAD_OPTIONS.values() for name, opt in table.items()},
     "seed": Option("seed", "int", 1, "seed of the workload's draws (embedding: its indices "
-                   "and values; kvcache: its block table and sessions)", min=0),
+                   "and values; kvcache: its block table and sessions; optimizer: its "
+                   "values)", min=0),
     **pick("threads", "cpus", "isa", "repeat", "warmup", "tolerance", "timeout", repeat=3,
            warmup=0),
     "page": Option("page", "choice", "4k", "the pages tiered: 4 KiB, or hugetlb 2 MiB",
@@ -209,6 +217,15 @@ def run(params: dict) -> Measurement:
     pages = -(-work.sizes()[tiered] // page)
     counts = [work.counts(e, pages, page) for e in range(work.epochs)]
     tiers, source = model.tiers_for(params, topology, fast_node, slow_node)
+    cal = calibrated(params, topology, fast_node, slow_node, work)
+    predict = None
+    if cal is not None:
+        tiers = (cal[0].tier(), cal[1].tier())  # the policies see the measured curves too
+        source = "; ".join(f"{name}: {c.kind} ({c.source})" for name, c in zip(("fast", "slow"),
+                                                                            cal))
+
+        def predict(e: int, fast: np.ndarray) -> float:
+            return model.predict_ns(work.demand(e, page), cal, len(cpus), fast)
     rate, rate_source = model.migrate_rate(params, fast_node, slow_node)
     policy_cls = POLICIES[params["policy"]]
     knobs = {k: params[knob_name(policy_cls.NAME, k)] for k in policy_cls.KNOBS}
@@ -231,7 +248,8 @@ def run(params: dict) -> Measurement:
         pages_of = engine.MovedPages(buffers[0], fast_node, slow_node,
                                      params["move_ms"] * 1e6, patient=policy_cls.KERNEL) \
             if real else engine.PlannedPages(pages, page, rate)
-        out = engine.drive(policy, work, pages_of, counts, tiers, params["mlp"], len(cpus), real)
+        out = engine.drive(policy, work, pages_of, counts, tiers, params["mlp"], len(cpus), real,
+                           predict)
         if r >= params["warmup"]:
             reps.append(figures(out, work, page, rate, real))
             last = out
@@ -242,7 +260,8 @@ def run(params: dict) -> Measurement:
     m.info = {"engine": kind, "fast_node": fast_node, "slow_node": slow_node, "pages": pages,
               "page_bytes": page, "capacity_pages": cap, "epochs": work.epochs,
               "tiers": {"fast": tier_record(tiers[0]), "slow": tier_record(tiers[1]),
-                        "source": source},
+                        "source": source,
+                        "kinds": [c.kind for c in cal] if cal else ["roofline", "roofline"]},
               "migrate_gbs": rate, "migrate_source": rate_source,
               "unmoved": last.unmoved, "start_unmoved": last.start_unmoved,
               "drifted": last.drifted,
@@ -262,6 +281,18 @@ def run(params: dict) -> Measurement:
                 f"not reach the policy's first placement (a full node {fast_node}? busy "
                 "pages?): the share measured would not be the one asked for")
     return m
+
+
+def calibrated(params: dict, topology: Topology, fast: int, slow: int | None, work):
+    """(fast, slow) calibrations for the model, where the workload states its demand and
+    this machine has a calibration of the fast node (or `calibration` names one), and no
+    option sets the tiers' figures by hand (those keep the roofline they were given for)."""
+    by_hand = params["tiers_from"] or any(params[f"{t}_{w}"] for t in ("fast", "slow")
+                                          for w in ("latency", "bandwidth"))
+    if by_hand or not hasattr(work, "demand") or fast is None:
+        return None
+    profile = "" if params["slow_tier"] == "auto" else params["slow_tier"]
+    return calibration.tiers(fast, slow, topology, path=params["calibration"], profile=profile)
 
 
 def tier_record(tier) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import pathlib
 from dataclasses import dataclass, field, replace
 
@@ -33,6 +34,13 @@ GRANULARITIES = (64, 256, 4096)     # random_bw's blocks
 STREAM_OPS = ("read", "write", "write_nt", "copy", "copy_nt")
 LEVEL_STEP = 1.8        # a sweep point this much slower than its level's first starts another
 PROFILES = pathlib.Path(__file__).with_name("profiles.toml")
+# Where a case's worker finds this machine's calibrations: the run's --results-dir (the
+# command that starts the run sets it; workers run from the package's folder).
+RESULTS_ENV = "CXLBENCH_RESULTS_DIR"
+
+
+def default_results_dir() -> str:
+    return os.environ.get(RESULTS_ENV) or "results"
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,6 @@ class Calibration:
     chains: tuple[tuple[int, float], ...] = ()          # (chains, ns per load)
     curve: tuple[tuple[float, float], ...] = ()         # loaded latency: (GB/s, ns)
     floors: dict[tuple[int, int], float] = field(default_factory=dict)  # (row B, threads) -> ns
-    latency_ratio: float = 1.0      # of memory, to the node it was scaled from (1: measured)
 
     @property
     def idle_ns(self) -> float:
@@ -98,7 +105,7 @@ class Calibration:
         """One thread's ns for each random access of `block` bytes whose reuse distance
         (bytes of other data touched since) is `working_set`: the random reads of the two
         nearest block sizes at that working set, interpolated in log-log; past the
-        largest size swept, the largest's. Scaled tiers pay their memory share slower."""
+        largest size swept, the largest's; blocks past 4 KiB move toward a stream's rate."""
         ws = np.asarray(working_set, dtype=float)
         logs = []
         for g in GRANULARITIES:
@@ -113,10 +120,7 @@ class Calibration:
             toward = min(1.0, math.log(block / GRANULARITIES[-1]) / math.log(16))
             gbs = gbs * (self.stream[("read", 1)] / self.gather[GRANULARITIES[-1]][-1][1]) \
                 ** toward
-        ns = block / gbs
-        if self.latency_ratio != 1.0:
-            ns = ns * (1.0 + self.memory_share(ws) * (self.latency_ratio - 1.0))
-        return ns
+        return block / gbs
 
     def gather_bandwidth(self, block: float) -> float:
         """GB/s of random reads of `block` bytes with every CPU, from memory."""
@@ -157,24 +161,35 @@ class Calibration:
 
     def scaled(self, kind: str, source: str, node: int | None, latency: float,
                bandwidth: float) -> "Calibration":
-        """This node's figures for another behind the same caches: its memory `latency`
-        times slower and `bandwidth` times the streams (and the gathers of all CPUs);
-        one thread's streams are latency-bound (Little's law: its misses in flight fixed),
-        so they fall with the latency, within the new bandwidth."""
-        cap = self.bandwidth * bandwidth
-        stream = {}
-        for (op, t), gbs in self.stream.items():
-            stream[(op, t)] = min(gbs * bandwidth, gbs / latency if t == 1 else gbs * bandwidth,
-                                  cap)
-        sweep = tuple((s, ns * (1.0 + share * (latency - 1.0))) for (s, ns), share in
-                      zip(self.sweep, self.memory_share(np.array([s for s, _ in self.sweep]))))
+        """This node's figures for another behind the same caches, its memory `latency`
+        times slower and `bandwidth` times as wide: what reaches memory at each working set
+        (memory_share) waits that much longer; one thread's streams and gathers are bound
+        by their misses in flight (Little's law), so they fall with the latency, within
+        what every CPU together gets, which is `bandwidth` times this node's."""
+        def slower(curve):
+            sizes = np.array([size for size, _ in curve])
+            stretch = 1.0 + self.memory_share(sizes) * (latency - 1.0)
+            return tuple((size, value * k) for (size, value), k in zip(curve, stretch))
+
+        every = {(op, t): gbs * bandwidth for (op, t), gbs in self.stream.items()
+                 if t == self.threads}
+        stream = {(op, t): gbs * bandwidth if t == self.threads else
+                  min(gbs / latency, every[(op, self.threads)])
+                  for (op, t), gbs in self.stream.items()}
+        gather_all = {g: gbs * bandwidth for g, gbs in self.gather_all.items()}
+        def gathers(g, curve):
+            sizes = np.array([size for size, _ in curve])
+            share = self.memory_share(sizes)
+            # what reaches memory waits longer, and one thread gets at most every CPU's
+            for (size, gbs), part in zip(curve, share):
+                yield size, min(gbs / (1.0 + part * (latency - 1.0)),
+                                gather_all[g] / max(part, 1e-9))
+        gather = {g: tuple(gathers(g, curve)) for g, curve in self.gather.items()}
         return replace(
-            self, node=node, kind=kind, source=source, sweep=sweep, stream=stream,
-            gather_all={g: min(gbs * bandwidth, gbs / latency * self.threads)
-                        for g, gbs in self.gather_all.items()},
+            self, node=node, kind=kind, source=source, sweep=slower(self.sweep),
+            stream=stream, gather=gather, gather_all=gather_all,
             chains=tuple((c, ns * latency) for c, ns in self.chains),
-            curve=tuple((g * bandwidth, ns * latency) for g, ns in self.curve),
-            latency_ratio=self.latency_ratio * latency)
+            curve=tuple((g * bandwidth, ns * latency) for g, ns in self.curve))
 
 
 def from_frame(frame: pd.DataFrame, node: int, source: str) -> Calibration | None:
@@ -364,7 +379,7 @@ def jobs_of(runs: list[str], node: int) -> set[str]:
     return done
 
 
-def measured(node: int, results_dir: str | pathlib.Path = "results",
+def measured(node: int, results_dir: str | pathlib.Path | None = None,
              machine: str | None = None, path: str = "") -> Calibration | None:
     """The node's calibration from the run at `path`, else from this machine's
     calibration runs under results_dir (each job from the newest run that has it)."""
@@ -375,7 +390,7 @@ def measured(node: int, results_dir: str | pathlib.Path = "results",
                             f"random reads and streams bound to it: cxlbench calibrate "
                             f"--node {node})")
         return found
-    runs = find_runs(results_dir, machine or results.machine_id())
+    runs = find_runs(results_dir or default_results_dir(), machine or results.machine_id())
     return _measured_from(tuple(str(r) for r in runs), node) if runs else None
 
 
@@ -386,7 +401,7 @@ def _measured_from(runs: tuple[str, ...], node: int) -> Calibration | None:
 
 
 def tiers(fast_node: int, slow_node: int | None, topology, *, path: str = "",
-          profile: str = "", results_dir: str | pathlib.Path = "results"
+          profile: str = "", results_dir: str | pathlib.Path | None = None
           ) -> tuple[Calibration, Calibration] | None:
     """(fast, slow) calibrations: the fast node measured; the slow node measured where a
     run has it, unless a profile is asked for; else its HMAT; else the profile (the

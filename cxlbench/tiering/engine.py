@@ -135,9 +135,10 @@ class MovedPages:
 
 def drive(policy: Policy, workload, pages_of, counts: list[np.ndarray],
           tiers: tuple[TierFigures, TierFigures], mlp: float, threads: int,
-          real: bool) -> Outcome:
+          real: bool, predict=None) -> Outcome:
     """Run every epoch under the policy; the first placement is the policy's initial(),
-    its moves not counted (nor timed)."""
+    its moves not counted (nor timed). predict(epoch, fast) -> ns: the calibrated model's
+    figure for an epoch on a placement; without it, the roofline of `tiers`."""
     out, pages = Outcome(), len(counts[0])
     pp = Pingpong(pages)
     first = policy.initial()
@@ -149,8 +150,8 @@ def drive(policy: Policy, workload, pages_of, counts: list[np.ndarray],
         fast = pages_of.fast
         out.fast_share.append(float(fast.mean()))
         access_bytes = workload.epoch_bytes() / max(1, int(c.sum()))
-        predicted = model.epoch_ns(c, fast, tiers, access_bytes, mlp, threads,
-                                   workload.waits(c) / max(1, int(c.sum())))
+        predicted = predict(e, fast) if predict else model.epoch_ns(
+            c, fast, tiers, access_bytes, mlp, threads, workload.waits(c) / max(1, int(c.sum())))
         ns = float(workload.run(e)) if real else predicted
         out.ns.append(ns)
         out.predicted.append(predicted)

@@ -24,6 +24,7 @@ import pandas as pd
 from .. import results
 from ..errors import UserError
 from ..topology import Topology
+from .calibration import loaded_curve
 from .policies.base import TierFigures
 
 # Where no HMAT and no option says: local DDR and a CXL expander. Liu et al., "Exploring
@@ -66,9 +67,10 @@ def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> f
             conc += tiers[0].floor_ns(demand.block, threads) * len(demand.reuse)
     streamed = demand.read + demand.write
     if streamed:
-        share = np.ones(1) if demand.stream_pages is None else demand.stream_pages
-        part_fast = 1.0 if fast is None or demand.stream_pages is None else \
-            float(share[fast].sum() / max(share.sum(), 1e-300))
+        # stream_pages: bytes per tiered page; what no tiered page holds is on the fast node
+        share = demand.stream_pages
+        part_fast = 1.0 if fast is None or share is None else \
+            float((share[fast].sum() + streamed - share.sum()) / streamed)
         for i, part in enumerate((part_fast, 1.0 - part_fast)):
             if part > 0:
                 one = tiers[i].stream_bandwidth(demand.read, demand.write, 1, demand.nt)

@@ -11,7 +11,7 @@ import math
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option, pick
 from . import lookups, optimizer
+from .epochs import Demand
 
 NAME = "checkpoint"
 
@@ -408,3 +409,100 @@ def together(snapshot, step, cpus=None, step_cpus=None) \
     inside = [e - s for s, e in out if s >= r.t0 and e <= r.t1]
     busy = sum(inside) / len(inside) if len(inside) >= MIN_INSIDE_STEPS else None
     return r, busy, done, len(inside)
+
+
+# ---- the tiering engines' epochs ---------------------------------------------------------
+
+def copy_demand(nbytes: int, nt: bool) -> Demand:
+    """A whole snapshot as the tier model charges it, from memory to memory: every byte
+    read and written once, regular stores pulling each destination line in first (as the
+    copy kernel's traffic counts it)."""
+    return Demand(units=nbytes, read=nbytes * (1 if nt else 2), write=nbytes, nt=nt)
+
+
+class Epochs:
+    """Checkpoint staging as the tiering engines drive it: one whole snapshot an epoch,
+    the state (`src`, on the fast node) copied in chunks into a staging buffer (`dst`, the
+    tiered one), as a checkpointer stages a snapshot before writing it out. Every line of
+    dst is written once a snapshot, so its pages are all alike: a share says how much of
+    the staging area sits on the slow node."""
+    TIERED = "dst"
+    BUFFERS = ("dst", "src")    # the tiered buffer first: the engines move buffers[0]
+    UNIT = "bytes"
+    RATE = ("GB/s", 1e9)        # what throughput is reported in: unit, units a second each
+    # The options a tiering case takes, as checkpoint.<name>: 64 MiB snapshots, copied in
+    # the benchmark's default chunks.
+    OPTIONS = {
+        "size": OPTIONS["size"].but(default=64 << 20, help="bytes of each snapshot"),
+        "store": OPTIONS["store"],
+    }
+
+    def __init__(self, own: dict, seed: int, epochs: int, phase: str):
+        if phase != "none":
+            raise UserError(f"checkpoint: phase={phase} moves a hot set, and a snapshot "
+                            "writes every line of dst alike: there is none (use phase=none)")
+        own = {**{name: opt.default for name, opt in OPTIONS.items()},
+               **{name: opt.default for name, opt in self.OPTIONS.items()}, **own}
+        self.lay = layout({**own, "dirty": 0.0, "preset": "custom"})    # src and dst: size
+        self.store, self.chunk, self.epochs = own["store"], own["chunk"], epochs
+
+    @classmethod
+    def unused(cls, own: dict) -> dict[str, str]:
+        return {}
+
+    def sizes(self) -> dict[str, int]:
+        return {"dst": self.lay.dst, "src": self.lay.src}
+
+    def _lines(self) -> int:
+        return -(-self.lay.dst // optimizer.LINE)
+
+    def epoch_bytes(self) -> int:
+        """Bytes a snapshot moves: src read and dst written, line by line, and with regular
+        stores dst's lines read first (write-allocate), as the copy's traffic counts it."""
+        return optimizer.LINE * self._lines() * (2 if self.store == "nt" else 3)
+
+    def units(self) -> int:
+        """Bytes a snapshot copies."""
+        return self.lay.dst
+
+    def waits(self, counts: np.ndarray) -> int:
+        """Misses waited: one a line of dst."""
+        return self._lines()
+
+    def counts(self, epoch: int, pages: int, page: int) -> np.ndarray:
+        """Each dst page's accesses in a snapshot: its lines, each written once (src is
+        not tiered: its reads fall on no page counted here)."""
+        return optimizer.lines_per_page(0, self.lay.dst, pages, page)
+
+    def demand(self, epoch: int, page: int) -> Demand:
+        """A snapshot as the calibrated model charges it (the checkpoint benchmark's demand):
+        src read, dst written (and read first, with regular stores). Per dst page the bytes
+        it moves; the rest of the traffic, src's reads, is on no tiered page."""
+        per_line = optimizer.LINE * (1 if self.store == "nt" else 2)
+        c = self.counts(epoch, -(-self.lay.dst // page), page)
+        return replace(copy_demand(self.lay.dst, self.store == "nt"),
+                       stream_pages=c * float(per_line))
+
+    def choose_isa(self, asked: str) -> str:
+        if self.store == "nt" and not native.flush_supported("nt"):
+            raise UserError("checkpoint.store=nt: non-temporal stores need x86-64 with SSE2")
+        return native.driver("checkpoint").choose_isa(asked)
+
+    def prepare(self, buffers, isa: str, cpus: list[int]) -> None:
+        """src filled with its words' indices (every chunk differs) and its checksum taken
+        once: what every snapshot must hold."""
+        self.dst, self.src = buffers
+        self.isa, self.cpus, self.rep = isa, list(cpus), 0
+        self.src.alloc.fill_index(self.cpus)
+        self.want = source_checksum(self.src.array(np.uint64), self.lay, None)
+        self.dst_words = self.dst.array(np.uint64)[:self.lay.dst // 8]
+
+    def run(self, epoch: int) -> int:
+        """One snapshot by the C kernel, dst overwritten and both sides evicted first (as the
+        benchmark does), timed there, dst's checksum checked against src's: ns."""
+        self.rep += 1
+        make_cold(self.src, self.lay.src, self.dst, self.lay.dst, self.rep << 40)
+        r = native.checkpoint(self.dst.addr, self.src.addr, self.lay.src, self.chunk,
+                              self.store, self.isa, self.cpus)
+        check_snapshot(checksum(self.dst_words), self.want, "dst", r.bad)
+        return r.ns

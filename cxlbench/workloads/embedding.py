@@ -520,6 +520,20 @@ class Epochs:
         first = self._streams[epoch] * self.lay.row_bytes
         return np.bincount(pages_touched(first, self.lay.row_bytes, page), minlength=pages)
 
+    @functools.cached_property
+    def _reuse(self) -> list[np.ndarray]:
+        """Each epoch's reuse distances over the whole run's stream (bytes; inf: first)."""
+        whole = reuse_bytes(np.concatenate(self._streams), sum(self.lay.rows),
+                            self.lay.row_bytes)
+        return np.split(whole, np.cumsum([len(s) for s in self._streams])[:-1])
+
+    def demand(self, epoch: int, page: int) -> Demand:
+        """The epoch's lookups as the calibrated model charges them: each a row read at its
+        reuse distance, on the page its row starts on, and the kernel's own work."""
+        stream = self._streams[epoch]
+        return Demand(units=len(stream), block=self.lay.row_bytes, reuse=self._reuse[epoch],
+                      pages=stream * self.lay.row_bytes // page, floor=True)
+
     def choose_isa(self, asked: str) -> str:
         return resolve_bag_isa(asked)
 

@@ -43,7 +43,7 @@ class Demand:
     pages: np.ndarray | None = None         # tiered page per random access
     read: float = 0.0                       # streamed bytes read (all, untiered or tiered)
     write: float = 0.0
-    stream_pages: np.ndarray | None = None  # per tiered page: its share of the streamed bytes
+    stream_pages: np.ndarray | None = None  # per tiered page: its streamed bytes (the rest: fast)
     nt: bool = False
     floor: bool = False
 

@@ -497,9 +497,25 @@ class Epochs:
         step (per active session, layer and K/V: its tokens so far) or the one token
         written; it counts on every page it touches, so a page holding several blocks
         counts each of them read."""
+        firsts, sizes, _ = self._accesses(epoch)
+        return np.bincount(pages_touched(firsts, sizes, page), minlength=pages)
+
+    def demand(self, epoch: int, page: int) -> Demand:
+        """The epoch's block reads as the calibrated model charges them: each a random read
+        of a block (a part-filled one counted whole) on the page it starts on, from memory
+        (every step's blocks are evicted before it, as a server finds them after the
+        weights streamed through); the appended tokens streamed."""
+        firsts, sizes, read = self._accesses(epoch)
+        return Demand(units=self.units(), block=self.lay.block_bytes,
+                      reuse=np.full(int(read.sum()), np.inf), pages=firsts[read] // page,
+                      write=float(sizes[~read].sum()))
+
+    def _accesses(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every access of the epoch in order: its first byte in the pool, its bytes, and
+        whether it is a read (else the step's new token, written)."""
         lay, pool = self.lay, self.lay.cache_pool(0)
         tb = lay.token_bytes
-        firsts, sizes = [], []
+        firsts, sizes, reads = [], [], []
         rows = self.table[self._active[epoch]]                 # (active, width)
         lkv = (np.arange(lay.layers)[:, None] * pool.layer_bytes +
                np.arange(2)[None, :] * pool.kv_bytes).reshape(-1, 1, 1)
@@ -510,16 +526,17 @@ class Epochs:
             spans[full:] = 0
             if rest:
                 spans[full] = rest * tb
-            block_at = rows * lay.block_bytes + lkv            # (2 x layers, active, width)
-            keep = np.broadcast_to(spans > 0, block_at.shape)
-            firsts.append(block_at[keep])
-            sizes.append(np.broadcast_to(spans, block_at.shape)[keep])
             # the new token, written before the step reads it
             b, t = divmod(n - 1, lay.block)
             firsts.append((rows[:, b] * lay.block_bytes + t * tb + lkv[:, :, 0]).ravel())
             sizes.append(np.full(firsts[-1].size, tb))
-        return np.bincount(pages_touched(np.concatenate(firsts), np.concatenate(sizes), page),
-                           minlength=pages)
+            reads.append(np.zeros(firsts[-1].size, dtype=bool))
+            block_at = rows * lay.block_bytes + lkv            # (2 x layers, active, width)
+            keep = np.broadcast_to(spans > 0, block_at.shape)
+            firsts.append(block_at[keep])
+            sizes.append(np.broadcast_to(spans, block_at.shape)[keep])
+            reads.append(np.ones(firsts[-1].size, dtype=bool))
+        return np.concatenate(firsts), np.concatenate(sizes), np.concatenate(reads)
 
     def choose_isa(self, asked: str) -> str:
         return entry().choose_isa(asked)

@@ -2,16 +2,21 @@
 gradients and both moments (and in mixed precision the fp32 master copy), each in its own
 buffer. Its option table, real models' parameter counts, the buffers' sizes and the arrays
 laid out in them (`State`, staggered), bf16 rounding, numpy's step in the kernel's order,
-and the check of a step against it on all or a sample of the parameters. The optimizer
-benchmark runs it; checkpoint's background Adam step lays its arrays out the same way."""
+and the check of a step against it on all or a sample of the parameters, and the epochs
+the tiering engines drive (all the arrays in one tiered buffer, region after region). The
+optimizer benchmark runs it; checkpoint's background Adam step lays its arrays out the same
+way."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from ..errors import CheckError
+from ..errors import CheckError, UserError
+from ..memory import native
 from ..options import Option
+from .epochs import Demand
 
 NAME = "optimizer"
 
@@ -191,3 +196,182 @@ def unused(params: dict) -> dict[str, str]:
         return {"scale": "scale shrinks a preset; custom takes params"}
     return {"params": f"preset={params['preset']} has a parameter count of its own (scale "
                       "shrinks it)"}
+
+
+# ---- the tiering engines' epochs ---------------------------------------------------------
+
+LINE = 64                   # bytes of a cache line: what memory moves
+REGIONS = ("params", "grads", "m", "v", "master")
+WRITTEN = ("params", "m", "v", "master")    # the step's stores; the gradients are only read
+ALIGN = 4096                # each region starts on a (base) page of its own
+APART = (STAGGER - 1024) * 4    # 192 B: STAGGER's 3 lines below a page, for the same reason
+
+
+def lines_per_page(first: int, nbytes: int, pages: int, page: int) -> np.ndarray:
+    """The cache lines of bytes [first, first + nbytes) on each of `pages` pages."""
+    out = np.zeros(pages, dtype=np.int64)
+    lo, hi, per = first // LINE, -(-(first + nbytes) // LINE), page // LINE
+    p = np.arange(lo // per, -(-hi // per))
+    out[p] = np.minimum(hi, (p + 1) * per) - np.maximum(lo, p * per)
+    return out
+
+
+class Order(Option):
+    """An option naming the regions in their order, comma-separated, each once: params,
+    grads, m and v, and master where a case wants the mixed precision's copy elsewhere
+    than last. Checked as --set and suites convert it (Epochs checks master against the
+    precision)."""
+
+    def convert(self, raw) -> str:
+        names = [w.strip() for w in str(raw).split(",")]
+        stray = [w for w in names if w not in REGIONS]
+        twice = sorted({w for w in names if names.count(w) > 1})
+        missing = [w for w in REGIONS[:4] if w not in names]
+        for bad, why in ((stray, "no region"), (twice, "named twice"), (missing, "missing")):
+            if bad:
+                raise ValueError(f"{raw!r}: {', '.join(map(repr, bad))}: {why} (order names "
+                                 f"{', '.join(REGIONS[:4])} each once, and master in mixed "
+                                 "precision where not last)")
+        return ",".join(names)
+
+
+def order_of(text: str, mixed: bool) -> tuple[str, ...]:
+    """The regions in the order `text` names them, master last where mixed and not named;
+    UserError naming the option for anything else (an Epochs built from unchecked text)."""
+    try:
+        names = tuple(Epochs.OPTIONS["order"].convert(text).split(","))
+    except ValueError as e:
+        raise UserError(f"optimizer.order: {e}") from None
+    if "master" in names and not mixed:
+        raise UserError(f"optimizer.order={text}: precision=fp32 has no master copy")
+    return names + (("master",) if mixed and "master" not in names else ())
+
+
+def step_demand(n: int, precision: str) -> Demand:
+    """One step as the tier model charges it: every array streamed once from memory (all
+    evicted first), its reads, and its writes to lines it has just read (no allocating
+    read), as MEMORY counts them; mixed precision's bf16 parameters pull their lines in
+    before the write."""
+    written = {"fp32": 12, "mixed": 14}[precision]
+    return Demand(units=n, read=n * (MEMORY[precision] - written), write=n * written)
+
+
+class Epochs:
+    """Training's optimizer step as the tiering engines drive it: one Adam or AdamW step
+    an epoch over one tiered buffer, "state", holding every array of the step region after
+    region (parameters, gradients, both moments and in mixed precision the fp32 master
+    copy) in `order`, each region on pages of its own. A step streams every line of every
+    region alike, so the pages' heat never moves: what a share buys is which arrays sit on
+    the fast node. first-touch at a share fills the regions first in `order` (order
+    params,grads,m,v at share 0.5: the moments on the slow node), interleave spreads them
+    N:M; regions() says where each lies."""
+    TIERED = "state"
+    BUFFERS = ("state",)
+    UNIT = "params"
+    RATE = ("M/s", 1e6)         # what throughput is reported in: unit, units a second each
+    # The options a tiering case takes, as optimizer.<name>: 4 Mi parameters, 64 MiB of
+    # state in either precision (16 B a parameter), a step of a few ms on a small machine.
+    OPTIONS = {
+        "params": OPTIONS["params"].but(default=1 << 22, help="parameters the step updates"),
+        "precision": OPTIONS["precision"],
+        "optim": OPTIONS["optim"],
+        "order": Order("order", "list", "params,grads,m,v", "the regions of the state "
+                       "buffer in address order, comma-separated (master: last unless named; "
+                       "first-touch fills the first ones fast)"),
+    }
+
+    def __init__(self, own: dict, seed: int, epochs: int, phase: str):
+        if phase != "none":
+            raise UserError(f"optimizer: phase={phase} moves a hot set, and a step reads "
+                            "every line of its state alike: there is none (use phase=none)")
+        own = {**{name: opt.default for name, opt in self.OPTIONS.items()}, **own}
+        # lr, betas, eps, weight decay: the optimizer benchmark's defaults
+        self.params = {**{name: opt.default for name, opt in OPTIONS.items()}, **own}
+        self.n, self.seed, self.epochs = own["params"], seed, epochs
+        mixed = own["precision"] == "mixed"
+        self.order = order_of(own["order"], mixed)
+        wide = 2 if mixed else 4
+        nbytes = {"params": self.n * wide, "grads": self.n * wide, "m": self.n * 4,
+                  "v": self.n * 4, "master": self.n * 4}
+        # Region i's array starts i x APART into it (no two arrays alike in their low
+        # address bits: see padded), every region keeping room for the largest offset,
+        # so regions of one width span as many pages and a share falls on their edges.
+        slack, at = APART * (len(self.order) - 1), 0
+        self.spans, self.arrays = {}, {}
+        for i, name in enumerate(self.order):
+            span = -(-(nbytes[name] + slack) // ALIGN) * ALIGN
+            self.spans[name], self.arrays[name] = (at, at + span), (at + i * APART, nbytes[name])
+            at += span
+        self.size = at
+
+    @classmethod
+    def unused(cls, own: dict) -> dict[str, str]:
+        return {}
+
+    def regions(self, page: int) -> dict[str, tuple[int, int]]:
+        """Each region's pages, [first, end), in address order. At a page larger than
+        ALIGN (hugetlb 2m) a region's edge page may hold its neighbour's lines too."""
+        return {name: (lo // page, -(-hi // page)) for name, (lo, hi) in self.spans.items()}
+
+    def sizes(self) -> dict[str, int]:
+        return {"state": self.size}
+
+    def _lines(self, which) -> int:
+        return sum(-(-nbytes // LINE) for name, (_, nbytes) in self.arrays.items()
+                   if name in which)
+
+    def epoch_bytes(self) -> int:
+        """Bytes a step moves: every line read (mixed precision's bf16 parameters by the
+        write's allocating read), the parameters, moments and master copy written back."""
+        return LINE * (self._lines(REGIONS) + self._lines(WRITTEN))
+
+    def units(self) -> int:
+        """Parameters a step updates."""
+        return self.n
+
+    def waits(self, counts: np.ndarray) -> int:
+        """Misses waited: the lines read (a write goes back to a line just read)."""
+        return self._lines(REGIONS)
+
+    def counts(self, epoch: int, pages: int, page: int) -> np.ndarray:
+        """Each page's accesses in a step, the same every epoch: its lines of each array,
+        once read, and once more written back where the step stores to the array."""
+        return sum((1 + (name in WRITTEN)) * lines_per_page(at, nbytes, pages, page)
+                   for name, (at, nbytes) in self.arrays.items())
+
+    def demand(self, epoch: int, page: int) -> Demand:
+        """The step as the calibrated model charges it (step_demand), each page's bytes
+        its counts' lines."""
+        c = self.counts(epoch, -(-self.size // page), page)
+        return replace(step_demand(self.n, self.params["precision"]),
+                       stream_pages=c * float(LINE))
+
+    def choose_isa(self, asked: str) -> str:
+        return native.driver("adam").choose_isa(asked)
+
+    def prepare(self, buffers, isa: str, cpus: list[int]) -> None:
+        """The step's arrays as views of their regions, filled as the benchmark fills them."""
+        (self.buf,) = buffers
+        self.isa, self.cpus, self.step = isa, list(cpus), 0
+        raw, mixed = self.buf.array(np.uint8), self.params["precision"] == "mixed"
+        view = {name: raw[at:at + nbytes].view(np.uint16 if mixed and name in ("params", "grads")
+                                                else np.float32)
+                for name, (at, nbytes) in self.arrays.items()}
+        self.st = State(view["params"], view["grads"], view["m"], view["v"], view.get("master"))
+        self.rng = np.random.default_rng(self.seed)
+        self.st.fill(self.rng)
+
+    def run(self, epoch: int) -> int:
+        """One step by the C kernel from memory (the state evicted first), timed there, and
+        checked against numpy's on all or a sample of the parameters: ns. Steps follow on
+        from one another, as training's do (the bias correction's step counts them)."""
+        st, p = self.st, self.params
+        self.step += 1
+        idx = sample(st.n, len(self.cpus), self.rng)
+        before = (st.master(idx).copy(), st.grad(idx).copy(), st.m[idx].copy(), st.v[idx].copy())
+        native.evict(self.buf.addr, self.size)
+        ns = native.adam(st.p, st.g, st.m, st.v, st.w, p["optim"], p["precision"], self.isa,
+                         p["lr"], (p["beta1"], p["beta2"]), p["eps"], p["weight_decay"],
+                         self.step, self.cpus)
+        check_step(st, idx, before, p, self.step)
+        return ns

@@ -2,7 +2,9 @@
 the summary frame and giving figures with captions that say what was measured and how.
 Each module here but draw (the shared helpers) names the families it plots in PLOTTERS,
 {family: plotter}; a family without a plotter gets bars of its first metric (generic), so a
-new benchmark shows up in reports before anyone writes a plot for it."""
+new benchmark shows up in reports before anyone writes a plot for it. A module may also name
+figures drawn over every family's rows in ACROSS, {name: plotter} (the model against
+measurement: its cases come from several benchmarks), which the report places itself."""
 from __future__ import annotations
 
 import importlib
@@ -13,16 +15,17 @@ import pandas as pd
 from .draw import (Figure, _params, bars, caption, fixed, generic, heatmaps, lines,
                    params_text, series_names, varying)
 
-__all__ = ["Figure", "PLOTTERS", "bars", "caption", "figures_for", "fixed", "generic",
+__all__ = ["ACROSS", "Figure", "PLOTTERS", "across", "bars", "caption", "figures_for", "fixed", "generic",
            "heatmaps", "lines", "params_text", "series_names", "varying", "_params"]
 
 
-def _plotters() -> dict:
-    """Every module's PLOTTERS in one table; a family two modules claim is an error."""
+def _plotters(kind: str) -> dict:
+    """Every module's `kind` table (PLOTTERS or ACROSS) in one; a name two modules claim is
+    an error."""
     table: dict = {}
     for m in pkgutil.iter_modules(__path__):
         for family, plot in getattr(importlib.import_module(f"{__name__}.{m.name}"),
-                                    "PLOTTERS", {}).items():
+                                    kind, {}).items():
             if family in table:
                 raise ImportError(f"figures for {family!r} in two modules ({m.name} and "
                                   f"{table[family].__module__})")
@@ -30,10 +33,16 @@ def _plotters() -> dict:
     return table
 
 
-PLOTTERS = _plotters()
+PLOTTERS = _plotters("PLOTTERS")
+ACROSS = _plotters("ACROSS")
 
 
 def figures_for(family: str, frame: pd.DataFrame, runs) -> list[Figure]:
     """The figures of one family's rows: its plotter's, or the generic bars."""
     plot = PLOTTERS.get(family, generic)
     return [f for f in plot(frame, runs) if f is not None]
+
+
+def across(name: str, frame: pd.DataFrame, runs) -> list[Figure]:
+    """The figures ACROSS[name] draws over the rows of every family."""
+    return [f for f in ACROSS[name](frame, runs) if f is not None]

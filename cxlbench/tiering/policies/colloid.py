@@ -32,8 +32,9 @@ def balance(fast: TierFigures, slow: TierFigures, offered_gbs: float) -> float:
 
 class Colloid(Policy):
     NAME = "colloid"
-    DESCRIPTION = ("moves hot pages between tiers until their loaded latencies (from idle "
-                   "latency, bandwidth and the offered load) balance, each only where its "
+    DESCRIPTION = ("moves hot pages between tiers until their loaded latencies balance (each "
+                   "tier's measured loaded-latency curve at the load it is offered; a "
+                   "queueing guess only where no curve exists), each only where its "
                    "accesses fit in what is left to move")
     KNOBS = knob_table(
         MAX_MOVE,

@@ -1,0 +1,171 @@
+"""Model against measurement: the calibrated tier model's prediction of each ML workload
+case beside its measurement, and the tiering model engine's throughput beside the real
+engine's. A prediction is one figure, not a sample: it is drawn without whiskers, and every
+caption says where the tiers' figures came from (measured here, read from firmware, or
+assumed from a named profile)."""
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ... import analysis
+from ...tiering import calibration
+from .draw import Figure, _legend, _png
+
+BANDS = (0.30, 0.15)        # shaded around predicted = measured, widest first
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:.0f} %"
+
+
+def tier_words(kind: str, source: str, machine: str) -> str:
+    """One tier's figures (a calibration's kind and source) in the report's words."""
+    if kind == "measured":
+        paths = source.removeprefix("measured: ").split(", ")
+        # A calibration named by path (calibration=) may be another machine's run.
+        here = all(PurePath(p).parent.name == machine for p in paths)
+        return f"measured {'here' if here else 'on another machine'} ({', '.join(paths)})"
+    if kind == "hmat":
+        return "read from firmware (HMAT)"
+    if kind == "profile":
+        name = re.search(r"profile (\S+)", source)
+        return f"assumed: profile {name.group(1) if name else source}"
+    return f"{kind} ({source})"
+
+
+def tiering_words(tiers: dict, machine: str) -> str:
+    """A tiering case's two tiers (its info["tiers"]) in the report's words. Its source
+    reads "fast: KIND (SOURCE); slow: KIND (SOURCE)" where both are calibrations, else
+    (figures set by hand, HMAT or the built-in guesses) the roofline's own words."""
+    kinds, source = tiers.get("kinds") or [], tiers.get("source") or "not recorded"
+    fast, _, slow = source.removeprefix("fast: ").partition("; slow: ")
+    if len(kinds) != 2 or "roofline" in kinds or not slow:
+        return f"roofline figures ({source})"
+    return ", ".join(f"{name} tier {tier_words(kind, part[len(kind) + 2:-1], machine)}"
+                     for name, kind, part in zip(("fast", "slow"), kinds, (fast, slow)))
+
+
+def _checked(frame: pd.DataFrame, runs) -> pd.DataFrame:
+    """The rows that check the model: not a calibration run's (its cases are the model's
+    inputs), each case named by its run where the report holds several."""
+    inputs = {r.label for r in runs if r.suite == calibration.SUITE}
+    frame = frame[~frame["label"].isin(inputs)]
+    return frame.assign(case=frame["label"] + " " + frame["case"]) if len(runs) > 1 else frame
+
+
+def _checks(pairs: list[tuple[pd.Series, dict]]) -> dict | None:
+    """analysis.model_checks of (summary row, its model) pairs; each row of the result with
+    the measured median's CI and n beside it (the whiskers)."""
+    checks = analysis.model_checks([
+        {"case": r["case"], "benchmark": r["benchmark"], "parameters": r["params"],
+         "metric": r["metric"], "unit": r["unit"], "median": r["median"], "model": m}
+        for r, m in pairs])
+    if checks:
+        measured = {r["case"]: (r["ci_low"], r["ci_high"], r["n"]) for r, _ in pairs}
+        for row in checks["rows"]:
+            row["ci_low"], row["ci_high"], row["n"] = measured[row["case"]]
+    return checks
+
+
+def workload_checks(frame: pd.DataFrame, runs) -> dict | None:
+    """Each ML workload case's prediction (info["model"]) against its measured median."""
+    frame = _checked(frame, runs)
+    frame = frame[[bool(i.get("model")) for i in frame["info"]]]
+    return _checks([(r, {**r["info"]["model"], "source": tier_words(
+        r["info"]["model"]["kind"], r["info"]["model"]["source"], r["machine"])})
+        for _, r in frame.iterrows()])
+
+
+def tiering_checks(frame: pd.DataFrame, runs) -> dict | None:
+    """Each tiering case on the real engine: the model's throughput for the same placements
+    and moves (its `predicted` metric) against the measured throughput."""
+    frame = _checked(frame, runs)
+    real = frame[(frame["benchmark"] == "tiering")
+                 & frame["kernel"].astype(str).str.endswith(":real")]
+    predicted = real[real["metric"] == "predicted"].set_index("case")["median"]
+    return _checks([(r, {"metric": "throughput", "predicted": float(predicted[r["case"]]),
+                         "kind": "+".join((r["info"].get("tiers") or {}).get("kinds") or []),
+                         "source": tiering_words(r["info"].get("tiers") or {}, r["machine"])})
+                    for _, r in real.iterrows()
+                    if r["metric"] == "throughput" and r["case"] in predicted.index])
+
+
+def summary_text(checks: dict) -> str:
+    return (f"median |error| {pct(checks['median_error'])}, worst "
+            f"{pct(checks['worst_error'])} ({checks['worst_case']}) over "
+            f"{len(checks['rows'])} cases")
+
+
+def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
+    """Predicted against measured, log-log, around the line of equality with its bands
+    shaded; a colour per group(row), the worst case named."""
+    rows = checks["rows"]
+    both = [v for r in rows for v in (r["measured"], r["predicted"])]
+    lo, hi = min(both) / 1.5, max(both) * 1.5
+    fig, ax = plt.subplots(figsize=(7.0, 5.6))
+    xs = np.geomspace(lo, hi, 64)
+    for band, shade in zip(BANDS, (0.10, 0.20)):
+        ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="tab:green", alpha=shade,
+                        linewidth=0, label=f"within ±{pct(band)}")
+    ax.plot(xs, xs, color="black", linestyle=":", linewidth=1, label="predicted = measured")
+    groups = [group(r) for r in rows]
+    for i, name in enumerate(dict.fromkeys(groups)):
+        sel = [r for r, g in zip(rows, groups) if g == name]
+        x = np.array([r["measured"] for r in sel], float)
+        whiskers = np.clip([x - [r["ci_low"] for r in sel], [r["ci_high"] for r in sel] - x],
+                           0, None)
+        ax.errorbar(x, [r["predicted"] for r in sel], xerr=whiskers, fmt="o", markersize=5,
+                    capsize=2, color=f"C{i % 10}", label=name)
+    worst = next(r for r in rows if r["case"] == checks["worst_case"])
+    ax.annotate(f"{worst['case']} ({worst['error']:+.0%})", (worst["measured"],
+                worst["predicted"]), xytext=(8, -4 if worst["error"] > 0 else 8),
+                textcoords="offset points", fontsize=8, ha="left")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    units = {r["unit"] for r in rows}
+    unit = f"({units.pop()})" if len(units) == 1 else "(each case's own unit)"
+    ax.set_xlabel(f"measured {unit}")
+    ax.set_ylabel(f"predicted {unit}")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend(ax, [*dict.fromkeys(groups), "bands", "bands", "line"])
+    n = sorted({int(r["n"]) for r in rows})
+    reps = f"n={n[0]}" if len(n) == 1 else f"n={n[0]}-{n[-1]}"
+    return Figure(key, "model", title,
+                  f"{what}, against its measured median (horizontal whiskers: the 95 % "
+                  f"distribution-free confidence interval of the median of {reps} "
+                  f"repetitions). Dotted: predicted = measured; shaded: within "
+                  f"±{pct(BANDS[1])} and ±{pct(BANDS[0])}. The model's "
+                  f"{summary_text(checks)}. Tiers: {'; '.join(checks['sources'])}.",
+                  _png(fig))
+
+
+def model_against_measurement(frame, runs):
+    """The ML workloads' cases, then (where there are) the tiering cases on the real
+    engine."""
+    checks = workload_checks(frame, runs)
+    if checks:
+        yield _scatter(checks, lambda r: f"{r['benchmark']}: {r['metric']} ({r['unit']})",
+                       key="model", title="Model against measurement: " + summary_text(checks),
+                       what="Each ML workload case's rate as the calibrated tier model "
+                            "predicted it (one figure, not a sample: no whiskers)")
+    checks = tiering_checks(frame, runs)
+    if checks:
+        yield _scatter(checks, lambda r: r["parameters"].get("policy", "?"),
+                       key="model-tiering",
+                       title="Tiering, model against the real engine: " + summary_text(checks),
+                       what="Each tiering case on the real engine (pages placed and moved, "
+                            "the workload timed), coloured by policy: the model's throughput "
+                            "for the same placements and moves (the median of its "
+                            "repetitions' predictions, not a sample: no whiskers)")
+
+
+ACROSS = {"model": model_against_measurement}
