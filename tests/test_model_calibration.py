@@ -3,6 +3,7 @@ feeds it: LRU stack distances from C against an exact LRU cache simulated here, 
 calibration read from a results frame built here, the slow-tier profiles, the model with
 its caches planted out (the validation must catch it), and `cxlbench calibrate` measuring
 each job once on a tiny suite written here. Nothing reads results/ of the checkout."""
+import dataclasses
 import json
 import math
 import pathlib
@@ -645,3 +646,60 @@ def test_calibrate_reuses_a_suite_file_of_any_name(tmp_path):
     assert len(new_first) == 1 and "nothing measured yet" in first.stderr
     # the sweep alone is no calibration (rc 2 both times), but it is measured only once
     assert new_second == set() and "measured already" in second.stderr, second.stderr
+
+
+# --- share curves the model draws ---------------------------------------------------------
+
+def many_cores(threads=64) -> Calibration:
+    """A lab machine's node: one thread streams 12 GB/s, every CPU together 200 GB/s (the
+    memory, not the cores, the limit)."""
+    base = synthetic(threads=threads)
+    stream = {(op, t): (12.0 if t == 1 else 200.0) for op, t in base.stream}
+    return dataclasses.replace(base, stream=stream)
+
+
+def test_interleaving_a_bandwidth_bound_step_beats_all_fast_where_the_fast_tier_saturates():
+    """Adam over 64 cores: all-fast is bound by the fast tier's 200 GB/s; a share of the
+    pages on a CXL device (a quarter of that bandwidth) adds its own, so a share below 1
+    runs faster, and all-slow is far slower. On one core nothing saturates and every
+    share below 1 is slower."""
+    from cxlbench.tiering.policies.interleave import Interleave
+    from cxlbench.workloads import optimizer
+    work = optimizer.Epochs({"params": 1 << 20}, 1, 2, "none")
+    pages = -(-work.sizes()["state"] // 4096)
+    demand = work.demand(0, 4096)
+    for threads, expands in ((64, True), (1, False)):
+        fast = many_cores() if threads > 1 else synthetic()
+        tiers = (fast, calibration.profile_tier(fast, "cxl-asic", 1))
+
+        def ns(share):
+            mask = Interleave(pages, int(share * pages)).initial()
+            return model.predict_ns(demand, tiers, threads, mask)
+        curve = {share: ns(share) for share in (1.0, 0.9, 0.8, 0.5)}
+        best = min(curve, key=curve.get)
+        assert (best < 1.0) == expands, curve
+        assert ns(1e-9) > curve[1.0]                # all-slow: the slowest
+
+
+def test_a_skewed_embeddings_knee_falls_below_one_where_its_hot_set_fits():
+    """Zipf 1.2 over rows of a page each (page heat is row heat), a profile's slow tier:
+    the oracle's knee (within 5 % of all-fast) falls at 0.75 of the pages, where the rows
+    that most lookups miss the caches on fit; uniform lookups have no knee below 1."""
+    from cxlbench.tiering.policies.oracle import Oracle
+    from cxlbench.workloads import embedding
+    fast = synthetic()
+    tiers = (fast, calibration.profile_tier(fast, "cxl-asic", 1))
+    knees = {}
+    for dist in ("zipf", "uniform"):
+        work = embedding.Epochs({"rows": 4096, "dim": 1024, "batch": 512, "dist": dist,
+                                 "alpha": 1.2}, 1, 2, "none")
+        pages = -(-work.sizes()["table"] // 4096)
+        profile = np.sum([work.counts(e, pages, 4096) for e in range(2)], axis=0)
+
+        def ns(share):
+            mask = Oracle(pages, int(share * pages), profile=profile).initial()
+            return sum(model.predict_ns(work.demand(e, 4096), tiers, 1, mask)
+                       for e in range(2))
+        top = ns(1.0)
+        knees[dist] = analysis.knee({s: ns(s) / top - 1 for s in (0.9, 0.75, 0.5, 0.25)})
+    assert knees == {"zipf": 0.75, "uniform": None}
