@@ -289,9 +289,12 @@ def _analyse(run_, records: list[dict], knee: float = analysis.KNEE_SLOWDOWN) ->
               help="where results/<machine>/<run>/ go, and earlier calibrations are found")
 @click.option("--suite", "suite_name", default=calibration.SUITE, show_default=True,
               help="the calibration suite (its jobs are what a calibration holds)")
+@click.option("--var", "variables", multiple=True, metavar="KEY=VALUE",
+              help="a variable of the suite (repeatable): largest, streamed, loaded (sizes "
+              "for a small machine or a guest, e.g. largest=64M)")
 @click.option("--again", is_flag=True, help="measure every job again, not only those missing")
 @_errors
-def calibrate(node, results_dir, suite_name, again):
+def calibrate(node, results_dir, suite_name, variables, again):
     """Measure what the tier model needs of a node, once: the jobs of the calibration suite
     no earlier calibration run of this machine has, kept as an ordinary run under
     results/; then print the node's figures and where each came from."""
@@ -301,7 +304,10 @@ def calibrate(node, results_dir, suite_name, again):
     if node not in topo.memory_nodes:
         raise UserError(f"--node {node}: no such node with memory (nodes with memory: "
                         f"{format_list(topo.memory_nodes)})")
-    s = suite.load(suite_name, {"node": str(node)})
+    wanted = suite.parse_pairs(variables, "--var")
+    if "node" in wanted:
+        raise UserError("--var node=...: use --node")
+    s = suite.load(suite_name, {**wanted, "node": str(node)})
     s = suite.Suite(calibration.SUITE, s.source, s.text, s.data)   # found again as one
     runs = [] if again else [str(r) for r in calibration.find_runs(results_dir,
                                                                  results.machine_id())]

@@ -16,7 +16,7 @@ from .. import __version__, benchmarks
 from ..errors import ResultsError, UserError
 from ..paramtext import NOT_MEASURED
 from ..units import format_list, format_size
-from . import fleet
+from . import fleet, model
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
@@ -100,14 +100,17 @@ def machine_blocks(run: LoadedRun) -> list:
 
 
 def results_table(frame) -> Table:
+    """Every case's metrics; a prediction's (runs.is_prediction) without CI, n or CV: its
+    repetitions are the model's, no sample of the machine."""
     keys = _figures.varying(frame)
     rows = []
     for _, r in frame.iterrows():
         p = r["params"]
-        rows.append([r["label"], r["case"],
-                     _figures.params_text(p, keys),
-                     r["metric"], r["median"], f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]",
-                     r["unit"], r["n"], f"{r['cv']:.1%}", "noisy" if r["noisy"] else ""])
+        spread = ["", r["unit"], "", "", "predicted"] if r["predicted"] else \
+            [f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]", r["unit"], r["n"], f"{r['cv']:.1%}",
+             "noisy" if r["noisy"] else ""]
+        rows.append([r["label"], r["case"], _figures.params_text(p, keys), r["metric"],
+                     r["median"], *spread])
     return Table(["run", "case", "parameters", "metric", "median", "95 % CI", "unit", "n",
                   "CV", ""], rows)
 
@@ -120,10 +123,16 @@ def across_table(frame) -> Table:
     rows: dict[tuple, dict] = {}
     for _, r in frame.iterrows():
         what = _figures.params_text(r["params"], keys)
-        rows.setdefault((what, r["metric"], r["unit"]), {})[r["label"]] = r["median"]
+        rows.setdefault((what, _metric_text(r), r["unit"]), {})[r["label"]] = r["median"]
     return Table(["parameters", "metric", "unit", *labels],
                  [[*key, *(cells.get(label) for label in labels)]
                   for key, cells in rows.items()])
+
+
+def _metric_text(r) -> str:
+    """A summary row's metric, marked where its values are predictions."""
+    return f"{r['metric']} (predicted)" if r["predicted"] and r["metric"] != "predicted" \
+        else r["metric"]
 
 
 def _point_text(params: dict, keys: list[str]) -> str:
@@ -143,7 +152,7 @@ def fleet_table(frame) -> Table:
         r = g.iloc[0]
         names = [f"{s['label']} ({s['slower']:+.0%})"
                  for _, s in slow[slow["_point"] == point].iterrows()]
-        rows.append([_point_text(r["params"], keys), r["metric"], r["unit"],
+        rows.append([_point_text(r["params"], keys), _metric_text(r), r["unit"],
                      g["median"].median(), g["median"].min(), g["median"].max(),
                      g["label"].nunique(), ", ".join(names)])
     return Table(["parameters", "metric", "unit", "fleet median", "min", "max", "runs",
@@ -216,13 +225,20 @@ def machines_blocks(runs: list[LoadedRun]) -> list:
     return out
 
 
+def _predicts(frame) -> bool:
+    return bool(frame["predicted"].any()) or any(i.get("model") for i in frame["info"])
+
+
 def report_blocks(runs: list[LoadedRun], skipped=()) -> list:
     frame = summary(runs)
     blocks: list = [Para(f"Made by cxlbench {__version__} on "
                          f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from "
                          f"{len(runs)} run(s). Values are medians of each case's repetitions "
                          "with distribution-free 95 % confidence intervals; CV above 5 % is "
-                         "flagged noisy."),
+                         "flagged noisy." + (" The tier model's predictions are single "
+                                             "figures: shown without CI or n, marked "
+                                             "predicted." if _predicts(frame) else "")),
+                    *model.headline(frame, runs),
                     run_table(runs) if len(runs) <= fleet.FLEET else
                     Folded(f"The {len(runs)} runs", [run_table(runs)])]
     if skipped:
@@ -241,6 +257,7 @@ def report_blocks(runs: list[LoadedRun], skipped=()) -> list:
                         f"{fleet.FENCE:g} interquartile ranges of the runs' medians there, "
                         "with the fleet's median outside their own confidence interval. "
                         "Slowest first."), slow]
+    blocks.extend(model.section(frame, runs))
     blocks.append(Heading(2, "Machine"))
     blocks.extend(machines_blocks(runs))
     blocks.extend(family_blocks(frame, runs))
@@ -462,9 +479,12 @@ def comparison_table(table) -> Table:
     for _, r in table.iterrows():
         shown = [k for k, v in r["params"].items() if k not in NOT_MEASURED and v not in ("", None)]
         params = _figures.params_text(r["params"], shown)
+        # A prediction is not tested as a sample (pair): its ratio, without interval or p.
+        tested = [f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]", f"{r['p']:.3g}"] \
+            if not r["predicted"] else ["", ""]
         rows.append([r["case_a"], params, r["metric"], r["median_a"], r["median_b"], r["unit"],
-                     f"{r['ratio']:.3f}" if r["significant"] else "",
-                     f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]", f"{r['p']:.3g}", r["verdict"]])
+                     f"{r['ratio']:.3f}" if r["significant"] or r["predicted"] else "",
+                     *tested, r["verdict"]])
     return Table(["case", "parameters", "metric", "A", "B", "unit", "B/A", "95 % CI of B/A",
                   "p", "verdict"], rows)
 

@@ -199,8 +199,11 @@ def pair(frame_a: pd.DataFrame, frame_b: pd.DataFrame, alpha: float = ALPHA):
             continue
         rows.append({"case_a": ra["case"], "case_b": rb["case"], "benchmark": ra["benchmark"],
                      "params": ra["params"], "metric": ra["metric"], "unit": ra["unit"],
+                     "predicted": ra["predicted"],
                      "n_a": len(ra["values"]), "n_b": len(rb["values"]),
                      **compare_values(ra["values"], rb["values"], alpha)})
+        if ra["predicted"]:     # the model's figures, not samples: no test, no change
+            rows[-1].update(significant=False, verdict=f"predicted: B/A {rows[-1]['ratio']:.3f}")
     table = pd.DataFrame(rows)
     if len(table):
         size = np.abs(np.log(table["ratio"].where(table["ratio"] > 0)))

@@ -22,7 +22,8 @@ class Heading:
 @dataclass
 class Para:
     text: str
-    kind: str = ""          # "note": set apart (the emulation and cross-machine warnings)
+    kind: str = ""          # "note": set apart (the emulation and cross-machine warnings);
+    #                         "headline": a first-screen finding (the tier model's error)
 
 
 @dataclass
@@ -47,6 +48,8 @@ figure { margin: 1rem 0 2rem; }
 figure img { max-width: 100%; }
 figcaption { font-size: 0.85rem; color: #444; max-width: 60rem; }
 .note { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.4rem 0.8rem; }
+.headline { background: #e8f1fb; border-left: 4px solid #2f6db5; padding: 0.4rem 0.8rem;
+            font-weight: 600; }
 details { margin: 0.5rem 0 1.5rem; }
 """
 

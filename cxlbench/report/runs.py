@@ -232,9 +232,17 @@ def case_params(run: LoadedRun, case: str) -> dict:
     return {}
 
 
+def is_prediction(metric: str, kernel: str) -> bool:
+    """A value the tier model gave, not a measurement: every figure of the tiering model
+    engine (kernel WORKLOAD:model), and the real engine's `predicted` beside its throughput.
+    Its repetitions are no sample of the machine: tables show it without CI or n."""
+    return metric == "predicted" or str(kernel).endswith(":model")
+
+
 def summary(runs: list[LoadedRun]) -> pd.DataFrame:
     """One row per run, case and metric: median, CI, n and CV of the repetitions, with the
-    case's parameters (column `params`, a dict) and where it ran."""
+    case's parameters (column `params`, a dict) and where it ran; `predicted` where the
+    value is a prediction (is_prediction)."""
     out = []
     for run in runs:
         if run.rows.empty:
@@ -253,12 +261,13 @@ def summary(runs: list[LoadedRun]) -> pd.DataFrame:
                         "placement_ok": bool(first["placement_ok"]),
                         "verified": first["verified"], "params": case_params(run, case),
                         "info": entry.get("info") or {}, "metric": metric,
+                        "predicted": is_prediction(metric, first["kernel"]),
                         "unit": first["unit"], "values": g["value"].astype(float).tolist(),
                         **{k: s[k] for k in ("median", "ci_low", "ci_high", "n", "cv",
                                              "noisy")}})
     columns = ["label", "machine", "run", "case", "job", "benchmark", "kernel", "isa",
-               "cpus_used", "placement_ok", "verified", "params", "info", "metric", "unit",
-               "values", "median", "ci_low", "ci_high", "n", "cv", "noisy"]
+               "cpus_used", "placement_ok", "verified", "params", "info", "metric", "predicted",
+               "unit", "values", "median", "ci_low", "ci_high", "n", "cv", "noisy"]
     return pd.DataFrame(out, columns=columns)
 
 

@@ -15,8 +15,8 @@ import pandas as pd
 from .draw import (Figure, _params, bars, caption, fixed, generic, heatmaps, lines,
                    params_text, series_names, varying)
 
-__all__ = ["ACROSS", "Figure", "PLOTTERS", "across", "bars", "caption", "figures_for", "fixed", "generic",
-           "heatmaps", "lines", "params_text", "series_names", "varying", "_params"]
+__all__ = ["ACROSS", "Figure", "PLOTTERS", "across", "bars", "caption", "figures_for", "fixed",
+           "generic", "heatmaps", "lines", "params_text", "series_names", "varying", "_params"]
 
 
 def _plotters(kind: str) -> dict:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ... import analysis
 from ...tiering import calibration
-from .draw import Figure, _legend, _png
+from .draw import Figure, _png
 
 BANDS = (0.30, 0.15)        # shaded around predicted = measured, widest first
 
@@ -42,6 +43,8 @@ def tiering_words(tiers: dict, machine: str) -> str:
     """A tiering case's two tiers (its info["tiers"]) in the report's words. Its source
     reads "fast: KIND (SOURCE); slow: KIND (SOURCE)" where both are calibrations, else
     (figures set by hand, HMAT or the built-in guesses) the roofline's own words."""
+    if not tiers:
+        return "not recorded (an older cxlbench)"
     kinds, source = tiers.get("kinds") or [], tiers.get("source") or "not recorded"
     fast, _, slow = source.removeprefix("fast: ").partition("; slow: ")
     if len(kinds) != 2 or "roofline" in kinds or not slow:
@@ -66,16 +69,17 @@ def _checks(pairs: list[tuple[pd.Series, dict]]) -> dict | None:
          "metric": r["metric"], "unit": r["unit"], "median": r["median"], "model": m}
         for r, m in pairs])
     if checks:
-        measured = {r["case"]: (r["ci_low"], r["ci_high"], r["n"]) for r, _ in pairs}
+        measured = {(r["case"], r["metric"]): (r["ci_low"], r["ci_high"], r["n"])
+                    for r, _ in pairs}
         for row in checks["rows"]:
-            row["ci_low"], row["ci_high"], row["n"] = measured[row["case"]]
+            row["ci_low"], row["ci_high"], row["n"] = measured[row["case"], row["metric"]]
     return checks
 
 
 def workload_checks(frame: pd.DataFrame, runs) -> dict | None:
     """Each ML workload case's prediction (info["model"]) against its measured median."""
     frame = _checked(frame, runs)
-    frame = frame[[bool(i.get("model")) for i in frame["info"]]]
+    frame = frame[frame["info"].map(lambda i: bool(i.get("model"))).astype(bool)]
     return _checks([(r, {**r["info"]["model"], "source": tier_words(
         r["info"]["model"]["kind"], r["info"]["model"]["source"], r["machine"])})
         for _, r in frame.iterrows()])
@@ -105,7 +109,7 @@ def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
     """Predicted against measured, log-log, around the line of equality with its bands
     shaded; a colour per group(row), the worst case named."""
     rows = checks["rows"]
-    both = [v for r in rows for v in (r["measured"], r["predicted"])]
+    both = [v for r in rows for v in (r["measured"], r["predicted"]) if v > 0]    # log axes
     lo, hi = min(both) / 1.5, max(both) * 1.5
     fig, ax = plt.subplots(figsize=(7.0, 5.6))
     xs = np.geomspace(lo, hi, 64)
@@ -122,13 +126,21 @@ def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
         ax.errorbar(x, [r["predicted"] for r in sel], xerr=whiskers, fmt="o", markersize=5,
                     capsize=2, color=f"C{i % 10}", label=name)
     worst = next(r for r in rows if r["case"] == checks["worst_case"])
+    # named on the side of the point away from the nearer edge, inside the axes
+    left = np.log(worst["measured"] / lo) > np.log(hi / worst["measured"])
     ax.annotate(f"{worst['case']} ({worst['error']:+.0%})", (worst["measured"],
-                worst["predicted"]), xytext=(8, -4 if worst["error"] > 0 else 8),
-                textcoords="offset points", fontsize=8, ha="left")
+                worst["predicted"]), xytext=(-6 if left else 6, 6), textcoords="offset points",
+                fontsize=8, ha="right" if left else "left", va="bottom")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
+    # plain numbers, not 6x10^1; within a decade the minor ticks carry them
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        if hi / lo < 10:
+            axis.set_minor_formatter(plain)
     ax.set_aspect("equal")
     units = {r["unit"] for r in rows}
     unit = f"({units.pop()})" if len(units) == 1 else "(each case's own unit)"
@@ -136,7 +148,7 @@ def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
     ax.set_ylabel(f"predicted {unit}")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, [*dict.fromkeys(groups), "bands", "bands", "line"])
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # clear of points
     n = sorted({int(r["n"]) for r in rows})
     reps = f"n={n[0]}" if len(n) == 1 else f"n={n[0]}-{n[-1]}"
     return Figure(key, "model", title,

@@ -1,4 +1,5 @@
-"""Tiering policies: knee curves, the policy matrix, pages moved, the model's predictions."""
+"""Tiering policies: knee curves, the policy matrix, pages moved (the model engine's
+predictions against the real engine are model.py's)."""
 from __future__ import annotations
 
 import math
@@ -8,19 +9,23 @@ import numpy as np
 import pandas as pd
 
 from ... import analysis
-from .draw import Figure, _legend, _metric, _png, _unit, bars
+from .draw import Figure, _legend, _png, bars
+from .model import tiering_words
 
 
 def _tiering_scenarios(frame: pd.DataFrame, runs) -> list[tuple[str, dict]]:
     """analysis.tiering_scenarios of each run in the frame, with the run's label; a
-    case that failed keeps its repetitions in the results, not in the scenarios."""
+    case that failed keeps its repetitions in the results, not in the scenarios. Each
+    scenario's tiers are in the report's words (measured here, firmware, assumed)."""
     status = {(r.label, case): e.get("status") for r in runs for case, e in r.journal.items()}
     out = []
     for label, g in frame.groupby("label", sort=False):
         records = [{"benchmark": "tiering", "status": status.get((label, c), "ok"),
-                    "metric": m, "parameters": p, "median": v, "unit": u, "kernel": k}
-                   for c, m, p, v, u, k in zip(g["case"], g["metric"], g["params"],
-                                               g["median"], g["unit"], g["kernel"])]
+                    "metric": m, "parameters": p, "median": v, "unit": u, "kernel": k,
+                    "tiers": tiering_words(i.get("tiers") or {}, machine)}
+                   for c, m, p, v, u, k, i, machine in zip(
+                       g["case"], g["metric"], g["params"], g["median"], g["unit"],
+                       g["kernel"], g["info"], g["machine"])]
         out += [(label, sc) for sc in analysis.tiering_scenarios(records)]
     return out
 
@@ -32,8 +37,8 @@ def _scenario_title(label: str, sc: dict, many: bool) -> str:
 
 
 def shares_and_policies(frame, runs):
-    """Knee curves per scenario, the policy matrix at one share, the MB each policy
-    moved, and the model's prediction against the real engine's measurement."""
+    """Knee curves per scenario, the policy matrix at one share, and the MB each policy
+    moved."""
     within = f"within {analysis.KNEE_SLOWDOWN * 100:g} %"
     scenarios = _tiering_scenarios(frame, runs)
     many = len({label for label, _ in scenarios}) > 1
@@ -60,29 +65,16 @@ def shares_and_policies(frame, runs):
         yield Figure(f"tiering-knee-{i}", "tiering", title,
                      "Throughput of the workload at each fast-tier share under each policy "
                      "(the static oracle dashed; all-fast and all-slow as lines). Knees (the "
-                     f"smallest share {within} of all-fast from there up): " + knees + ".",
+                     f"smallest share {within} of all-fast from there up): " + knees + ". "
+                     f"Tiers: {sc['tiers']}." + (" The model engine's figures are "
+                                                 "predictions, not measurements."
+                                                 if sc["engine"] == "model" else ""),
                      _png(fig))
     yield _tiering_matrix(scenarios, many)
     yield bars(frame, ("policy",), "migrated", key="tiering-migrated", family="tiering",
                title="Pages moved per policy (MB)",
                measured="Megabytes each policy moved between the nodes over the run "
                         "(promotions and demotions)")
-    real = frame[frame["kernel"].astype(str).str.endswith(":real")]
-    pred, meas = _metric(real, "predicted"), _metric(real, "throughput")
-    if len(pred) and len(pred) == len(meas):
-        fig, ax = plt.subplots(figsize=(5.5, 4.6))
-        ax.scatter(meas["median"], pred["median"], s=12)
-        top = float(max(meas["median"].max(), pred["median"].max())) * 1.05
-        ax.plot([0, top], [0, top], color="grey", linestyle=":", linewidth=1)
-        ax.set_xlabel(f"measured ({_unit(meas)})")
-        ax.set_ylabel(f"predicted ({_unit(pred)})")
-        ax.set_title("Model engine against the real engine")
-        err = (pred["median"].to_numpy(float) / meas["median"].to_numpy(float) - 1)
-        yield Figure("tiering-prediction", "tiering", "Model engine against the real engine",
-                     f"Each real case's throughput against the model's prediction for the "
-                     f"same placements (dotted: equal). Median error "
-                     f"{float(np.median(np.abs(err))):.0%}, worst {float(np.abs(err).max()):.0%}.",
-                     _png(fig))
 
 
 def _tiering_matrix(scenarios, many: bool) -> Figure | None:
