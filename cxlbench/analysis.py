@@ -330,10 +330,18 @@ def model_checks(records: list[dict]) -> dict | None:
                      "parameters": r["parameters"], "metric": r["metric"], "unit": r["unit"],
                      "predicted": m["predicted"], "measured": r["median"],
                      "error": m["predicted"] / r["median"] - 1, "source": m["source"],
-                     "kind": m["kind"]})
+                     "kind": m["kind"], "noisy": bool(r.get("noisy"))})
     if not rows:
         return None
     worst = max(rows, key=lambda x: abs(x["error"]))
-    return {"rows": rows, "median_error": statistics.median(abs(x["error"]) for x in rows),
-            "worst_error": abs(worst["error"]), "worst_case": worst["case"],
-            "sources": sorted({x["source"] for x in rows})}
+    steady = [x for x in rows if not x["noisy"]]
+    out = {"rows": rows, "median_error": statistics.median(abs(x["error"]) for x in rows),
+           "worst_error": abs(worst["error"]), "worst_case": worst["case"],
+           "worst_noisy": worst["noisy"], "sources": sorted({x["source"] for x in rows}),
+           "steady": len(steady)}
+    if steady and len(steady) < len(rows):
+        # A noisy measurement's median says more about the machine than about the model.
+        top = max(steady, key=lambda x: abs(x["error"]))
+        out.update(steady_median_error=statistics.median(abs(x["error"]) for x in steady),
+                   steady_worst_error=abs(top["error"]), steady_worst_case=top["case"])
+    return out

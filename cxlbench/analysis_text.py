@@ -93,14 +93,27 @@ def tiering_lines(sc: dict) -> list[str]:
 def model_lines(checks: dict) -> list[str]:
     """The calibrated model against each measured case, worst error named first."""
     out = [f"\nmodel against measurement: median |error| {checks['median_error']:.0%}, worst "
-           f"{checks['worst_error']:.0%} ({checks['worst_case']}); tiers "
-           + "; ".join(checks["sources"])]
-    out.append(f"  {'case':<14} {'predicted':>12} {'measured':>12} {'error':>7}  parameters")
-    for r in checks["rows"]:
-        params = " ".join(f"{k}={v}" for k, v in r["parameters"].items()
-                          if k not in ("mem", "repeat", "warmup"))
-        out.append(f"  {r['case']:<14} {r['predicted']:>8.4g} {r['unit']:<3} "
-                   f"{r['measured']:>8.4g} {r['unit']:<3} {r['error']:>+7.0%}  {params}")
+           f"{checks['worst_error']:.0%} ({checks['worst_case']}"
+           + (", its measurement noisy" if checks.get("worst_noisy") else "") + ")"]
+    if "steady_median_error" in checks:
+        out.append(f"  over the {checks['steady']} measurements that were not noisy: median "
+                   f"{checks['steady_median_error']:.0%}, worst "
+                   f"{checks['steady_worst_error']:.0%} ({checks['steady_worst_case']})")
+    out.append("  tiers: " + "; ".join(checks["sources"]))
+    # only the parameters that differ between a benchmark's cases say which is which
+    rows = checks["rows"]
+    varying = {}
+    for r in rows:
+        varying.setdefault(r["benchmark"], []).append(r["parameters"])
+    varying = {b: [k for k in ps[0] if k != "mem" and len({str(p.get(k)) for p in ps}) > 1]
+               for b, ps in varying.items()}
+    out.append(f"  {'case':<18} {'predicted':>14} {'measured':>14} {'error':>7}  parameters")
+    for r in rows:
+        params = " ".join(f"{k}={r['parameters'][k]}" for k in varying[r["benchmark"]]
+                          if k in r["parameters"])
+        out.append(f"  {r['case']:<18} {r['predicted']:>9.4g} {r['unit']:<4} "
+                   f"{r['measured']:>9.4g} {r['unit']:<4} {r['error']:>+7.0%}"
+                   + (" noisy" if r["noisy"] else "      ") + f"  {params}")
     return out
 
 

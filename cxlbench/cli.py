@@ -300,7 +300,8 @@ def calibrate(node, results_dir, suite_name, variables, again):
     results/; then print the node's figures and where each came from."""
     echo = functools.partial(click.echo, err=True)
     topo = Topology.read()
-    node = topo.nodes[0].id if node is None else node
+    if node is None:
+        node = next((n.id for n in topo.nodes if n.cpus), topo.memory_nodes[0])
     if node not in topo.memory_nodes:
         raise UserError(f"--node {node}: no such node with memory (nodes with memory: "
                         f"{format_list(topo.memory_nodes)})")
@@ -415,7 +416,7 @@ def _model_standing(run_, results_dir: str) -> list[str]:
                               results_dir=results_dir)
     if found is None:
         return [f"model tiers: ASSUMED (no calibration of node {fast} here: cxlbench "
-                f"calibrate measures it in about three minutes)"]
+                f"calibrate measures it in about five minutes)"]
     out = [f"model tiers: {name} node {c.node}: {c.kind} ({c.source})"
            for name, c in zip(("fast", "slow"), found)]
     for past in sorted((pathlib.Path(results_dir) / results.machine_id()).glob(

@@ -33,6 +33,7 @@ SUITE = "calibrate"
 GRANULARITIES = (64, 256, 4096)     # random_bw's blocks
 STREAM_OPS = ("read", "write", "write_nt", "copy", "copy_nt")
 LEVEL_STEP = 1.8        # a sweep point this much slower than its level's first starts another
+SATURATED = 0.8         # all CPUs under this share of one thread's rate times them: memory-bound
 PROFILES = pathlib.Path(__file__).with_name("profiles.toml")
 # Where a case's worker finds this machine's calibrations: the run's --results-dir (the
 # command that starts the run sets it; workers run from the package's folder).
@@ -115,26 +116,44 @@ class Calibration:
         at = float(np.interp(math.log(block), np.log(GRANULARITIES),
                              np.arange(len(GRANULARITIES))))
         i = min(int(at), len(GRANULARITIES) - 2)
-        gbs = np.exp(logs[i] * (i + 1 - at) + logs[i + 1] * (at - i))
-        if block > GRANULARITIES[-1]:   # toward a stream's rate by 64 KiB
-            toward = min(1.0, math.log(block / GRANULARITIES[-1]) / math.log(16))
-            gbs = gbs * (self.stream[("read", 1)] / self.gather[GRANULARITIES[-1]][-1][1]) \
-                ** toward
+        gbs = np.exp(logs[i] * (i + 1 - at) + logs[i + 1] * (at - i)) * self._toward_stream(
+            block, self.gather[GRANULARITIES[-1]][-1][1], self.stream[("read", 1)])
         return block / gbs
 
-    def gather_bandwidth(self, block: float) -> float:
-        """GB/s of random reads of `block` bytes with every CPU, from memory."""
-        gbs = [self.gather_all[g] for g in GRANULARITIES]
-        return float(np.exp(np.interp(math.log(block), np.log(GRANULARITIES), np.log(gbs))))
+    def limit(self, one: float, every: float) -> float:
+        """What every CPU together cannot pass, given one thread's rate and all CPUs': the
+        latter where it shows the memory saturated (under SATURATED of one thread's times
+        the CPUs); else none, the CPUs having been the limit (memory's is above it)."""
+        return every if every < SATURATED * one * self.threads else math.inf
 
-    def stream_bandwidth(self, read: float, write: float, threads: int, nt: bool) -> float:
-        """GB/s of memory traffic for a stream of `read` and `write` bytes (writes to lines
-        it read, or non-temporal: no allocating read) on `threads` CPUs: by the share of
-        writes in the traffic, between the read kernel's (none) and the write or copy
-        kernels' (their traffic counted with allocating reads); one thread's times the
-        threads, at most all CPUs' figure."""
-        def at(t: int) -> float:
-            w = write / max(read + write, 1e-9)
+    def gather_bandwidth(self, block: float) -> float:
+        """GB/s every CPU together cannot pass reading random `block`-byte blocks from
+        memory (inf: the calibration never reached memory's limit); blocks past 4 KiB move
+        toward a stream's rate by 64 KiB, as access_ns's do."""
+        def at(rates: list[float], t: int) -> float:
+            gbs = np.exp(np.interp(math.log(block), np.log(GRANULARITIES), np.log(rates)))
+            return float(gbs * self._toward_stream(block, rates[-1], self.stream[("read", t)]))
+        return self.limit(at([self.gather[g][-1][1] for g in GRANULARITIES], 1),
+                          at([self.gather_all[g] for g in GRANULARITIES], self.threads))
+
+    @staticmethod
+    def _toward_stream(block: float, random_4k: float, stream: float) -> float:
+        """The factor a block past 4 KiB gains over 4 KiB random reads: toward the stream's
+        rate, all of it by 64 KiB (log-linear)."""
+        if block <= GRANULARITIES[-1]:
+            return 1.0
+        return (stream / random_4k) ** min(1.0, math.log(block / GRANULARITIES[-1]) /
+                                           math.log(16))
+
+    def stream_rates(self, read: float, write: float, nt: bool,
+                     in_place: bool = False) -> tuple[float, float]:
+        """(one thread's GB/s, every CPU's limit) for a stream of `read` and `write` bytes:
+        by the share of writes in the traffic, between the read kernel's (none) and the
+        write or copy kernels' (their traffic counted with allocating reads); non-temporal,
+        between read, copy_nt and write_nt. In place (writes to lines just read, written
+        back off the thread's path), one thread waits for its reads only: the read rate,
+        of the read bytes."""
+        def at(t: int, w: float) -> float:
             if nt:
                 points = [(0.0, self.stream[("read", t)]), (0.5, self.stream[("copy_nt", t)]),
                           (1.0, self.stream[("write_nt", t)])]
@@ -143,7 +162,9 @@ class Calibration:
                           (0.5, self.stream[("write", t)])]
             xs, ys = zip(*points)
             return float(np.interp(w, xs, ys))
-        return min(at(1) * threads, at(self.threads))
+        mix = write / max(read + write, 1e-9)
+        one = at(1, 0.0 if in_place else mix)
+        return one, self.limit(at(1, mix), at(self.threads, mix))
 
     def floor_ns(self, row_bytes: int, threads: int) -> float:
         """One thread's ns per lookup of the embedding kernel on rows the L1 holds, less
@@ -198,8 +219,12 @@ def from_frame(frame: pd.DataFrame, node: int, source: str) -> Calibration | Non
     mem = f"bind:{node}"
 
     def cases(bench: str, metric: str, **where) -> pd.DataFrame:
+        """The rows of one benchmark's metric bound to the node, on 4 KiB pages (as the
+        workloads' buffers are by default; other page sizes are other curves)."""
         sel = (frame["benchmark"] == bench) & (frame["metric"] == metric)
         sel &= frame["mem"].astype(str) == mem if "mem" in frame else False
+        if "page" in frame:
+            sel &= frame["page"].isna() | (frame["page"].astype(str) == "4k")
         for column, value in where.items():
             if column not in frame:
                 return frame.iloc[:0]

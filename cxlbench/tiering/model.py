@@ -71,13 +71,13 @@ def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> f
         share = demand.stream_pages
         part_fast = 1.0 if fast is None or share is None else \
             float((share[fast].sum() + streamed - share.sum()) / streamed)
+        waited = demand.read if demand.in_place else streamed     # what a thread waits for
         for i, part in enumerate((part_fast, 1.0 - part_fast)):
             if part > 0:
-                one = tiers[i].stream_bandwidth(demand.read, demand.write, 1, demand.nt)
-                every = tiers[i].stream_bandwidth(demand.read, demand.write, threads,
-                                                  demand.nt)
-                conc += streamed * part / one
-                busy[i] += streamed * part / every
+                one, limit = tiers[i].stream_rates(demand.read, demand.write, demand.nt,
+                                                   demand.in_place)
+                conc += waited * part / one
+                busy[i] += streamed * part / limit
     return max(conc / max(threads, 1), *busy)
 
 

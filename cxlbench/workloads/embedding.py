@@ -16,7 +16,8 @@ from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option
 from . import lookups
-from .epochs import Demand, pages_touched, reuse_bytes
+from ..placement import PAGE_SIZES
+from .epochs import Demand, pages_touched, working_sets
 from .lookups import PROFILES
 
 NAME = "embedding"
@@ -363,8 +364,10 @@ def demand(params: dict) -> Demand | None:
         return None
     lay = layout(params)
     indices, _ = make_indices(lay, params)
-    return Demand(units=lay.lookups, block=lay.row_bytes,
-                  reuse=reuse_bytes(indices, sum(lay.rows), lay.row_bytes), floor=True)
+    page = PAGE_SIZES[params.get("page.table") or params.get("page", "4k")]
+    return Demand(units=lay.lookups, block=lay.row_bytes, floor=True,
+                  reuse=working_sets(indices, sum(lay.rows), lay.row_bytes, page,
+                                     lay.sizes()["table"]))
 
 
 def resolve_bag_isa(wanted: str) -> str:
@@ -520,18 +523,18 @@ class Epochs:
         first = self._streams[epoch] * self.lay.row_bytes
         return np.bincount(pages_touched(first, self.lay.row_bytes, page), minlength=pages)
 
-    @functools.cached_property
-    def _reuse(self) -> list[np.ndarray]:
-        """Each epoch's reuse distances over the whole run's stream (bytes; inf: first)."""
-        whole = reuse_bytes(np.concatenate(self._streams), sum(self.lay.rows),
-                            self.lay.row_bytes)
+    @functools.lru_cache(maxsize=2)
+    def _reuse(self, page: int) -> list[np.ndarray]:
+        """Each epoch's working sets over the whole run's stream (bytes)."""
+        whole = working_sets(np.concatenate(self._streams), sum(self.lay.rows),
+                             self.lay.row_bytes, page, self.lay.sizes()["table"])
         return np.split(whole, np.cumsum([len(s) for s in self._streams])[:-1])
 
     def demand(self, epoch: int, page: int) -> Demand:
         """The epoch's lookups as the calibrated model charges them: each a row read at its
-        reuse distance, on the page its row starts on, and the kernel's own work."""
+        working set, on the page its row starts on, and the kernel's own work."""
         stream = self._streams[epoch]
-        return Demand(units=len(stream), block=self.lay.row_bytes, reuse=self._reuse[epoch],
+        return Demand(units=len(stream), block=self.lay.row_bytes, reuse=self._reuse(page)[epoch],
                       pages=stream * self.lay.row_bytes // page, floor=True)
 
     def choose_isa(self, asked: str) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..memory import native
 
+BASE_PAGE = 4096        # the page the calibration's random reads ran on
 
 def pages_touched(first_byte: np.ndarray, nbytes, page: int) -> np.ndarray:
     """Per access at first_byte of nbytes (one size, or each access's): the index of every
@@ -36,21 +37,34 @@ class Demand:
     (bytes of other data touched since its last access, by an exact LRU stack; inf for a
     first access) and, where a buffer is tiered, the page it reads; and streamed bytes (read
     and written in address order, the optimizer's and checkpoint's), per tiered page where
-    tiered. `floor`: charge the embedding kernel's own work per access."""
+    tiered. `floor`: charge the embedding kernel's own work per access; `in_place`: the
+    streamed writes go back to lines just read (no allocating read, the write-back off
+    the thread's path)."""
     units: float
     block: int = 0
-    reuse: np.ndarray | None = None         # bytes, per random access
+    reuse: np.ndarray | None = None         # bytes, per random access (working_sets)
     pages: np.ndarray | None = None         # tiered page per random access
     read: float = 0.0                       # streamed bytes read (all, untiered or tiered)
     write: float = 0.0
     stream_pages: np.ndarray | None = None  # per tiered page: its streamed bytes (the rest: fast)
     nt: bool = False
     floor: bool = False
+    in_place: bool = False
 
 
-def reuse_bytes(units: np.ndarray, nunits: int, unit_bytes: int) -> np.ndarray:
-    """Each access's LRU reuse distance in bytes over the stream of unit ids (inf for a
-    first access): the distinct units touched since its last access, times their size."""
-    d = native.stack_distances(units, nunits).astype(np.float64)
-    d[d < 0] = np.inf
-    return d * unit_bytes
+def working_sets(units: np.ndarray, nunits: int, unit_bytes: int, page: int,
+                 footprint: float) -> np.ndarray:
+    """Each access's working set in bytes, as a random read over that many bytes would
+    have it: the data touched since its last access (its LRU stack distance in units,
+    times their size: what the caches see), or, where larger, the pages of `page` bytes
+    touched since its page's last access, times 4 KiB (what the TLB sees, an entry a page:
+    the calibration's random reads were over 4 KiB pages; rows scattered over a big table
+    each take a page of their own); a first access, and none beyond, the whole footprint
+    the accesses are drawn from."""
+    data = native.stack_distances(units, nunits).astype(np.float64) * unit_bytes
+    first = units.astype(np.int64) * unit_bytes // page
+    ids, dense = np.unique(first, return_inverse=True)
+    pages = native.stack_distances(dense.ravel(), len(ids)).astype(np.float64) * BASE_PAGE
+    ws = np.maximum(data, pages)
+    ws[(data < 0) | (pages < 0)] = footprint
+    return np.minimum(ws, footprint)

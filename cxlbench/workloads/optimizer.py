@@ -253,7 +253,8 @@ def step_demand(n: int, precision: str) -> Demand:
     read), as MEMORY counts them; mixed precision's bf16 parameters pull their lines in
     before the write."""
     written = {"fp32": 12, "mixed": 14}[precision]
-    return Demand(units=n, read=n * (MEMORY[precision] - written), write=n * written)
+    return Demand(units=n, read=n * (MEMORY[precision] - written), write=n * written,
+                  in_place=True)
 
 
 class Epochs:
