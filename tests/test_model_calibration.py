@@ -138,12 +138,20 @@ def test_stack_distances_with_no_units_refuse_every_access():
         native.stack_distances(np.array([0, 0]), 0)
 
 
-def test_reuse_bytes_are_distances_times_the_unit_and_inf_first():
-    ids = np.array([0, 1, 2, 0, 1, 1, 3, 0])
-    got = epochs.reuse_bytes(ids, 4, 256)
-    want = np.array([np.inf, np.inf, np.inf, 512, 512, 0, np.inf, 512])
+def test_working_sets_take_the_data_or_the_pages_whichever_is_larger_within_the_footprint():
+    """Units of 256 B, 16 to a 4 KiB page. Data distance x 256 B, or page distance x 4 KiB
+    where rows of other pages came between; a first access is the whole footprint."""
+    ids = np.array([0, 1, 2, 0, 1, 1, 3, 0])        # all on page 0
+    got = epochs.working_sets(ids, 4, 256, 4096, 1 << 20)
     assert got.dtype == np.float64
-    assert np.array_equal(got, want)
+    assert np.array_equal(got, [1 << 20] * 3 + [512, 512, 0, 1 << 20, 512])
+    # rows 16 apart: each on a page of its own, so the TLB's distance is the larger
+    far = np.array([0, 16, 32, 0])
+    assert epochs.working_sets(far, 48, 256, 4096, 1 << 20)[-1] == 2 * 4096
+    # on 2 MiB pages the three rows share one: the data distance alone
+    assert epochs.working_sets(far, 48, 256, 2 << 20, 1 << 20)[-1] == 2 * 256
+    # never beyond the footprint the accesses are drawn from
+    assert epochs.working_sets(far, 48, 256, 4096, 4096)[-1] == 4096
 
 
 # --- synthetic calibrations ------------------------------------------------------------
@@ -262,9 +270,10 @@ def test_embedding_demand_has_reuse_and_first_accesses():
     d = embedding_demand()
     assert d.units == 128 * 32 and d.block == 32 * 4 and d.floor
     assert len(d.reuse) == d.units
-    first = np.isinf(d.reuse)
+    table = 4096 * d.block
+    first = d.reuse == table            # a first access: the whole table's working set
     assert 0 < first.sum() < d.units                       # hot rows come back
-    assert (d.reuse[~first] % d.block == 0).all()
+    assert (d.reuse <= table).all() and (d.reuse[~first] % d.block == 0).all()
 
 
 def test_caches_ignored_is_far_from_the_cache_aware_prediction():
@@ -661,16 +670,16 @@ def many_cores(threads=64) -> Calibration:
 def test_interleaving_a_bandwidth_bound_step_beats_all_fast_where_the_fast_tier_saturates():
     """Adam over 64 cores: all-fast is bound by the fast tier's 200 GB/s; a share of the
     pages on a CXL device (a quarter of that bandwidth) adds its own, so a share below 1
-    runs faster, and all-slow is far slower. On one core nothing saturates and every
-    share below 1 is slower."""
+    runs faster, and all-slow is far slower. On one of its cores nothing saturates and
+    every share below 1 is slower."""
     from cxlbench.tiering.policies.interleave import Interleave
     from cxlbench.workloads import optimizer
     work = optimizer.Epochs({"params": 1 << 20}, 1, 2, "none")
     pages = -(-work.sizes()["state"] // 4096)
     demand = work.demand(0, 4096)
+    fast = many_cores()
+    tiers = (fast, calibration.profile_tier(fast, "cxl-asic", 1))
     for threads, expands in ((64, True), (1, False)):
-        fast = many_cores() if threads > 1 else synthetic()
-        tiers = (fast, calibration.profile_tier(fast, "cxl-asic", 1))
 
         def ns(share):
             mask = Interleave(pages, int(share * pages)).initial()

@@ -100,9 +100,17 @@ def tiering_checks(frame: pd.DataFrame, runs) -> dict | None:
 
 
 def summary_text(checks: dict) -> str:
-    return (f"median |error| {pct(checks['median_error'])}, worst "
-            f"{pct(checks['worst_error'])} ({checks['worst_case']}) over "
+    """The median and worst error, and where some measurements were noisy, the same over
+    the steady ones (a noisy median says more about the machine than about the model)."""
+    text = (f"median |error| {pct(checks['median_error'])}, worst "
+            f"{pct(checks['worst_error'])} ({checks['worst_case']}"
+            f"{', its measurement noisy' if checks.get('worst_noisy') else ''}) over "
             f"{len(checks['rows'])} cases")
+    if "steady_median_error" in checks:
+        text += (f" (over the {checks['steady']} measured without noise: median "
+                 f"{pct(checks['steady_median_error'])}, worst "
+                 f"{pct(checks['steady_worst_error'])}, {checks['steady_worst_case']})")
+    return text
 
 
 def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
