@@ -156,8 +156,9 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int):
 
 
 def _execute(run_, as_json: bool, exit_on_failure: bool = True,
-             knee: float = analysis.KNEE_SLOWDOWN) -> None:
-    """Run what is left of run_, print the summary and analysis; exit 1 if a case failed."""
+             knee: float = analysis.KNEE_SLOWDOWN, preface: list[str] = ()) -> None:
+    """Run what is left of run_, print the summary, `preface` and the analysis; exit 1 if
+    a case failed (where exit_on_failure)."""
     echo = functools.partial(click.echo, err=True)
     # The workers look for this machine's calibrations where its runs go.
     os.environ[calibration.RESULTS_ENV] = os.path.abspath(run_.path.parent.parent)
@@ -187,7 +188,7 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True,
         click.echo(json.dumps(records, indent=1))
     else:
         _print_summary(records)
-        for line in analysis_text.analysis_lines(found):
+        for line in [*preface, *analysis_text.analysis_lines(found)]:
             click.echo(line)
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
     if failed and exit_on_failure:
@@ -399,9 +400,7 @@ def tiering_command(workload, policy, share, engine, sets, results_dir, as_json,
     s = suite.Suite(name="tiering", source="cxlbench tiering", text="", data=data)
     run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES)
     if run_ is not None:
-        for line in _model_standing(run_, results_dir):
-            click.echo(line, err=True)
-        _execute(run_, as_json, knee=knee)
+        _execute(run_, as_json, knee=knee, preface=_model_standing(run_, results_dir))
 
 
 def _model_standing(run_, results_dir: str) -> list[str]:

@@ -712,3 +712,55 @@ def test_a_skewed_embeddings_knee_falls_below_one_where_its_hot_set_fits():
         top = ns(1.0)
         knees[dist] = analysis.knee({s: ns(s) / top - 1 for s in (0.9, 0.75, 0.5, 0.25)})
     assert knees == {"zipf": 0.75, "uniform": None}
+
+
+@pytest.mark.slow
+def test_tiering_says_where_its_tiers_come_from_and_how_far_the_model_was(calibrated):
+    """On this one-node machine, with the calibration above: the fast tier measured, the
+    slow one the profile asked for (assumed); the model's error is not known until a run
+    checked it, then it is (a small embedding run whose cases it predicted)."""
+    home, node = calibrated["home"], calibrated["node"]
+    small = ("--set", "embedding.rows=4096", "--set", "embedding.batch=256",
+             "--set", "slow_tier=cxl-asic-slow")
+    p = cxlbench("tiering", "--policies", "all-fast,first-touch", "--shares", "0.5",
+                 "--engine", "model", *small, cwd=home)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout
+    assert f"model tiers: fast node {node}: measured (measured: " in out
+    assert "profile (assumed: profile cxl-asic-slow" in out
+    assert "model error: not checked on this machine yet (cxlbench run model-check)" in out
+    assert out.index("model tiers:") < out.index("slowdown against all-fast")
+    assert "(from the model)" in out
+    # a run the model predicted: its table, then tiering names its error
+    p = cxlbench("run", "--bench", "embedding", "--set", "rows=2048", "--set", "batch=64",
+                 "--set", f"mem=bind:{node}", "--set", "repeat=2", cwd=home)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "model against measurement: median |error|" in p.stdout
+    p = cxlbench("tiering", "--policies", "all-fast", "--engine", "model", *small, cwd=home)
+    assert "model error on the measured tier: median " in p.stdout
+
+
+def test_tiering_without_a_calibration_says_its_tiers_are_assumed(tmp_path):
+    p = cxlbench("tiering", "--policies", "all-fast", "--engine", "model", "--set",
+                 "embedding.rows=4096", "--set", "embedding.batch=256", "--results-dir",
+                 str(tmp_path), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "model tiers: ASSUMED (no calibration of node" in p.stdout
+    assert "cxlbench calibrate measures it" in p.stdout
+
+
+def test_the_model_check_suite_is_the_issues_grid():
+    """README's `cxlbench run model-check` (listed, not run: about twelve minutes): tables
+    of 1 MiB to 4 GiB at two row sizes, Zipf 0.6-1.2, one thread and all, the largest
+    again on huge pages, KV decode, Adam in both precisions, both checkpoint stores."""
+    p = cxlbench("run", "model-check", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    cases = p.stdout.splitlines()
+    jobs = {}
+    for line in cases:
+        jobs.setdefault(line.split("/")[0], []).append(line)
+    assert {k: len(v) for k, v in jobs.items()} == {
+        "embedding_32": 24, "embedding_256": 24, "embedding_thp": 4, "kv_decode": 8,
+        "adam": 4, "checkpoint": 4}
+    assert any("rows=33554432" in c and "dim=32" in c for c in jobs["embedding_32"])   # 4 GiB
+    assert any("precision=mixed" in c for c in jobs["adam"])
