@@ -302,7 +302,7 @@ def calibrate(node, results_dir, suite_name, variables, again):
     echo = functools.partial(click.echo, err=True)
     topo = Topology.read()
     if node is None:
-        node = next((n.id for n in topo.nodes if n.cpus), topo.memory_nodes[0])
+        node = next((n.id for n in topo.nodes if n.cpus), None)
     if node not in topo.memory_nodes:
         raise UserError(f"--node {node}: no such node with memory (nodes with memory: "
                         f"{format_list(topo.memory_nodes)})")
@@ -416,11 +416,14 @@ def _model_standing(run_, results_dir: str) -> list[str]:
     if found is None:
         return [f"model tiers: ASSUMED (no calibration of node {fast} here: cxlbench "
                 f"calibrate measures it in about five minutes)"]
-    out = [f"model tiers: {name} node {c.node}: {c.kind} ({c.source})"
-           for name, c in zip(("fast", "slow"), found)]
+    out = [f"model tiers: {name} " + (f"node {c.node}" if c.node is not None else "tier")
+           + f": {c.kind} ({c.source})" for name, c in zip(("fast", "slow"), found)]
     for past in sorted((pathlib.Path(results_dir) / results.machine_id()).glob(
             "*/run.json"), reverse=True):
-        checked = (results.Run.open(past.parent).meta.get("analysis") or {}).get("model")
+        try:
+            checked = (results.Run.open(past.parent).meta.get("analysis") or {}).get("model")
+        except CxlbenchError:       # a damaged run is no check
+            continue
         if checked:
             out.append(f"model error on the measured tier: median {checked['median_error']:.0%}"
                        f", worst {checked['worst_error']:.0%} over {len(checked['rows'])} "

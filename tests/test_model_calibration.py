@@ -8,6 +8,7 @@ import json
 import math
 import pathlib
 import re
+import shutil
 from collections import OrderedDict
 
 import numpy as np
@@ -608,7 +609,7 @@ def test_calibrate_measures_each_job_once(calibrated):
 
     # what the command printed is what the library reads back
     runs = calibration.find_runs(calibrated["results"], _machine(run_a))
-    assert runs == sorted([run_a, run_b], reverse=True)
+    assert runs == sorted([str(run_a), str(run_b)], reverse=True)
     assert calibration.jobs_of([str(r) for r in runs], node) == {
         "sweep", "chains", "gather", "gather_all", "stream", "loaded", "floor"}
     cal = calibration.measured(node, calibrated["results"], _machine(run_a))
@@ -764,3 +765,39 @@ def test_the_model_check_suite_is_the_issues_grid():
         "adam": 4, "checkpoint": 4}
     assert any("rows=33554432" in c and "dim=32" in c for c in jobs["embedding_32"])   # 4 GiB
     assert any("precision=mixed" in c for c in jobs["adam"])
+
+
+@pytest.mark.slow
+def test_an_interrupted_job_is_no_calibration_and_a_damaged_run_is_skipped(calibrated):
+    """A newer run whose sweep was cut short (its journal lacks a case) does not count:
+    calibrate would measure the sweep again, and the sweep comes from the older, whole
+    run. A folder with a damaged run.json is passed over, not an error."""
+    node = calibrated["node"]
+    first = calibrated["calls"][0]["new"][0]          # every job but the floor
+    machine = first.parent
+    cut = machine / "29991231-000000"
+    shutil.copytree(first, cut)
+    journal = (cut / "cases.jsonl").read_text().splitlines()
+    (cut / "cases.jsonl").write_text(
+        "\n".join(line for line in journal if '"sweep/000"' not in line) + "\n")
+    bad = machine / "29991231-000001"
+    bad.mkdir()
+    (bad / "run.json").write_text("{")
+    try:
+        runs = calibration.find_runs(machine.parent, machine.name)
+        assert str(bad) not in runs and runs[0] == str(cut)
+        assert "sweep" not in calibration.jobs_of([str(cut)], node)
+        assert "gather" in calibration.jobs_of([str(cut)], node)
+        frame, used = calibration.merged([str(cut), str(first)])
+        sweep = frame[frame["job"] == "sweep"]
+        assert set(sweep["run"]) == {first.name}         # the whole one's
+        assert str(cut) in used                          # its whole jobs still count
+    finally:
+        shutil.rmtree(cut)
+        shutil.rmtree(bad)
+
+
+def test_a_block_under_a_line_costs_a_line():
+    cal = synthetic()
+    at = np.array([np.inf, 16 * K])
+    assert np.array_equal(cal.access_ns(32, at), cal.access_ns(64, at))

@@ -8,7 +8,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import UserError
+from ..errors import CxlbenchError, UserError
 from ..memory import PAGE_SIZES, Buffer, Placement, check_request
 from ..options import buffer_spec
 from ..tiering import calibration, model
@@ -215,7 +215,11 @@ def predict(m: Measurement, buffer: Buffer, demand, metric: str, per_ns: float) 
         cpu_node if where.policy == "local" else None
     if demand is None or node is None:
         return
-    cal = calibration.measured(node)
+    try:
+        cal = calibration.measured(node)
+    except CxlbenchError as e:      # the measurement stands; the prediction says why not
+        m.info["model_unavailable"] = str(e)
+        return
     if cal is None:
         return
     ns = model.predict_ns(demand, (cal, cal), len(m.cpus))

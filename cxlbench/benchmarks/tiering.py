@@ -147,6 +147,8 @@ def validate(params: dict, topology: Topology) -> None:
     memory = topology.memory_nodes
     if params["tiers_from"]:        # a run that is not one fails here, not in a worker
         model.tiers_for(params, topology, fast, slow)
+    if params["calibration"] and fast is not None:      # likewise
+        calibration.measured(fast, path=params["calibration"])
     kind = engine_of(params, topology)
     work = workload(params)        # its own refusals, on any engine
     if slow is not None and slow == fast:

@@ -25,7 +25,7 @@ except ModuleNotFoundError:         # Python 3.10
     import tomli as tomllib
 
 from .. import results
-from ..errors import UserError
+from ..errors import CxlbenchError, UserError
 from ..units import parse_list
 from .policies.base import TierFigures
 
@@ -104,10 +104,12 @@ class Calibration:
 
     def access_ns(self, block: float, working_set: np.ndarray) -> np.ndarray:
         """One thread's ns for each random access of `block` bytes whose reuse distance
-        (bytes of other data touched since) is `working_set`: the random reads of the two
+        (bytes of other data touched since) is `working_set` (a block under a cache line
+        costs a line): the random reads of the two
         nearest block sizes at that working set, interpolated in log-log; past the
         largest size swept, the largest's; blocks past 4 KiB move toward a stream's rate."""
         ws = np.asarray(working_set, dtype=float)
+        block = max(block, GRANULARITIES[0])     # less than a line still moves a line
         logs = []
         for g in GRANULARITIES:
             sizes, gbs = zip(*self.gather[g])
@@ -249,7 +251,7 @@ def from_frame(frame: pd.DataFrame, node: int, source: str) -> Calibration | Non
         chains = tuple(sorted((int(float(c)), float(v)) for c, v in many.items()))
     else:
         sweep, chains = by_size(chase), ()
-    threads = _threads(frame)
+    threads = _threads(cases("bandwidth", "bandwidth"))
     gather, gather_all = {}, {}
     for g in GRANULARITIES:
         rows = cases("random_bw", "bandwidth", granularity=g)
@@ -311,10 +313,11 @@ def _text(column: pd.Series) -> pd.Series:
 
 
 def _threads(frame: pd.DataFrame) -> int:
-    """The CPUs an all-thread case of the run used."""
+    """The CPUs the all-thread streams used (of the frame given: the node's rows)."""
     if "cpus_used" not in frame:
         return 1
-    counts = [len(parse_list(c)) for c in frame["cpus_used"].dropna().astype(str).unique()
+    every = frame[_text(frame["threads"]) == "all"] if "threads" in frame else frame
+    counts = [len(parse_list(c)) for c in every["cpus_used"].dropna().astype(str).unique()
               if c]
     return max(counts, default=1)
 
@@ -350,17 +353,17 @@ def hmat_tier(fast: Calibration, topology, node: int, fast_node: int) -> Calibra
                        f"({sl} ns / {fl} ns, {sb} / {fb} MB/s)", node, sl / fl, sb / fb)
 
 
-def find_runs(results_dir: str | pathlib.Path, machine: str) -> list[pathlib.Path]:
-    """This machine's calibration runs under results_dir, newest first."""
-    root = pathlib.Path(results_dir) / machine
+def find_runs(results_dir: str | pathlib.Path, machine: str) -> list[str]:
+    """This machine's calibration runs under results_dir that can be read, newest first
+    (a damaged or foreign folder is not a calibration)."""
     found = []
-    for meta in sorted(root.glob("*/run.json"), reverse=True):
+    for meta in sorted((pathlib.Path(results_dir) / machine).glob("*/run.json"), reverse=True):
         try:
             run = results.Run.open(meta.parent)
-        except Exception:       # a damaged or foreign folder is not a calibration
+        except CxlbenchError:
             continue
         if (run.meta.get("suite") or {}).get("name") == SUITE:
-            found.append(meta.parent)
+            found.append(str(meta.parent))
     return found
 
 
@@ -370,38 +373,44 @@ def load(path: str, node: int) -> Calibration | None:
     return from_frame(results.load(path), node, f"measured: {path}")
 
 
+def _whole_jobs(run: str) -> tuple[pd.DataFrame, set[tuple[str, str]]]:
+    """A run's rows, and its (job, mem) pairs whose every case finished ok: a job cut
+    short (interrupted, failed) is no calibration. Nothing from a run that cannot be read."""
+    try:
+        opened, frame = results.Run.open(run), results.load(run)
+    except CxlbenchError:
+        return pd.DataFrame(), set()
+    done = opened.finished()
+    cases: dict[tuple[str, str], list[str]] = {}
+    for c in opened.meta["cases"]:
+        cases.setdefault((c["job"], str(c["params"].get("mem"))), []).append(c["id"])
+    return frame, {key for key, ids in cases.items()
+                   if all(done.get(i, {}).get("status") == "ok" for i in ids)}
+
+
 def merged(runs: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """The rows of the calibration runs given newest first, each job's from the newest
-    run where that job has rows (a later calibrate run measures only the jobs missing),
-    and the runs that gave any."""
+    """The rows of the calibration runs given newest first, each job's (per node) from
+    the newest run where that job is whole (a later calibrate run measures only the jobs
+    missing), and the runs that gave any."""
     frames, seen, used = [], set(), []
-    for run in runs:       # a job is per node: (job, mem) as the key
-        f = results.load(run)
-        keys = f["job"].astype(str) + " " + f["mem"].astype(str)
-        f = f[~keys.isin(seen)]
-        seen |= set(keys[keys.index.isin(f.index)])
-        if len(f):
-            frames.append(f)
+    for run in runs:
+        frame, whole = _whole_jobs(run)
+        if frame.empty:
+            continue
+        keys = pd.Series(list(zip(frame["job"].astype(str), frame["mem"].astype(str))),
+                         index=frame.index)
+        take = keys.isin(whole - seen)
+        seen |= whole
+        if take.any():
+            frames.append(frame[take])
             used.append(run)
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), used
 
 
 def jobs_of(runs: list[str], node: int) -> set[str]:
-    """The calibration jobs these runs (newest first) measured on the node: each job as
-    its newest run has it, every case finished ok (a failed case's job is measured again)."""
-    done, seen = set(), set()
-    for run in runs:
-        by_job: dict[str, list[dict]] = {}
-        for case, entry in results.Run.open(run).finished().items():
-            if str(entry["params"].get("mem")) == f"bind:{node}":
-                by_job.setdefault(case.split("/")[0], []).append(entry)
-        for job, entries in by_job.items():
-            if job in seen:
-                continue
-            seen.add(job)
-            if all(e.get("status") == "ok" for e in entries):
-                done.add(job)
-    return done
+    """The calibration jobs these runs measured whole on the node (a job with a failed or
+    missing case is measured again)."""
+    return {job for run in runs for job, mem in _whole_jobs(run)[1] if mem == f"bind:{node}"}
 
 
 def measured(node: int, results_dir: str | pathlib.Path | None = None,

@@ -61,8 +61,9 @@ def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> f
             if where.any():
                 ws = demand.reuse[where]
                 conc += float(tiers[i].access_ns(demand.block, ws).sum())
-                busy[i] += float(tiers[i].memory_share(ws).sum()) * demand.block \
-                    / tiers[i].gather_bandwidth(demand.block)
+                moved = max(demand.block, 64)       # a line at least
+                busy[i] += float(tiers[i].memory_share(ws).sum()) * moved \
+                    / tiers[i].gather_bandwidth(moved)
         if demand.floor:
             conc += tiers[0].floor_ns(demand.block, threads) * len(demand.reuse)
     streamed = demand.read + demand.write

@@ -33,9 +33,9 @@ def pages_touched(first_byte: np.ndarray, nbytes, page: int) -> np.ndarray:
 @dataclass
 class Demand:
     """What one timed run of a workload asks of memory, for the tier model. Random
-    accesses of `block` bytes each (rows, KV blocks), with, per access, its reuse distance
-    (bytes of other data touched since its last access, by an exact LRU stack; inf for a
-    first access) and, where a buffer is tiered, the page it reads; and streamed bytes (read
+    accesses of `block` bytes each (rows, KV blocks), with, per access, its working set
+    (working_sets; inf: from memory, whatever the footprint) and, where a buffer is
+    tiered, the page it reads; and streamed bytes (read
     and written in address order, the optimizer's and checkpoint's), per tiered page where
     tiered. `floor`: charge the embedding kernel's own work per access; `in_place`: the
     streamed writes go back to lines just read (no allocating read, the write-back off

@@ -66,7 +66,8 @@ def _checks(pairs: list[tuple[pd.Series, dict]]) -> dict | None:
     the measured median's CI and n beside it (the whiskers)."""
     checks = analysis.model_checks([
         {"case": r["case"], "benchmark": r["benchmark"], "parameters": r["params"],
-         "metric": r["metric"], "unit": r["unit"], "median": r["median"], "model": m}
+         "metric": r["metric"], "unit": r["unit"], "median": r["median"], "model": m,
+         "noisy": r.get("noisy")}
         for r, m in pairs])
     if checks:
         measured = {(r["case"], r["metric"]): (r["ci_low"], r["ci_high"], r["n"])

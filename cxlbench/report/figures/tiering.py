@@ -18,6 +18,11 @@ def _tiering_scenarios(frame: pd.DataFrame, runs) -> list[tuple[str, dict]]:
     case that failed keeps its repetitions in the results, not in the scenarios. Each
     scenario's tiers are in the report's words (measured here, firmware, assumed)."""
     status = {(r.label, case): e.get("status") for r in runs for case, e in r.journal.items()}
+    # the knee's threshold the run was analysed with (cxlbench tiering --knee)
+    within = {r.label: next((sc.get("knee_within") for sc in
+                             ((r.meta.get("analysis") or {}).get("tiering") or [])
+                             if sc.get("knee_within") is not None), analysis.KNEE_SLOWDOWN)
+              for r in runs}
     out = []
     for label, g in frame.groupby("label", sort=False):
         records = [{"benchmark": "tiering", "status": status.get((label, c), "ok"),
@@ -26,7 +31,7 @@ def _tiering_scenarios(frame: pd.DataFrame, runs) -> list[tuple[str, dict]]:
                    for c, m, p, v, u, k, i, machine in zip(
                        g["case"], g["metric"], g["params"], g["median"], g["unit"],
                        g["kernel"], g["info"], g["machine"])]
-        out += [(label, sc) for sc in analysis.tiering_scenarios(records)]
+        out += [(label, sc) for sc in analysis.tiering_scenarios(records, within[label])]
     return out
 
 
@@ -39,10 +44,10 @@ def _scenario_title(label: str, sc: dict, many: bool) -> str:
 def shares_and_policies(frame, runs):
     """Knee curves per scenario, the policy matrix at one share, and the MB each policy
     moved."""
-    within = f"within {analysis.KNEE_SLOWDOWN * 100:g} %"
     scenarios = _tiering_scenarios(frame, runs)
     many = len({label for label, _ in scenarios}) > 1
     for i, (label, sc) in enumerate(scenarios):
+        within = f"within {sc['knee_within'] * 100:g} %"
         fig, ax = plt.subplots(figsize=(7.5, 4.2))
         for name, row in sc["policies"].items():
             xs = sorted(row["throughput"])
