@@ -48,7 +48,7 @@ def tiering_lines(sc: dict) -> list[str]:
     unit = sc["unit"] or ""
     bounds = ", ".join(f"{name} {value:.4g} {unit}" for name, value in
                        (("all-fast", sc["all_fast"]), ("all-slow", sc["all_slow"])) if value)
-    engine = {"model": "model engine: PREDICTED from each tier's latency and bandwidth, "
+    engine = {"model": "model engine: PREDICTED from the tiers' figures, "
                        "not measured", "real": "real engine: pages moved, time measured"}
     out.append(f"\ntiering: {sc['workload']}" + (", hot set shifting halfway"
                                                    if sc["phase"] == "shift" else "")

@@ -1253,8 +1253,7 @@ def test_tiering_command_end_to_end(tmp_path):
     assert r.exit_code == 0, r.output
     assert "(5 cases, 0 failed)" in r.stderr
     out = r.stdout
-    assert "model engine: PREDICTED from each tier's latency and bandwidth, not measured" \
-        in out
+    assert "model engine: PREDICTED from the tiers' figures, not measured" in out
     # The expected figures, from the model in closed form: 11 ns a lookup on the fast tier,
     # 27.5 on the slow.
     w = bench.workload(params())

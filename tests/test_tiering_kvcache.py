@@ -421,8 +421,8 @@ def test_tiering_command_kvcache_end_to_end(tmp_path):
     assert r.exit_code == 0, r.output
     assert "(5 cases, 0 failed)" in r.stderr
     out = r.stdout
-    assert "tiering: kvcache (model engine: PREDICTED from each tier's latency and " \
-           "bandwidth, not measured)" in out
+    assert "tiering: kvcache (model engine: PREDICTED from the tiers' figures, not " \
+           "measured)" in out
     top = 3 * max(744 * FAST.latency_ns / 2.0, 2949120 / FAST.bandwidth)
     assert top == 3 * 744 * 55.0
     assert f"all-fast {9 * 3 / top * 1e9:.4g} tok/s" in out

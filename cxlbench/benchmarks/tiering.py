@@ -1,7 +1,8 @@
 """Tiering: an ML workload runs in epochs while a policy decides which pages of its main
 buffer sit on the fast node, under a capacity of `share` of them. The real engine moves the
 pages with move_pages(2) and verifies every page each epoch; the model engine predicts the
-time from each tier's latency and bandwidth, and answers on a machine of one node. Every
+time from each tier's figures (this machine's calibration, a slow tier scaled by HMAT or a
+named profile), and answers on a machine of one node. Every
 case reports the workload's throughput, the share of accesses the fast node served, and
 what the policy moved; a real case reports the model's prediction beside its measurement.
 Knees, slowdowns and the gap to the oracle compare cases (cxlbench tiering, the report)."""
