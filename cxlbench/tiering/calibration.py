@@ -339,18 +339,25 @@ def profile_tier(fast: Calibration, name: str, node: int | None) -> Calibration:
                        node, p["latency"], p["bandwidth"])
 
 
+def hmat_figures(topology, node: int) -> TierFigures | None:
+    """The node's HMAT read latency (ns) and bandwidth (GB/s) from its best initiators,
+    where the firmware gave both."""
+    found = next((n for n in topology.nodes if n.id == node), None)
+    values = (found.hmat.get("access0") or found.hmat.get("access1") or {}) if found else {}
+    lat, bw = values.get("read_latency"), values.get("read_bandwidth")
+    return TierFigures(float(lat), bw / 1000.0) if lat and bw else None
+
+
 def hmat_tier(fast: Calibration, topology, node: int, fast_node: int) -> Calibration | None:
     """The node scaled from the fast one by their HMAT read latencies and bandwidths, where
     the firmware gave both nodes'."""
-    def read(n: int):
-        found = next((x for x in topology.nodes if x.id == n), None)
-        values = (found.hmat.get("access0") or found.hmat.get("access1") or {}) if found else {}
-        return values.get("read_latency"), values.get("read_bandwidth")
-    (fl, fb), (sl, sb) = read(fast_node), read(node)
-    if not (fl and fb and sl and sb):
+    f, s = hmat_figures(topology, fast_node), hmat_figures(topology, node)
+    if f is None or s is None:
         return None
     return fast.scaled("hmat", f"firmware: HMAT of nodes {fast_node} and {node} "
-                       f"({sl} ns / {fl} ns, {sb} / {fb} MB/s)", node, sl / fl, sb / fb)
+                       f"({s.latency_ns:g} ns / {f.latency_ns:g} ns, {s.bandwidth:g} / "
+                       f"{f.bandwidth:g} GB/s)", node, s.latency_ns / f.latency_ns,
+                       s.bandwidth / f.bandwidth)
 
 
 def find_runs(results_dir: str | pathlib.Path, machine: str) -> list[str]:

@@ -24,7 +24,7 @@ import pandas as pd
 from .. import results
 from ..errors import UserError
 from ..topology import Topology
-from .calibration import loaded_curve
+from .calibration import hmat_figures, loaded_curve
 from .policies.base import TierFigures
 
 # Where no HMAT and no option says: local DDR and a CXL expander. Liu et al., "Exploring
@@ -104,15 +104,6 @@ def migrate_rate(params: dict, fast: int | None = None,
     return ASSUMED_MIGRATE, "assumed"
 
 
-def hmat_tier(topology: Topology, node: int) -> TierFigures | None:
-    """The node's HMAT read latency and bandwidth from its best initiators, if the
-    firmware gave them."""
-    n = next((n for n in topology.nodes if n.id == node), None)
-    values = (n.hmat.get("access0") or n.hmat.get("access1") or {}) if n else {}
-    lat, bw = values.get("read_latency"), values.get("read_bandwidth")
-    return TierFigures(float(lat), bw / 1000.0) if lat and bw else None
-
-
 def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> TierFigures | None:
     """A node's figures from a catalogue run's rows: the chase latency at the largest size
     bound to it (else the matrix latency to it from `home`'s CPUs), and the best median of
@@ -165,7 +156,7 @@ def tiers_for(params: dict, topology: Topology | None, fast: int | None,
                 raise UserError(f"tiers_from={params['tiers_from']}: no chase latency and "
                                 f"read bandwidth (nor node matrix) bound to node {node} there")
         if found is None and topology is not None and node is not None:
-            found, kind = hmat_tier(topology, node), f"HMAT of node {node}"
+            found, kind = hmat_figures(topology, node), f"HMAT of node {node}"
         if found is None:
             found, kind = ASSUMED[i], "assumed"
         base.append(found)
