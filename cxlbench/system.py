@@ -4,6 +4,7 @@ Read through the same injectable sysfs and procfs roots as the topology."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from .topology import _read   # one reader of sysfs and procfs files: text or a default
@@ -60,3 +61,52 @@ def _smt(sysfs: Path) -> str | None:
     if control in (None, "on", "off"):
         return active
     return f"{active} ({control})" if active else control
+
+
+# A load average per CPU above this, or this share of CPU time stolen by the hypervisor,
+# means other work competed with the measurements (pyperf warns on the same signs).
+BUSY_LOAD_PER_CPU = 0.5
+BUSY_STEAL = 0.02
+
+
+def load(proc_root: str | os.PathLike = "/proc", interval: float = 0.2) -> dict:
+    """How busy the machine is now: the 1-minute load average, the CPUs online, and the
+    share of CPU time the hypervisor stole over `interval` seconds (/proc/stat's steal
+    column; 0 on bare metal). Figures /proc lacks are None."""
+    procfs = Path(proc_root)
+    try:
+        load1 = float((_read(procfs / "loadavg") or "").split()[0])
+    except (IndexError, ValueError):
+        load1 = None
+    before = _cpu_times(procfs)
+    if before is not None and interval > 0:
+        time.sleep(interval)
+    after = _cpu_times(procfs)
+    steal = None
+    if before is not None and after is not None:
+        total = sum(after) - sum(before)
+        steal = round((after[7] - before[7]) / total, 4) if total > 0 and len(after) > 7 \
+            else 0.0
+    return {"load1": load1, "cpus": os.cpu_count(), "steal": steal}
+
+
+def _cpu_times(procfs: Path) -> list[int] | None:
+    """The 'cpu' line of /proc/stat: user nice system idle iowait irq softirq steal ..."""
+    for line in (_read(procfs / "stat", "") or "").splitlines():
+        if line.startswith("cpu "):
+            try:
+                return [int(v) for v in line.split()[1:]]
+            except ValueError:
+                return None
+    return None
+
+
+def busy(found: dict) -> str | None:
+    """Why a load() reading says the machine was busy, in words; None where it was not."""
+    why = []
+    if found.get("load1") is not None and found.get("cpus") and \
+            found["load1"] > BUSY_LOAD_PER_CPU * found["cpus"]:
+        why.append(f"load average {found['load1']:.2f} on {found['cpus']} CPUs")
+    if found.get("steal") is not None and found["steal"] > BUSY_STEAL:
+        why.append(f"{found['steal']:.0%} of CPU time stolen by the hypervisor")
+    return "; ".join(why) or None
