@@ -61,7 +61,8 @@ def tiering_lines(sc: dict) -> list[str]:
     if not sc["all_fast"]:
         out.append("(no all-fast case: slowdowns and knees need one)")
     shares, real = sc["shares"], sc["engine"] == "real"
-    out.append("slowdown against all-fast at each fast share; knee: the smallest share "
+    out.append("slowdown against all-fast at each fast share (all-fast's throughput over "
+               "the policy's, less 1; below 0: faster, within noise); knee: the smallest share "
                f"within {sc.get('knee_within', KNEE_SLOWDOWN):.0%} "
                f"({'measured' if real else 'from the model'}); at {shares[-1]:g}: gap, the oracle's "
                "throughput over the policy's, and MB moved"

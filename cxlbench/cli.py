@@ -5,18 +5,21 @@ import functools
 import json
 import os
 import pathlib
+import shutil
 import signal
 import sys
 import warnings
 
 import click
 
-from . import __version__, analysis, analysis_text, benchmarks, paramtext, results, runner, suite
+from . import (__version__, analysis, analysis_text, benchmarks, headline, listing, paramtext,
+               results, runner, suite)
 from .errors import CxlbenchError, ResultsWarning, StorageError, UserError
 from .benchmarks import tiering as tiering_bench
 from .tiering import calibration
 from .tiering.policies import KNOBS
 from .topology import Topology
+from .units import format_list, quantity, quantity_range
 
 
 def _errors(fn):
@@ -119,12 +122,12 @@ def _resume(path: str, other_machine: bool, dry_run: bool):
     if dry_run:
         done = run_.finished()
         # listed as recorded (check_resumable has checked them)
-        left = [suite.Case(c["id"], c["job"], c["bench"], c["params"])
-                for c in run_.meta["cases"] if c["id"] not in done]
-        echo(f"{run_.path}: {len(done)} of {len(run_.meta['cases'])} cases finished; a "
+        every = [suite.Case(c["id"], c["job"], c["bench"], c["params"])
+                 for c in run_.meta["cases"]]
+        left = [c for c in every if c.id not in done]
+        echo(f"{run_.path}: {len(done)} of {len(every)} cases finished; a "
              f"resume would run these {len(left)}")
-        for c in left:
-            click.echo(f"{c.id} {c.bench} {c.label()}")
+        _list_cases(every, left)
         return None
     for note in run_.repair():
         echo(f"{run_.path}: {note}")
@@ -137,6 +140,22 @@ def _resume(path: str, other_machine: bool, dry_run: bool):
     return run_
 
 
+def _list_cases(every: list, shown: list) -> None:
+    """A dry run's lines: each job's title (what its cases share, as a # comment), then
+    each case with what tells it apart within its job (as the progress lines and the
+    summary name it, defaults included)."""
+    labels = runner.case_labels(every)
+    jobs: dict[str, list] = {}
+    for c in every:
+        jobs.setdefault(c.job, []).append(c)
+    job = None
+    for c in shown:
+        if c.job != job:
+            job = c.job
+            click.echo(f"# {runner.job_title(job, jobs[job])}")
+        click.echo(" ".join(filter(None, (c.id, c.bench, labels[c.id]))))
+
+
 def _start(s, results_dir: str, dry_run: bool, max_cases: int):
     """The suite's cases checked and its run directory made (None for a dry run, whose
     cases are listed instead)."""
@@ -146,13 +165,23 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int):
     for note in benchmarks.precheck(cases, topo):
         echo(f"note: {note}")
     if dry_run:
-        for c in cases:
-            click.echo(f"{c.id} {c.bench} {c.label()}")
+        _list_cases(cases, cases)
         return None
     results.check_writable(results_dir)
     run_ = runner.start(s, cases, topo, results_dir)
+    if len(topo.memory_nodes) == 1:
+        echo(one_node_note(topo))
     echo(f"run {run_.path}: {len(cases)} cases")
     return run_
+
+
+def one_node_note(topo) -> str:
+    """Said once at the start of a run on a machine with one memory node."""
+    profile = next(iter(calibration.profiles()))
+    return (f"note: one memory node (node {topo.memory_nodes[0]}): nothing slower to "
+            f"measure here, so slowdowns below come from the tier model with the assumed "
+            f"profile {profile} (cxlbench calibrate gives it this machine's figures), or "
+            "run on emulated far memory: cxlbench emulate --topology cxl -- run SUITE")
 
 
 def _execute(run_, as_json: bool, exit_on_failure: bool = True,
@@ -188,7 +217,11 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True,
         click.echo(json.dumps(records, indent=1))
     else:
         _print_summary(records)
-        for line in [*preface, *analysis_text.analysis_lines(found)]:
+        busy = runner.busy_text(run_)
+        if busy:
+            click.echo(busy)
+        for line in [*preface, *analysis_text.analysis_lines(found),
+                     *headline.lines(found["headline"])]:
             click.echo(line)
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
     if failed and exit_on_failure:
@@ -221,15 +254,17 @@ def _print_summary(records: list[dict]) -> None:
         params = {r["case"]: paramtext.resolved(r["parameters"], r["cpus"]) for r in recs}
         keys = paramtext.varying(list(params.values()))
         apart.update({case: paramtext.params_text(p, keys) for case, p in params.items()})
-        titles[job] = _job_title(job, recs, keys)
+        isas = {r["isa"] for r in recs if r["isa"]}
+        titles[job] = runner.job_title(
+            job, [suite.Case(case, job, recs[0]["benchmark"], p) for case, p in params.items()],
+            isas.pop() if len(isas) == 1 else None)
     ok = [r for r in records if r["status"] == "ok" and r["metric"] is not None]
     cw = max((len(r["case"]) for r in records), default=4)
     pw = min(max((len(text) for text in apart.values()), default=0), PARAMS_WIDTH)
     mw = max((len(r["metric"]) for r in ok), default=6)
-    uw = max((len(r["unit"]) for r in ok), default=4)
     column = (lambda text: f"{text:<{pw}}  ") if pw else (lambda text: "")  # none varies
-    click.echo(f"  {'case':<{cw}}  {column('parameters')}{'metric':<{mw}} {'median':>10} "
-               f"{'unit':<{uw}} {'95% CI':>21} {'cv':>6} {'n':>3}")
+    click.echo(f"  {'case':<{cw}}  {column('parameters')}{'metric':<{mw}} {'median':>14} "
+               f"{'95% CI':>22} {'cv':>6} {'n':>3}")
     for job, recs in jobs.items():
         click.echo(titles[job])
         last = None
@@ -241,26 +276,15 @@ def _print_summary(records: list[dict]) -> None:
                 label = "UNSUPPORTED" if r["status"] == "unsupported" else "FAILED"
                 click.echo(f"{lead}{label}: {r['error']}")
                 continue
-            ci = f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
+            median = quantity(r["median"], r["unit"])
+            if results.is_prediction(r["metric"], r["kernel"]):
+                # the model's single figure: its repetitions are no sample of the machine
+                click.echo(f"{lead}{r['metric']:<{mw}} {median:>14} {'predicted':>22}")
+                continue
+            ci = quantity_range(r["ci_low"], r["ci_high"], r["unit"], like=r["median"])
             flag = " noisy" if r.get("noisy") else ""
-            click.echo(f"{lead}{r['metric']:<{mw}} {r['median']:>10.4g} {r['unit']:<{uw}} "
-                       f"{ci:>21} {r['cv']:>6.1%} {r['n']:>3}{flag}")
-
-
-def _job_title(job: str, recs: list[dict], varying: list[str]) -> str:
-    """'latency: chase, mem=local page=4k': what every case of the job shares, where it is
-    the placement, the size, or not the benchmark's default (run-control options aside)."""
-    bench = recs[0]["benchmark"]
-    module = benchmarks.available().get(bench)
-    opts = module.options if module else {}
-    first = recs[0]["parameters"]
-    shared = [k for k, v in first.items()
-              if k not in varying and k not in paramtext.NOT_MEASURED
-              and (k in ("size", "mem") or k not in opts or v != opts[k].default)]
-    isas = {r["isa"] for r in recs if r["isa"]}
-    what = f"{bench}, isa {isas.pop()}" if len(isas) == 1 and "isa" in opts else bench
-    shared_text = paramtext.params_text(first, shared)
-    return f"{job}: {what}" + (f", {shared_text}" if shared_text else "")
+            click.echo(f"{lead}{r['metric']:<{mw}} {median:>14} {ci:>22} {r['cv']:>6.1%} "
+                       f"{r['n']:>3}{flag}")
 
 
 def _analyse(run_, records: list[dict], knee: float = analysis.KNEE_SLOWDOWN) -> dict:
@@ -276,8 +300,9 @@ def _analyse(run_, records: list[dict], knee: float = analysis.KNEE_SLOWDOWN) ->
     # A calibration's own kernel cases are the model's inputs, not a check of it.
     found["model"] = analysis.model_checks(records) \
         if run_.meta["suite"]["name"] != calibration.SUITE else None
+    found["headline"] = headline.build(records, run_.meta["topology"], knee)
     try:
-        run_.update_meta(analysis=found)
+        run_.update_meta(analysis={**found, "headline": found["headline"].to_dict()})
     except StorageError as e:               # every result is in already
         click.echo(f"warning: the analysis is not kept in run.json: {e}", err=True)
     return found
@@ -387,11 +412,10 @@ def tiering_command(workload, policy, share, engine, sets, results_dir, as_json,
                         "--policies does not run")
     common = {"bench": "tiering", "workload": works, "engine": engine,
               **{k: v for k, v in extra.items() if k not in knobs}}
-    for needed, what in (("all-fast", "slowdowns and knees"), ("oracle", "gaps")):
-        if needed not in names:
-            click.echo(f"note: without {needed} there are no {what} to show", err=True)
-    bounds = [p for p in names if p in analysis.BOUNDS]
-    data = {"bounds": {**common, "policy": bounds}} if bounds else {}
+    if "oracle" not in names:
+        click.echo("note: without oracle there are no gaps to show", err=True)
+    # The bounds run whatever --policies names: slowdowns and knees are against them.
+    data = {"bounds": {**common, "policy": list(analysis.BOUNDS)}}
     for name in names:
         if name not in analysis.BOUNDS:
             data[name.replace("-", "_")] = {
@@ -512,16 +536,24 @@ FORCE_HELP = ("write into a non-empty folder that is not a cxlbench report, over
 @click.option("--suite", "suite_name", help="only runs of this suite")
 @click.option("--latest", is_flag=True, help="only the newest run of each machine")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
+@click.option("--json", "as_json", is_flag=True,
+              help="print the summary as JSON (each machine's headline, every case's median)")
 @_errors
-def report(runs, output, title, suite_name, latest, force):
-    """Report on RUNS (run folders, or folders holding runs such as results/): the machine,
-    a figure per benchmark family with captions, and every case's median and CI."""
+def report(runs, output, title, suite_name, latest, force, as_json):
+    """Report on RUNS (run folders, or folders holding runs such as results/): the headline
+    first, the machine, a figure per benchmark family with captions, and every case's
+    median and CI."""
     from . import report as rep
 
     click.echo("building the report ...", err=True)
     html_path, md_path = rep.build(
         runs, output, title=title, suite=suite_name, latest=latest, force=force,
         on_skip=lambda path, why: click.echo(f"skipped {path}: {why}", err=True))
+    if as_json:
+        click.echo(json.dumps({"report": str(html_path), "markdown": str(md_path),
+                               **rep.json_summary(runs, suite_name, latest)}, indent=1,
+                              default=str))
+        return
     click.echo(f"report: {html_path}\nmarkdown: {md_path}")
 
 
@@ -534,14 +566,29 @@ def report(runs, output, title, suite_name, latest, force):
               help="significance level")
 @click.option("--all", "show_all", is_flag=True, help="print every compared metric, not the 20 largest")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON")
 @_errors
-def compare(a, b, output, alpha, show_all, force):
+def compare(a, b, output, alpha, show_all, force, as_json):
     """Compare run B with run A: per case and metric the ratio B/A with its confidence
     interval, or "not significant" where the difference is noise."""
     from . import report as rep
 
     runs, table, unpaired, written = rep.compare(a, b, output, alpha=alpha, force=force)
     across = rep.across_machines(*runs)
+    if as_json:
+        diffs, missing = rep.setting_differences(*runs)
+        columns = ["case_a", "case_b", "metric", "unit", "median_a", "median_b", "ratio",
+                   "ci_low", "ci_high", "significant", "verdict"]
+        click.echo(json.dumps({
+            "a": str(runs[0].path), "b": str(runs[1].path), "across_machines": across,
+            "alpha": alpha,
+            "settings": [{"name": n, "a": va, "b": vb} for n, va, vb in diffs],
+            "not_recorded": missing,
+            "metrics": table[[c for c in columns if c in table.columns]].to_dict("records"),
+            "unpaired": unpaired,
+            **({"report": str(written[0]), "markdown": str(written[1])} if written else {})},
+            indent=1, default=str))
+        return
     if across:
         click.echo(f"ACROSS MACHINES: {across}")
     click.echo(f"A = {runs[0].path}\nB = {runs[1].path}")
@@ -580,42 +627,39 @@ def _print_setting_differences(diffs: list[tuple[str, str, str]], missing: dict)
 
 
 @main.command("list")
+@click.argument("pattern", required=False, metavar="[NAME|PATTERN]")
+@click.option("--json", "as_json", is_flag=True, help="the selection as JSON")
 @_errors
-def list_():
-    """Kernels, benchmarks, suites and options."""
-    from . import native
+def list_(pattern, as_json):
+    """Kernels, benchmarks and suites; NAME (a benchmark, kernel or suite) in full, with
+    its options; a PATTERN (chase*, kv) every name it matches."""
+    found = listing.select(pattern)
+    if as_json:
+        click.echo(json.dumps(found, indent=1))
+        return
+    width = min(shutil.get_terminal_size().columns, 120)
+    for line in listing.render(found, width):
+        click.echo(line)
 
-    click.echo("kernels (native/kernels.c):")
-    for k in native.kernels():
-        if k.test_only and not benchmarks.test_kernels_enabled():
-            continue
-        runs = ", ".join(i + ("" if native.isa_supported(i) else " (not on this CPU)")
-                         for i in k.isas)
-        streams = f"; buffers {', '.join(k.buffers)}" if k.buffers else ""
-        click.echo(f"  {k.key:<8} {k.benchmark:<10} read {k.bytes_read} B, written "
-                   f"{k.bytes_written} B per {k.elem_bytes} B step{streams}; {runs}")
-        click.echo(f"           {k.description}")
-    click.echo("\ndrivers (native/kernels.c: entry points with argument structs of their own):")
-    for d in native.drivers():
-        click.echo(f"  {d.key:<14} {d.benchmark:<14} threads {d.min_threads}.."
-                   f"{d.max_threads or 'any'}; checked: {d.check}"
-                   + (f"; needs {d.needs}" if d.needs else ""))
-        click.echo(f"           {d.description}")
-    click.echo("\nbenchmarks and their options:")
-    topology = Topology.read(probe_gpus=False)
-    for name, b in benchmarks.available().items():
-        click.echo(f"  {name}: {b.description}")
-        names = ", ".join(b.buffer_names() or ())
-        how = ("mem.<buffer> and page.<buffer> place one" if "mem" in b.options
-               else "placed by the benchmark")
-        click.echo(f"    buffers: {names} ({how})" if names else "    buffers: none")
-        defaults = {k: opt.default for k, opt in b.options.items()}
-        reason = b.skip(defaults, topology) if b.skip else None
-        if reason:
-            click.echo(f"    skipped here with its defaults: {reason}")
-        for opt in b.options.values():
-            click.echo(f"    {opt.describe()}")
-    click.echo("\nsuites: " + ", ".join(suite.shipped_names()))
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="one object per check")
+@click.option("--sys-root", default="/sys", show_default=True, help="sysfs root (fixtures)")
+@click.option("--proc-root", default="/proc", show_default=True, help="procfs root (fixtures)")
+@_errors
+def doctor(as_json, sys_root, proc_root):
+    """Before measuring: the settings that change memory figures (nodes, THP, hugepages,
+    NUMA balancing and demotion, governor, turbo, SMT, load and steal, movable-only CXL
+    nodes, emulate's tools), each with what it affects and the command that would change
+    it. cxlbench never changes them itself."""
+    from . import doctor as doc
+
+    found = doc.checks(sys_root, proc_root)
+    if as_json:
+        click.echo(json.dumps([c.to_dict() for c in found], indent=1))
+        return
+    for line in doc.render(found, min(shutil.get_terminal_size().columns, 120)):
+        click.echo(line)
 
 
 @main.group()

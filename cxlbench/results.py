@@ -743,3 +743,10 @@ UPGRADES: dict[int, Upgrade] = {
                "kvcache.batch; format 2 had rows, kv_batch)",
                _v2_meta, _v2_table, _v2_journal),
 }
+
+
+def is_prediction(metric: str, kernel: str) -> bool:
+    """A value the tier model gave, not a measurement: every figure of the tiering model
+    engine (kernel WORKLOAD:model), and the real engine's `predicted` beside its throughput.
+    Its repetitions are no sample of the machine: tables show it without CI or n."""
+    return metric == "predicted" or str(kernel).endswith(":model")

@@ -8,19 +8,21 @@ import collections
 import json
 import math
 import signal
+import statistics
 import subprocess
 import sys
 import time
 from typing import Callable
 
-from . import PACKAGE_PARENT, __version__, benchmarks, lifetime, native, results, stats, system
-from .errors import UserError
+from . import (PACKAGE_PARENT, __version__, benchmarks, lifetime, native, paramtext, results,
+               stats, system)
+from .errors import StorageError, UserError
 from .fleet import slurm
 from .options import json_value, to_json
 from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
-from .units import format_list
+from .units import format_list, quantity, scale, significant
 
 
 def git_describe() -> str | None:
@@ -155,25 +157,132 @@ def journal_entry(case: Case, m: dict, seconds: float) -> dict:
             "placement": m.get("placement"), "info": m.get("info"), "seconds": round(seconds, 3)}
 
 
-def execute(run: Run, echo: Callable[[str], None]) -> dict[str, dict]:
-    """Run every case the journal does not list yet. Returns the journal by case id."""
+def execute(run: Run, echo: Callable[[str], None],
+            read_load: Callable[[], dict] = system.load) -> dict[str, dict]:
+    """Run every case the journal does not list yet, saying as it goes which (each job's
+    title, then each case's varying parameters), what it measured and about how long is
+    left. How busy the machine was at the start and the end goes into run.json (the
+    summary says so where it was busy: busy_text). Returns the journal by case id."""
     # As run.json records them: the parent hands their params on (to the worker, into the
     # results) as they are, and the worker reads them as values (Case.from_dict).
     cases = [Case(c["id"], c["job"], c["bench"], c["params"]) for c in run.meta["cases"]]
+    record_load(run, "start", read_load)
     done = run.finished()
     if done:
         echo(f"resuming {run.path}: {len(done)} of {len(cases)} cases already finished")
-    width = len(str(len(cases)))
+    labels, jobs = case_labels(cases), _by_job(cases)
+    took: dict[str, list[float]] = {}       # job -> seconds of its cases timed so far
+    left = collections.Counter(c.job for c in cases if c.id not in done)
+    for c in cases:                         # a resume's finished cases are timings too
+        if c.id in done and isinstance(done[c.id].get("seconds"), (int, float)):
+            took.setdefault(c.job, []).append(done[c.id]["seconds"])
+    width, job = len(str(len(cases))), None
     for position, case in enumerate(cases, 1):
         if case.id in done:
             continue
-        echo(f"[{position:>{width}}/{len(cases)}] {case.id} {case.bench} {case.label()} ...")
+        if case.job != job:
+            job = case.job
+            echo(job_title(job, jobs[job]))
+        echo(" ".join(filter(None, (f"[{position:>{width}}/{len(cases)}]", case.id,
+                                    labels[case.id], "..."))))
         t0 = time.monotonic()
         m = run_worker(case)
-        entry = journal_entry(case, m, time.monotonic() - t0)
+        seconds = time.monotonic() - t0
+        entry = journal_entry(case, m, seconds)
         run.append(case.id, rows_for(run, case, m), entry)
-        echo("    " + describe(entry))
+        took.setdefault(case.job, []).append(seconds)
+        left[case.job] -= 1
+        eta = seconds_left(left, took) if sum(left.values()) else None
+        echo("    " + describe(entry) + (f"; {eta_text(eta)}" if eta is not None else ""))
+    try:
+        record_load(run, "end", read_load)
+    except StorageError:        # every case is in: a full disk costs only this reading
+        pass
     return run.finished()
+
+
+def _by_job(cases: list[Case]) -> dict[str, list[Case]]:
+    """The cases of each job, in order."""
+    jobs: dict[str, list[Case]] = {}
+    for c in cases:
+        jobs.setdefault(c.job, []).append(c)
+    return jobs
+
+
+def case_labels(cases: list[Case]) -> dict[str, str]:
+    """Case id -> 'k=v ...' of every parameter that varies within its job, defaults
+    included, as the end-of-run summary names them: what tells a case apart from the rest
+    of its job in progress lines and --dry-run."""
+    out = {}
+    for job_cases in _by_job(cases).values():
+        params = {c.id: to_json(c.params) for c in job_cases}
+        keys = paramtext.varying(list(params.values()))
+        out.update({i: paramtext.params_text(p, keys) for i, p in params.items()})
+    return out
+
+
+def job_title(job: str, cases: list[Case], isa: str | None = None) -> str:
+    """'latency: chase, mem=local page=4k': the job, its benchmark and what every case of
+    it shares, where that is the placement, the size, or not the benchmark's default
+    (run-control options aside); `isa`: the one its cases ran with, once known."""
+    bench = cases[0].bench
+    module = benchmarks.available().get(bench)
+    opts = module.options if module else {}
+    params = [to_json(c.params) for c in cases]
+    apart = set(paramtext.varying(params))
+    first = params[0]
+    shared = [k for k, v in first.items()
+              if k not in apart and k not in paramtext.NOT_MEASURED
+              and (k in ("size", "mem") or k not in opts or v != json_value(opts[k].default))]
+    what = f"{bench}, isa {isa}" if isa and "isa" in opts else bench
+    text = paramtext.params_text(first, shared)
+    return f"{job}: {what}" + (f", {text}" if text else "")
+
+
+def seconds_left(left: dict[str, int], took: dict[str, list[float]]) -> float | None:
+    """About how long the cases still to run take (left: job -> how many): each its job's
+    mean so far, as a job's cases are alike, else the mean of every case timed; None
+    before any case is."""
+    every = [s for times in took.values() for s in times]
+    if not every:
+        return None
+    overall = statistics.fmean(every)
+    return sum(n * (statistics.fmean(took[j]) if took.get(j) else overall)
+               for j, n in left.items())
+
+
+def eta_text(seconds: float) -> str:
+    """'about 40 s left', 'about 2 min left', 'about 1 h 20 min left': as precise as an
+    estimate from past cases deserves."""
+    if seconds < 2.5:
+        return "a few seconds left"
+    if seconds < 57.5:
+        return f"about {max(5, round(seconds / 5) * 5)} s left"
+    if seconds < 59.5 * 60:
+        return f"about {round(seconds / 60)} min left"
+    hours, minutes = divmod(round(seconds / 600) * 10, 60)
+    return f"about {hours} h" + (f" {minutes} min" if minutes else "") + " left"
+
+
+def record_load(run: Run, at: str, read_load: Callable[[], dict] = system.load) -> None:
+    """Add how busy the machine is now (at: "start" or "end" of this execute) to run.json's
+    "load" list; a resume appends its own readings."""
+    reading = {"at": at, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **read_load()}
+    run.update_meta(load=[*run.meta.get("load", []), reading])
+
+
+def busy_text(run: Run) -> str | None:
+    """The line warning that other work competed with the measurements, from run.json's
+    load readings (system.busy's reasons, each with when it was read); None where no
+    reading says busy, or the run has none (made before cxlbench took them)."""
+    why: list[str] = []
+    for reading in run.meta.get("load") or []:
+        reason = system.busy(reading) if isinstance(reading, dict) else None
+        if reason and f"{reason} at the {reading.get('at')}" not in why:
+            why.append(f"{reason} at the {reading.get('at')}")
+    if not why:
+        return None
+    return f"machine busy: {'; '.join(why)}; figures may be noisier than this machine is"
 
 
 def check_resumable(run: Run) -> None:
@@ -254,15 +363,22 @@ def check_machine(run: Run, topo: Topology, other_machine: bool) -> dict | None:
 
 
 def describe(entry: dict) -> str:
+    """The line after a case: each metric's median, SI-prefixed, its 95% CI in the same
+    prefix, cv and n; or why it failed."""
     if entry["status"] == "unsupported":
         return f"UNSUPPORTED: {entry['error']}"
     if entry["status"] != "ok":
         return f"FAILED: {entry['error']}"
     parts = []
     for metric, s in entry["summary"].items():
+        if results.is_prediction(metric, entry.get("kernel")):
+            parts.append(f"{metric} {quantity(s['median'], s['unit'])} predicted")
+            continue
         flag = "  NOISY" if s["noisy"] else ""
-        parts.append(f"{metric} {s['median']:.4g} {s['unit']} [{s['ci_low']:.4g}, "
-                     f"{s['ci_high']:.4g}] cv {s['cv']:.1%} n={s['n']}{flag}")
+        divisor, _ = scale(s["median"], s["unit"])
+        parts.append(f"{metric} {quantity(s['median'], s['unit'])} "
+                     f"[{significant(s['ci_low'] / divisor)}, "
+                     f"{significant(s['ci_high'] / divisor)}] cv {s['cv']:.1%} n={s['n']}{flag}")
     return "; ".join(parts) + f"  ({entry['seconds']:.1f} s)"
 
 

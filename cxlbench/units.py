@@ -1,6 +1,8 @@
-"""Parsing and printing of the quantities users type: sizes and CPU or node lists."""
+"""Parsing and printing of the quantities users type (sizes, CPU or node lists) and
+printing of the ones cxlbench measures, SI-prefixed for the console."""
 from __future__ import annotations
 
+import math
 import re
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -80,3 +82,87 @@ def format_list(values) -> str:
         parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
         i = j + 1
     return ",".join(parts)
+
+
+# How each unit the benchmarks report scales: its power of ten in its ladder's base unit,
+# and the ladder's rungs (power of ten, text), smallest first. A unit at its ladder's foot
+# only scales up: M/s is already millions a second, a count has no fractions to prefix.
+_TIME = ((-9, "ns"), (-6, "µs"), (-3, "ms"), (0, "s"))
+_BYTES_PER_S = ((6, "MB/s"), (9, "GB/s"), (12, "TB/s"))
+_BYTES = ((3, "kB"), (6, "MB"), (9, "GB"), (12, "TB"))
+
+
+def _counted(unit: str) -> tuple:
+    """A count or a rate of things: 3480 tok/s reads '3.48 k tok/s'."""
+    return ((0, unit), (3, f"k {unit}"), (6, f"M {unit}"), (9, f"G {unit}"))
+
+
+_LADDERS = {
+    "ns": (-9, _TIME), "us": (-6, _TIME), "µs": (-6, _TIME), "ms": (-3, _TIME),
+    "s": (0, _TIME),
+    "MB/s": (6, _BYTES_PER_S), "GB/s": (9, _BYTES_PER_S),
+    "MB": (6, _BYTES), "GB": (9, _BYTES),
+    "M/s": (6, ((6, "M/s"), (9, "G/s"))),
+    "Mops/s": (6, ((6, "Mops/s"), (9, "Gops/s"))),
+    **{u: (0, _counted(u)) for u in ("tok/s", "pages/s", "pages", "touches", "loads",
+                                     "cycles")},
+}
+# Never scaled: a ratio needs no word after it; x and % sit on the number.
+_BARE = {"ratio": "", "x": "x", "%": "%"}
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """value to `digits` significant figures in plain notation (12345 -> '12300', never
+    '1.23e+04'), trailing zeros kept: they say how precise it is (11.0)."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    exponent = math.floor(math.log10(abs(value)))
+    decimals = digits - 1 - exponent
+    rounded = round(value, decimals)
+    if rounded and math.floor(math.log10(abs(rounded))) > exponent:    # 9.996 -> 10.0
+        decimals -= 1
+    return f"{rounded:.{max(decimals, 0)}f}"
+
+
+def scale(like: float, unit: str) -> tuple[float, str]:
+    """What to divide values in `unit` by, and the unit then written, for `like` to read
+    with 1 to 3 digits before the point (0.293 us: 0.001 and 'ns'). A unit without a
+    ladder stays as given."""
+    if unit in _BARE:
+        return 1, _BARE[unit]
+    if unit not in _LADDERS or not math.isfinite(like):
+        return 1, unit
+    power, rungs = _LADDERS[unit]
+    if like == 0:
+        i = next(i for i, (p, _) in enumerate(rungs) if p == power)
+    else:
+        digits = math.floor(math.log10(abs(like))) + power      # where like's first digit is
+        i = max([i for i, (p, _) in enumerate(rungs) if p <= digits], default=0)
+        if i + 1 < len(rungs) and \
+                abs(float(significant(like / _ten(rungs[i][0] - power)))) >= 1000:
+            i += 1          # 999.7 ns rounds to 1000: 1.00 µs
+    return _ten(rungs[i][0] - power), rungs[i][1]
+
+
+def _ten(power: int) -> float:
+    """10 ** power, exact where it can be (an int), so 10550 / 1000 stays 10.55."""
+    return 10 ** power if power >= 0 else 10.0 ** power
+
+
+def _joined(number: str, shown: str) -> str:
+    """'10.6 ms', '1.23x', '0.412' (a ratio)."""
+    return number + ("" if shown in ("", "x", "%") else " ") + shown
+
+
+def quantity(value: float, unit: str) -> str:
+    """A measured value as the console prints it: 3 significant figures, SI-prefixed
+    (10550 us -> '10.6 ms', 3479 tok/s -> '3.48 k tok/s')."""
+    divisor, shown = scale(value, unit)
+    return _joined(significant(value / divisor), shown)
+
+
+def quantity_range(low: float, high: float, unit: str, like: float | None = None) -> str:
+    """'[10.2, 11.0] ms': both ends in the prefix `like` (the median they bound; by
+    default the larger end) takes, so they read beside it."""
+    divisor, shown = scale(max(abs(low), abs(high)) if like is None else like, unit)
+    return _joined(f"[{significant(low / divisor)}, {significant(high / divisor)}]", shown)

@@ -1,5 +1,7 @@
 """`cxlbench doctor`'s checks, read from fixture trees of real machine shapes (with the
 files a test adds or overwrites), from an empty tree, and from this machine."""
+import json
+
 import pytest
 
 from cxlbench import doctor
@@ -223,3 +225,21 @@ def test_this_machine():
     assert c["nodes"].value.startswith(f"{nodes} memory node")
     assert all(c.status in ("ok", "warn", "info") and c.value and c.affects for c in checks)
     assert doctor.render(checks)
+
+
+def test_the_command_on_a_fixture_machine_as_text_and_json(tmp_path):
+    """`cxlbench doctor` as a user runs it, on the two-socket CXL tree: the summing-up
+    line first, and --json one object per check with the command that would change it."""
+    from .conftest import cxlbench
+
+    root = machine(tmp_path, "two_socket_cxl")
+    r = cxlbench("doctor", "--sys-root", str(root / "sys"), "--proc-root", str(root / "proc"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "checks)" in lines[0] and any(line.startswith("info  nodes:") or
+                                        line.startswith("ok    nodes:") for line in lines)
+    r = cxlbench("doctor", "--json", "--sys-root", str(root / "sys"), "--proc-root",
+                 str(root / "proc"))
+    found = {c["name"]: c for c in json.loads(r.stdout)}
+    assert {"nodes", "thp", "numa balancing", "load", "emulate tools"} <= set(found)
+    assert all(c["status"] in ("ok", "warn", "info") for c in found.values())

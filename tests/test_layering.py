@@ -26,8 +26,10 @@ LAYERS = [
     ("tiering engines and policies", ["cxlbench.tiering"]),
     ("benchmarks", ["cxlbench.benchmarks"]),
     ("suites and analysis", ["cxlbench.suite", "cxlbench.analysis"]),
-    ("running", ["cxlbench.runner", "cxlbench.worker", "cxlbench.analysis_text"]),
+    ("running", ["cxlbench.runner", "cxlbench.worker", "cxlbench.analysis_text",
+                 "cxlbench.headline", "cxlbench.listing"]),
     ("reports and guests", ["cxlbench.report", "cxlbench.emulate"]),
+    ("pre-flight", ["cxlbench.doctor"]),
     ("fleets", ["cxlbench.fleet"]),
     ("the command line", ["cxlbench.cli"]),
     ("entry points", ["cxlbench.__main__", "cxlbench.pytest_plugin"]),
@@ -42,6 +44,7 @@ LATE = {
     ("cxlbench.cli", "cxlbench.report"): "matplotlib and the report only for report",
     ("cxlbench.cli", "cxlbench.emulate"): "the guest image only for emulate",
     ("cxlbench.cli", "cxlbench.fleet"): "SLURM's side only for fleet",
+    ("cxlbench.cli", "cxlbench.doctor"): "emulate's tool tables only for doctor",
     ("cxlbench.pytest_plugin", "cxlbench"): "pytest loads the plugin in every session; "
                                             "cxlbench only where a fixture is used",
 }

@@ -135,3 +135,18 @@ def test_test_only_kernels_stay_hidden(monkeypatch, vm):
     assert hidden and not set(hidden) & set(names(listing.select(topology=vm))["kernels"])
     monkeypatch.setenv(benchmarks.TEST_ENV, "1")
     assert set(hidden) <= set(names(listing.select(topology=vm))["kernels"])
+
+
+def test_the_command_filters_wraps_and_speaks_json():
+    """`cxlbench list NAME`, a pattern with --json, and a typo, as a user types them."""
+    from .conftest import cxlbench
+
+    r = cxlbench("list", "chase", env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    assert "benchmark chase" in r.stdout and "benchmark bandwidth" not in r.stdout
+    assert all(len(line) <= 80 for line in r.stdout.splitlines())
+    r = cxlbench("list", "kv*", "--json")
+    found = json.loads(r.stdout)
+    assert [b["name"] for b in found["benchmarks"]] == ["kvcache"]
+    r = cxlbench("list", "chsae")
+    assert r.returncode == 2 and "chase" in r.stderr

@@ -177,11 +177,16 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, sets, message):
 
 
 def test_list_shows_kernels_benchmarks_suites_options():
+    """The overview names every kernel, benchmark and suite; one benchmark's entry its
+    options (bandwidth's mem takes interleave:0-3) and where its variants run."""
     r = cxlbench("list")
     assert r.returncode == 0
-    for text in ("read", "chase", "bandwidth", "quick", "interleave:0-3", "avx512"):
+    for text in ("read", "chase", "bandwidth", "quick"):
         assert text in r.stdout
     assert "crash" not in r.stdout
+    r = cxlbench("list", "bandwidth")
+    assert r.returncode == 0
+    assert "interleave:0-3" in r.stdout and "avx512" in r.stdout
 
 
 @pytest.mark.slow

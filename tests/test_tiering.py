@@ -21,7 +21,7 @@ from cxlbench.benchmarks import tiering as bench
 from cxlbench.cli import main
 from cxlbench.errors import CheckError, PlacementError, UserError
 from cxlbench.memory import Buffer
-from cxlbench.tiering import engine, model
+from cxlbench.tiering import calibration, engine, model
 from cxlbench.workloads import embedding as embedding_workload
 from cxlbench.workloads import epochs
 from cxlbench.tiering.policies.base import Policy, TierFigures, first_touch
@@ -1046,7 +1046,8 @@ def test_model_run_of_a_bound_in_closed_form(policy, dim, mlp, threads, fast_ns,
     pages = rows * row // PAGE
     assert m.info["engine"] == "model" and m.info["slow_node"] is None
     assert m.info["fast_node"] == 0
-    assert m.info["tiers"]["source"] == "fast: assumed, slow: assumed"
+    assert m.info["tiers"]["source"] == ("fast 110 ns 100 GB/s, slow 275 ns 25 GB/s "
+                                         "(fast: assumed, slow: assumed)")
     assert m.info["tiers"]["fast"] == {"latency_ns": 110.0, "bandwidth": 100.0}
     assert (m.info["migrate_gbs"], m.info["migrate_source"]) == (2.0, "assumed")
     assert (m.info["pages"], m.info["page_bytes"], m.info["epochs"]) == (pages, PAGE, 3)
@@ -1240,8 +1241,12 @@ def policy_rows(out: str, header: list[str]) -> dict[str, list[str]]:
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("policy "))
     assert lines[head].split() == header
-    return {line.split()[0]: line.split() for line in lines[head + 1:] if line.strip()
-            and not line.startswith("results")}
+    rows = {}
+    for line in lines[head + 1:]:
+        if not line.strip():            # the table ends (the headline follows)
+            break
+        rows[line.split()[0]] = line.split()
+    return rows
 
 
 @one_node
@@ -1251,7 +1256,7 @@ def test_tiering_command_end_to_end(tmp_path):
     r = invoke("--policies", "all-fast,oracle,first-touch", "--shares", "1,0.5",
                *[a for s in sets for a in ("--set", s)], "--results-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert "(5 cases, 0 failed)" in r.stderr
+    assert "(6 cases, 0 failed)" in r.stderr       # all-slow runs too: a bound always
     out = r.stdout
     assert "model engine: PREDICTED from the tiers' figures, not measured" in out
     # The expected figures, from the model in closed form: 11 ns a lookup on the fast tier,
@@ -1301,6 +1306,17 @@ def test_tiering_command_lists_bounds_once_and_policies_at_every_share(tmp_path)
     assert [c.split()[1:] for c in cases] == [
         ["tiering", "policy=all-fast"], ["tiering", "policy=all-slow"],
         ["tiering", "policy=oracle", "share=0.5"], ["tiering", "policy=oracle"]]
+
+
+def test_any_policy_subset_gets_both_bounds(tmp_path):
+    """--policies oracle alone still runs all-fast and all-slow: slowdowns and knees are
+    against them."""
+    r = invoke("--policies", "oracle", "--shares", "0.5", "--results-dir", str(tmp_path),
+               "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert [c.split()[0] for c in r.stdout.splitlines()] == ["bounds/000", "bounds/001",
+                                                             "oracle/000"]
+    assert "without all-fast" not in r.stderr
 
 
 @one_node
@@ -1403,3 +1419,20 @@ def test_the_model_waits_once_per_lookup_however_many_pages_its_row_spans():
     for dim in (100, 128):
         m = bench.run(params(policy="all-fast", engine="model", dim=dim))
         assert m.reps[0]["kernel_throughput"] == pytest.approx(1000 / 11.0)
+
+
+def test_tiers_from_a_one_node_run_scales_its_node_by_the_profile(monkeypatch):
+    """A catalogue run of a machine of one node (`cxlbench run quick` there): the fast
+    tier is its node, the slow one that node under the named profile (default the first),
+    never two assumed tiers while a measured one was given."""
+    monkeypatch.setattr(model, "_frame", lambda path: measured(0))
+    tiers, source = model.tiers_for(tier_params(tiers_from="run-1", slow_tier="auto"),
+                                    None, 0, None)
+    first = next(iter(calibration.profiles().values()))
+    assert tiers == (TierFigures(100.0, 18.0),
+                     TierFigures(100.0 * first["latency"], 18.0 * first["bandwidth"]))
+    assert source.startswith("fast: node 0 in run-1, slow: assumed: profile cxl-asic on "
+                             "node 0 in run-1")
+    tiers, source = model.tiers_for(tier_params(tiers_from="run-1",
+                                                 slow_tier="remote-socket"), None, 0, None)
+    assert tiers[1] == TierFigures(180.0, 9.0) and "profile remote-socket" in source

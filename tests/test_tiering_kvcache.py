@@ -419,7 +419,7 @@ def test_tiering_command_kvcache_end_to_end(tmp_path):
     r = invoke("--workload", "kvcache", "--policies", "all-fast,oracle,first-touch",
                "--shares", "1,0.5", *sets(*KV_SETS), "--results-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert "(5 cases, 0 failed)" in r.stderr
+    assert "(6 cases, 0 failed)" in r.stderr       # both bounds, whatever --policies
     out = r.stdout
     assert "tiering: kvcache (model engine: PREDICTED from the tiers' figures, not " \
            "measured)" in out
@@ -457,7 +457,7 @@ def test_tiering_command_all_workloads_gives_a_scenario_each(tmp_path):
     r = invoke("--workload", "all", "--policies", "all-fast,first-touch", "--shares", "0.5",
                *sets(*KV_SETS, "embedding.rows=4096", "embedding.batch=64"), "--results-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert "(8 cases, 0 failed)" in r.stderr
+    assert "(12 cases, 0 failed)" in r.stderr      # both bounds of each workload
     out = r.stdout
     assert "tiering: embedding (model engine: PREDICTED" in out
     assert "tiering: kvcache (model engine: PREDICTED" in out
@@ -475,7 +475,7 @@ def test_tiering_command_takes_kvcache_as_a_workload(tmp_path):
                "--set", "kvcache.batch=8", "--results-dir", str(tmp_path), "--dry-run")
     assert r.exit_code == 0, r.output
     cases = r.stdout.splitlines()
-    assert len(cases) == 2 and all("workload=kvcache" in c and "kvcache.batch=8" in c
+    assert len(cases) == 3 and all("workload=kvcache" in c and "kvcache.batch=8" in c
                                    for c in cases)
     r = invoke("--workload", "kv", "--results-dir", str(tmp_path), "--dry-run")
     assert r.exit_code == 2 and "--workload: no workload 'kv' (choose from checkpoint, " \

@@ -474,7 +474,7 @@ def test_tiering_command_optimizer_end_to_end(tmp_path):
                "--shares", "1,0.5", *[a for s in sets for a in ("--set", s)],
                "--results-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert "(7 cases, 0 failed)" in r.stderr
+    assert "(8 cases, 0 failed)" in r.stderr       # both bounds, whatever --policies
     out = r.stdout
     assert "tiering: optimizer (model engine: PREDICTED" in out
     top = roofline(7 * L, 0, 4 / 7, 64, 10.0)

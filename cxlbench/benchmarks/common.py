@@ -225,3 +225,9 @@ def predict(m: Measurement, buffer: Buffer, demand, metric: str, per_ns: float) 
     ns = model.predict_ns(demand, (cal, cal), len(m.cpus))
     m.info["model"] = {"metric": metric, "predicted": demand.units / ns * per_ns,
                        "node": node, "kind": cal.kind, "source": cal.source}
+    # The same work on the default slow-tier profile of this node: the slowdown a
+    # machine without a slower node can only be told by the model.
+    name = next(iter(calibration.profiles()))
+    slow = calibration.profile_tier(cal, name, None)
+    m.info["model"]["slower"] = {"profile": name, "source": slow.source, "slowdown":
+                                 model.predict_ns(demand, (slow, slow), len(m.cpus)) / ns - 1}

@@ -91,13 +91,15 @@ def run(params: dict) -> Measurement:
                                   params["load_size"] if load else 0, gens, params["mix"],
                                   delay, cpus, value)
         pos = walker.expect(r.end, pos, loads)
-        if load:
-            verify.check(r, value)
+        if not load:
+            return {"latency": r.chase_ns / loads}
+        verify.check(r, value)
         return {"latency": r.chase_ns / loads,
                 "bandwidth": r.moved / r.gen_ns if r.gen_ns else 0.0}
 
-    m = Measurement(kernel="chase+" + params["mix"], isa="scalar", cpus=cpus,
-                    units={"latency": "ns", "bandwidth": "GB/s"},
+    # Idle (no generators): no load, so no bandwidth of it to report.
+    units = {"latency": "ns", **({"bandwidth": "GB/s"} if load else {})}
+    m = Measurement(kernel="chase+" + params["mix"], isa="scalar", cpus=cpus, units=units,
                     info={"generators": gens, "loads": loads,
                           "window": min(params["window"] or params["size"], params["size"])})
     return measure(m, params, [buf] + ([load] if load else []), once)

@@ -229,6 +229,9 @@ def run(params: dict) -> Measurement:
 
         def predict(e: int, fast: np.ndarray) -> float:
             return model.predict_ns(work.demand(e, page), cal, len(cpus), fast)
+    # The figures first: a reader of the table sees what the tiers were, then whence.
+    source = ", ".join(f"{name} {t.latency_ns:.3g} ns {t.bandwidth:.3g} GB/s"
+                       for name, t in zip(("fast", "slow"), tiers)) + f" ({source})"
     rate, rate_source = model.migrate_rate(params, fast_node, slow_node)
     policy_cls = POLICIES[params["policy"]]
     knobs = {k: params[knob_name(policy_cls.NAME, k)] for k in policy_cls.KNOBS}

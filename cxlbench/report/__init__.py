@@ -16,7 +16,7 @@ from .. import __version__, benchmarks
 from ..errors import ResultsError, UserError
 from ..paramtext import NOT_MEASURED
 from ..units import format_list, format_size
-from . import fleet, model
+from . import fleet, headline, model
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
@@ -95,7 +95,8 @@ def machine_blocks(run: LoadedRun) -> list:
         tsc = f"{timer['tsc_hz'] / 1e9:.4g} GHz" if timer.get("tsc_hz") else "none"
         settings.append(["timer", f"{timer.get('clock')}, overhead "
                                   f"{timer.get('clock_overhead_ns')} ns; TSC {tsc}"])
-    blocks.append(Table(["setting", "value"], settings))
+    # Below the figures a reader came for: the kernel command line alone is a paragraph.
+    blocks.append(Folded(f"Settings ({len(settings)})", [Table(["setting", "value"], settings)]))
     return blocks
 
 
@@ -207,9 +208,7 @@ def machines_blocks(runs: list[LoadedRun]) -> list:
         return [b for r in machines for b in machine_blocks(r)]
     kinds: dict[str, list] = {}
     for r in machines:      # alike but for the timer's overhead, measured on each
-        blocks = [Table(b.headers, [row for row in b.rows if row[0] != "timer"])
-                  if isinstance(b, Table) and b.headers == ["setting", "value"] else b
-                  for b in machine_blocks(r)[1:]]
+        blocks = [_without_timer(b) for b in machine_blocks(r)[1:]]
         kinds.setdefault(repr(blocks), [blocks, []])[1].append(r)
     out = []
     for blocks, alike in kinds.values():
@@ -225,6 +224,16 @@ def machines_blocks(runs: list[LoadedRun]) -> list:
     return out
 
 
+def _without_timer(block):
+    """A machine's folded settings without the timer's overhead (measured on each)."""
+    if not isinstance(block, Folded):
+        return block
+    inner = [Table(b.headers, [row for row in b.rows if row[0] != "timer"])
+             if isinstance(b, Table) and b.headers == ["setting", "value"] else b
+             for b in block.blocks]
+    return Folded(block.summary, inner)
+
+
 def _predicts(frame) -> bool:
     return bool(frame["predicted"].any()) or any(i.get("model") for i in frame["info"])
 
@@ -238,6 +247,7 @@ def report_blocks(runs: list[LoadedRun], skipped=()) -> list:
                          "flagged noisy." + (" The tier model's predictions are single "
                                              "figures: shown without CI or n, marked "
                                              "predicted." if _predicts(frame) else "")),
+                    *headline.blocks(runs),
                     *model.headline(frame, runs),
                     run_table(runs) if len(runs) <= fleet.FLEET else
                     Folded(f"The {len(runs)} runs", [run_table(runs)])]
@@ -450,6 +460,25 @@ def build(paths, out_dir, title: str | None = None, suite: str | None = None,
                     f"{machines[-1]})"]
         title = "cxlbench report: " + ", ".join(what)
     return write(out_dir, title, report_blocks(runs, runs.skipped), force)
+
+
+def json_summary(paths, suite: str | None = None, latest: bool = False) -> dict:
+    """What `cxlbench report --json` prints: the runs, each machine's headline, and every
+    case's median and interval (a prediction's without either)."""
+    runs = load_runs(paths, suite=suite, latest=latest)
+    frame = summary(runs)
+    cases = [{"run": r["label"], "case": r["case"], "benchmark": r["benchmark"],
+              "parameters": r["params"], "metric": r["metric"], "unit": r["unit"],
+              "median": r["median"], "predicted": bool(r["predicted"]),
+              **({} if r["predicted"] else {"ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                                            "n": int(r["n"]), "cv": r["cv"],
+                                            "noisy": bool(r["noisy"])})}
+             for _, r in frame.iterrows()]
+    return {"runs": [{"label": r.label, "path": str(r.path), "machine": r.machine,
+                      "suite": r.suite} for r in runs],
+            "skipped": [{"path": str(p), "why": why} for p, why in runs.skipped],
+            "headline": [{"machine": m, **h.to_dict()} for m, h in headline.per_machine(runs)],
+            "cases": cases}
 
 
 def _one_run(path, side: str) -> LoadedRun:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import results, stats
+from ..results import is_prediction
 from ..errors import ResultsError
 from ..units import format_list, format_size
 from .text import printable
@@ -230,13 +231,6 @@ def case_params(run: LoadedRun, case: str) -> dict:
         if c["id"] == case:
             return c["params"]
     return {}
-
-
-def is_prediction(metric: str, kernel: str) -> bool:
-    """A value the tier model gave, not a measurement: every figure of the tiering model
-    engine (kernel WORKLOAD:model), and the real engine's `predicted` beside its throughput.
-    Its repetitions are no sample of the machine: tables show it without CI or n."""
-    return metric == "predicted" or str(kernel).endswith(":model")
 
 
 def summary(runs: list[LoadedRun]) -> pd.DataFrame:

@@ -299,7 +299,9 @@ def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], .
     per = frame[sel].groupby(["case", "metric"])["value"].median().unstack()
     if not {"latency", "bandwidth"} <= set(per.columns):
         return ()
-    per = per.dropna(subset=["latency", "bandwidth"]).sort_values("bandwidth")
+    # The idle case reports no bandwidth (no load): its point is the curve's 0 GB/s.
+    per["bandwidth"] = per["bandwidth"].fillna(0.0)
+    per = per.dropna(subset=["latency"]).sort_values("bandwidth")
     if per.empty or per["bandwidth"].iloc[-1] <= 0:     # idle cases only: no curve
         return ()
     rising = np.maximum.accumulate(per["latency"].to_numpy())

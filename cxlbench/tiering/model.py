@@ -24,7 +24,7 @@ import pandas as pd
 from .. import results
 from ..errors import UserError
 from ..topology import Topology
-from .calibration import hmat_figures, loaded_curve
+from .calibration import hmat_figures, loaded_curve, profiles
 from .policies.base import TierFigures
 
 # Where no HMAT and no option says: local DDR and a CXL expander. Liu et al., "Exploring
@@ -155,6 +155,16 @@ def tiers_for(params: dict, topology: Topology | None, fast: int | None,
             if found is None:
                 raise UserError(f"tiers_from={params['tiers_from']}: no chase latency and "
                                 f"read bandwidth (nor node matrix) bound to node {node} there")
+        elif frame is not None and i == 1 and kinds[0] != "assumed":
+            # One memory node: the slow tier is the measured fast one under a profile,
+            # so the run's own figures are used rather than two assumed tiers.
+            name = params.get("slow_tier") or "auto"
+            name = next(iter(profiles())) if name == "auto" else name
+            p = profiles()[name]
+            found = TierFigures(base[0].latency_ns * p["latency"],
+                                base[0].bandwidth * p["bandwidth"])
+            kind = (f"assumed: profile {name} on {kinds[0]} ({p['latency']:g}x latency, "
+                    f"{p['bandwidth']:g}x bandwidth)")
         if found is None and topology is not None and node is not None:
             found, kind = hmat_figures(topology, node), f"HMAT of node {node}"
         if found is None:
