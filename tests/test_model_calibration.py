@@ -637,6 +637,9 @@ def test_floor_cases_are_predicted_from_the_calibration_under_dot_results(calibr
     for m in models:
         named = re.findall(r"\d{8}-\d{6}", m["source"])
         assert named and set(named) <= mine, m["source"]
+        # the same work on the default profile's slower tier: the one-node slowdown
+        assert m["slower"]["profile"] == next(iter(calibration.profiles()))
+        assert m["slower"]["slowdown"] >= 0 and "assumed: profile" in m["slower"]["source"]
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import __version__, benchmarks
+from .. import __version__, benchmarks, runner
 from ..errors import ResultsError, UserError
 from ..paramtext import NOT_MEASURED
 from ..units import format_list, format_size
@@ -37,9 +37,19 @@ def _machines(r: LoadedRun) -> str:
     return r.machine + "".join(f", then {m} (resumed there)" for m in others)
 
 
+def _load(r: LoadedRun) -> str:
+    """How busy the machine was while the run measured (its start and end readings)."""
+    if not r.meta.get("load"):
+        return "not recorded"
+    busy = runner.busy_text(r)
+    return busy.replace("machine busy: ", "BUSY: ") if busy else "quiet"
+
+
 def run_table(runs: list[LoadedRun]) -> Table:
-    return Table(["label", "machine", "run", "suite", "started", "cxlbench", "command"],
+    return Table(["label", "machine", "run", "suite", "started", "load", "cxlbench",
+                  "command"],
                  [[r.label, _machines(r), r.run_id, r.suite, r.meta.get("started", ""),
+                   _load(r),
                    f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
                    .strip(), " ".join(r.meta.get("command", []))] for r in runs])
 

@@ -10,6 +10,7 @@ import html
 from dataclasses import dataclass, field
 
 from .figures import Figure
+from .figures.layout import PAGE_PX
 from .text import printable
 
 
@@ -38,19 +39,22 @@ class Folded:
     blocks: list = field(default_factory=list)
 
 
-STYLE = """
-body { font-family: sans-serif; max-width: 70rem; margin: 2rem auto; padding: 0 1rem;
-       color: #222; line-height: 1.4; }
-table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.85rem; }
-th, td { border: 1px solid #ccc; padding: 0.2rem 0.5rem; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; }
-figure { margin: 1rem 0 2rem; }
-figure img { max-width: 100%; }
-figcaption { font-size: 0.85rem; color: #444; max-width: 60rem; }
-.note { background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.4rem 0.8rem; }
-.headline { background: #e8f1fb; border-left: 4px solid #2f6db5; padding: 0.4rem 0.8rem;
-            font-weight: 600; }
-details { margin: 0.5rem 0 1.5rem; }
+# The page is as wide as the widest figure (layout.PAGE_PX), so figures show 1:1, their
+# fonts at the size they were drawn; a narrower window scales them down.
+STYLE = f"""
+body {{ font-family: sans-serif; max-width: {PAGE_PX}px; margin: 2rem auto; padding: 0 1rem;
+       color: #222; line-height: 1.4; }}
+table {{ border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.85rem; }}
+th, td {{ border: 1px solid #ccc; padding: 0.2rem 0.5rem; text-align: left;
+          vertical-align: top; }}
+th {{ background: #f0f0f0; }}
+figure {{ margin: 1rem 0 2rem; }}
+figure img {{ max-width: 100%; height: auto; }}
+figcaption {{ font-size: 0.85rem; color: #444; max-width: 60rem; }}
+.note {{ background: #fff4d6; border-left: 4px solid #e0a800; padding: 0.4rem 0.8rem; }}
+.headline {{ background: #e8f1fb; border-left: 4px solid #2f6db5; padding: 0.4rem 0.8rem;
+            font-weight: 600; }}
+details {{ margin: 0.5rem 0 1.5rem; }}
 """
 
 

@@ -5,6 +5,7 @@ import re
 
 from .. import fleet
 from .draw import _metric, _unit, bars, caption, heatmaps, lines
+from .params import swept
 
 
 def bandwidth(frame, runs):
@@ -15,10 +16,17 @@ def bandwidth(frame, runs):
 
 
 def random_bw(frame, runs):
-    yield bars(frame, ("granularity",), "bandwidth", key="random-bandwidth", family="random_bw",
-               title="Random-access bandwidth per block size",
-               measured="Read bandwidth (GB/s) of blocks visited in a random order, each once a "
-                        "pass")
+    """Bandwidth against working set where sizes are swept, a line per block size; the
+    cases at one or two sizes as bars per block size."""
+    bw = _metric(frame, "bandwidth")
+    curve = swept(bw, "size")
+    measured = "Read bandwidth (GB/s) of blocks visited in a random order, each once a pass"
+    yield lines(bw[curve], "size", "bandwidth", xlabel="working set", logx=True, xsize=True,
+                key="random-bandwidth-sweep", family="random_bw", measured=measured,
+                title="Random-access bandwidth against working-set size")
+    yield bars(bw[~curve], ("granularity",), "bandwidth", key="random-bandwidth",
+               family="random_bw", title="Random-access bandwidth per block size",
+               measured=measured)
 
 
 def matrix(frame, runs):
@@ -45,8 +53,9 @@ def matrix(frame, runs):
                            (" " + fv.words if fv.words else ""))
 
 
-def _ratio_share(p, info) -> float | None:
-    m = re.fullmatch(r"(\d+):(\d+)", str(p.get("ratio", "")))
+def _ratio_share(row) -> float | None:
+    """A case's % of pages on the first node (ratio 3:1 -> 75), the sweep's x."""
+    m = re.fullmatch(r"(\d+):(\d+)", str(row["params"].get("ratio", "")))
     return int(m[1]) / (int(m[1]) + int(m[2])) * 100 if m else None
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .draw import _metric, _params, bars
+from .draw import _metric, bars
+from .params import _params
 
 
 def _as_metric(frame: pd.DataFrame, metric: str, name: str, **params) -> pd.DataFrame:
@@ -24,19 +25,20 @@ def checkpoint(frame, runs):
     busy = frame[[p.get("interfere", "none") != "none" for p in frame["params"]]]
     if busy.empty:
         return
-    both = pd.concat([_as_metric(busy, "bandwidth", "bandwidth", snapshot="alone"),
+    both = pd.concat([_as_metric(busy, "bandwidth", "bandwidth", snapshot="snapshot alone"),
                       _as_metric(busy, "bandwidth_shared", "bandwidth",
-                                 snapshot="beside the step")], ignore_index=True)
+                                 snapshot="snapshot beside the step")], ignore_index=True)
     yield bars(both, where, "bandwidth", key="checkpoint-interference", family="checkpoint",
                title="Checkpoint GB/s with and without a training step beside it",
                measured="Snapshot GB/s alone and while a training-like step (interfere) runs "
                         "on the other CPUs, both timed in the same repetition")
-    slow = pd.concat([_as_metric(busy, "step_slowdown", "slowdown", lost="the step"),
-                      _as_metric(busy, "snapshot_slowdown", "slowdown", lost="the snapshot")],
-                     ignore_index=True)
+    slow = pd.concat([_as_metric(busy, "step_slowdown", "slowdown",
+                                 slowed="the step's slowdown"),
+                      _as_metric(busy, "snapshot_slowdown", "slowdown",
+                                 slowed="the snapshot's slowdown")], ignore_index=True)
     yield bars(slow, where, "slowdown", key="checkpoint-slowdown", family="checkpoint",
                title="What the training step and the snapshot lose to each other",
-               measured="Time under interference over time alone (x): the step's mean step "
+               measured="Time under interference over time alone (×): the step's mean step "
                         "time during the snapshot, and the snapshot's time, each against "
                         "its own run alone in the same repetition")
 

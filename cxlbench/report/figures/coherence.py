@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import fleet
 from ...units import parse_list
+from . import words
 from .draw import _metric, _unit, bars, caption, heatmaps
 
 
@@ -20,7 +21,7 @@ def pingpong(frame, runs):
             cells[(a, b)] = cells[(b, a)] = v
         cpus_ = sorted({a for a, _ in cells if a is not None})
         prefix = f"{label} " if sub["label"].nunique() > 1 else ""
-        tables.append((f"{prefix}{mem} {mode}", cpus_, cpus_, cells))
+        tables.append((f"{prefix}{words.value('mem', mem)}, {mode}", cpus_, cpus_, cells))
     yield heatmaps(tables, unit=_unit(sub), key="pingpong", family="pingpong",
                    title="Cache-line transfer between CPUs (ping-pong)",
                    row_label="CPU", col_label="CPU",

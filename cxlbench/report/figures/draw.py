@@ -1,29 +1,22 @@
-"""What every family's figures are drawn with: the parameters of a frame's rows (varied,
-fixed, legend names), captions, and lines, bars and heatmaps with whiskers or, for many
-runs, the fleet's marks; and the generic bars of a family without a plotter."""
+"""What every family's figures are drawn with: captions, and lines, bars and heatmaps in
+panels (panels.py) with whiskers or, for many runs, the fleet's marks, sized to the page
+(layout.py) and labelled in words (words.py); and the generic bars of a family without a
+plotter."""
 from __future__ import annotations
 
-import io
 import math
+import textwrap
 from dataclasses import dataclass
 
 import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")   # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ... import benchmarks  # noqa: E402
-from .. import fleet  # noqa: E402
-from ..text import printable  # noqa: E402
-from ...options import split_buffer_option  # noqa: E402
-from ...paramtext import NOT_MEASURED, params_text, resolved, value_text  # noqa: E402
-from ...units import format_size  # noqa: E402
-
-
-# Parameters a caption never lists as fixed (they are in the legend, on an axis, or noise).
-QUIET = set(NOT_MEASURED) | {"cpus"}
+from .. import fleet
+from ...paramtext import value_text
+from . import layout, words
+from .panels import split
+from .params import fixed, varying
 
 
 @dataclass
@@ -33,63 +26,6 @@ class Figure:
     title: str
     caption: str
     png: bytes
-
-
-def _params(frame: pd.DataFrame) -> list[dict]:
-    """Each row's parameters, with threads="all" resolved to the CPUs it ran on, a
-    buffer's mem.<buffer> or page.<buffer> that some rows set filled in on the others
-    with the case's mem or page (what that buffer had), and the options the case ignores
-    left out."""
-    ps = [resolved(p, cpus) for p, cpus in zip(frame["params"], frame["cpus_used"])]
-    own = {k: split[0] for p in ps for k in p if (split := split_buffer_option(k))}
-    ps = [{**{k: p.get(base) for k, base in own.items()}, **p} for p in ps]
-    families = frame["benchmark"] if "benchmark" in frame else [None] * len(ps)
-    return [{k: v for k, v in p.items() if k not in _ignored(name, p)}
-            for name, p in zip(families, ps)]
-
-
-def _ignored(family: str, params: dict) -> dict:
-    """The options a case ignores (a preset's own tables, another operation's knobs): a
-    caption or legend naming them would say something untrue of the case."""
-    bench = benchmarks.family(family) if family else None
-    if bench is None:
-        return {}
-    try:        # a run made before an option existed lacks it: its default stands in
-        return bench.ignored({**{k: o.default for k, o in bench.options.items()}, **params})
-    except (KeyError, TypeError, ValueError):
-        return {}
-
-
-def _moving(ps: list[dict], exclude=()) -> list[str]:
-    """The names whose value differs between the rows that have them: a row without one
-    (a case that ignores the option) neither varies it nor fixes it."""
-    names = sorted({k for p in ps for k in p} - set(exclude))
-    return [k for k in names if len({repr(p[k]) for p in ps if k in p}) > 1]
-
-
-def varying(frame: pd.DataFrame, exclude=()) -> list[str]:
-    """Parameters whose value differs between the rows (the legend), in a stable order."""
-    return _moving(_params(frame), QUIET | set(exclude))
-
-
-def fixed(frame: pd.DataFrame, exclude=()) -> dict:
-    ps = _params(frame)
-    names = sorted({k for p in ps for k in p} - QUIET - set(exclude))
-    moving = set(_moving(ps))
-    return {k: next(p[k] for p in ps if k in p) for k in names if k not in moving}
-
-
-def series_names(frame: pd.DataFrame, exclude=(), runs: bool = True) -> list[str]:
-    """A legend entry per row: the run's label where several runs are shown (and `runs`),
-    then the values of the parameters that vary."""
-    keys = varying(frame, exclude)
-    multi = runs and frame["label"].nunique() > 1
-    out = []
-    for label, p in zip(frame["label"], _params(frame)):
-        own = [k for k in keys if k in p]
-        out.append(" ".join(([label] if multi else []) + ([params_text(p, own)] if own else []))
-                   or "all")
-    return out
 
 
 # What a fleet view's marks are (a figure of many runs: see fleet.py).
@@ -133,54 +69,55 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers",
     return text + f"{placed[0].upper() + placed[1:]}. Runs: {runs}."
 
 
-def _legend(ax, names: list[str]) -> None:
-    """A legend only where there is more than one series; beside the plot when long."""
-    if names in ([], ["all"]):
-        return
-    if len(names) > 6:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        ax.legend(fontsize=7, loc="best")
-
-
-def _png(fig) -> bytes:
-    # Labels and titles may hold a path's or a name's undecodable bytes, which the font
-    # code refuses: drawn as \xNN instead. Tick labels given as text are drawn afresh from
-    # their formatter (a FuncFormatter, or a FixedFormatter before matplotlib 3.5), so its
-    # texts are made printable too.
-    for t in fig.findobj(matplotlib.text.Text):
-        t.set_text(printable(t.get_text()))
-    for axis in (a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)):
-        f = axis.get_major_formatter()
-        if isinstance(f, matplotlib.ticker.FixedFormatter):
-            f.seq = [printable(str(s)) for s in f.seq]
-        elif isinstance(f, matplotlib.ticker.FuncFormatter):
-            f.func = lambda x, pos=None, g=f.func: printable(str(g(x, pos)))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
-
-
 def _metric(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of one metric, numbered afresh."""
     return frame[frame["metric"] == metric].reset_index(drop=True)
 
 
 def _unit(frame: pd.DataFrame) -> str:
+    """The rows' unit (one metric's rows share it)."""
     return str(frame["unit"].iloc[0]) if len(frame) else ""
 
 
 def _errors(sub: pd.DataFrame) -> np.ndarray:
+    """Whiskers from each median down and up to its confidence interval."""
     med = sub["median"].to_numpy(float)
     return np.vstack([np.clip(med - sub["ci_low"].to_numpy(float), 0, None),
                       np.clip(sub["ci_high"].to_numpy(float) - med, 0, None)])
 
 
+def colours(names: list[str]) -> dict:
+    """A colour per legend name, the same in every panel of a figure; an unnamed series
+    takes the first, or grey beside named ones (which it is none of)."""
+    cycle = [f"C{i}" for i in range(10)] if len(names) <= 10 else \
+        [matplotlib.colormaps["tab20"](i) for i in range(20)]
+    return {"": "tab:gray" if names else cycle[0],
+            **{n: cycle[i % len(cycle)] for i, n in enumerate(names)}}
+
+
+def plain(ax, x: bool, y: bool) -> None:
+    """Log axes' ticks as plain numbers (64, 0.25), not 2^6 or 6x10^0; within a decade the
+    minor ticks carry them."""
+    text = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    for axis, on in ((ax.xaxis, x), (ax.yaxis, y)):
+        if on:
+            axis.set_major_formatter(text)
+            axis.set_minor_formatter(text if len(axis.get_majorticklocs()) < 3 else
+                                     matplotlib.ticker.NullFormatter())
+
+
+def label(name: str) -> str:
+    """A series' legend label: an unnamed series (nothing varies) has none."""
+    return name or "_nolegend_"
+
+
 def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measured: str,
           key: str, family: str, logx=False, logy=False, xsize=False, marks=(),
-          exclude=()) -> Figure | None:
-    """Median against x (a parameter name, or a function of a row's params and info), one
-    line per series, CI whiskers; for many runs, the fleet's (see _fleet_lines)."""
+          exclude=(), shown=None, labels=None, note="") -> Figure | None:
+    """Median against x (a parameter name, or a function of a summary row), a
+    panel per job of other settings, a line per series, CI whiskers; for many runs, the
+    fleet's (see _fleet_lines). shown, labels and note: the caption's, where the frame is
+    a fleet's view (fleet.view) already."""
     sub = _metric(frame, metric)
     if sub.empty:
         return None
@@ -188,114 +125,154 @@ def lines(frame: pd.DataFrame, x, metric: str, *, xlabel: str, title: str, measu
         exclude = (*exclude, x)
         xs = [p.get(x) for p in sub["params"]]
     else:
-        xs = [x(p, info) for p, info in zip(sub["params"], sub["info"])]
+        xs = [x(r) for _, r in sub.iterrows()]
     many = fleet.many(sub)
-    sub = sub.assign(_x=xs, _series=series_names(sub, exclude=exclude, runs=not many))
-    sub = sub[sub["_x"].notna()]
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    if many:
-        legend, extra = _fleet_lines(ax, sub)
-    else:
-        legend, extra = list(dict.fromkeys(sub["_series"])), ""
-        for name, g in sub.groupby("_series", sort=False):
-            g = g.sort_values("_x")
-            ax.errorbar(g["_x"].astype(float), g["median"], yerr=_errors(g), marker="o",
-                        markersize=3, capsize=2, label=name)
-    if logx:
-        ax.set_xscale("log", base=2)
-    if logy:
-        ax.set_yscale("log")
-    if xsize:
-        ticks = sorted(set(sub["_x"].astype(float)))
-        step = max(1, len(ticks) // 10)
-        ax.set_xticks(ticks[::step])
-        ax.set_xticklabels([format_size(int(t)) for t in ticks[::step]], rotation=45)
-    for at, text in marks:
-        ax.axvline(at, color="grey", linestyle=":", linewidth=1)
-        ax.annotate(text, (at, 1), xycoords=("data", "axes fraction"), fontsize=8,
-                    ha="right", va="top", rotation=90, color="grey")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"{metric} ({_unit(sub)})")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    _legend(ax, legend)
-    shown = "fleet-band" if many else "whiskers"
-    return Figure(key, family, title, caption(sub, measured, exclude=exclude, shown=shown) +
-                  extra, _png(fig))
+    sub = sub.assign(_x=xs)
+    sub = sub[sub["_x"].notna()].reset_index(drop=True)
+    if sub.empty:
+        return None
+    panels = split(sub, exclude=exclude, runs=not many, promote=False)
+    grid = layout.grid(len(panels), 5.4, [p.series for p in panels], title=title,
+                       narrowest=3.8)
+    extras = []         # what each panel's fleet adds to the caption
+    for ax, panel in zip(grid.axes, panels):
+        rows = panel.rows.assign(_series=panel.series)
+        colour = colours(grid.names if grid.shared else list(dict.fromkeys(panel.series)))
+        if many:
+            extras.append(_fleet_lines(ax, rows, colour))
+        else:
+            for name, g in rows.groupby("_series", sort=False):
+                g = g.sort_values("_x")
+                ax.errorbar(g["_x"].astype(float), g["median"], yerr=_errors(g), marker="o",
+                            markersize=3, capsize=2, label=label(name), color=colour[name])
+        if logx:
+            ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        plain(ax, logx and not xsize, logy)
+        if xsize:
+            ticks = sorted(set(rows["_x"].astype(float)))
+            step = max(1, math.ceil(len(ticks) / 10))
+            ax.set_xticks(ticks[::step])
+            ax.set_xticklabels([words.size(t) for t in ticks[::step]], rotation=45,
+                               ha="right")
+            ax.minorticks_off()
+        for at, text in marks:
+            ax.axvline(at, color="grey", linestyle=":", linewidth=1)
+            ax.annotate(text, (at, 1), xycoords=("data", "axes fraction"), fontsize=9,
+                        ha="right", va="top", rotation=90, color="grey")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(words.metric(metric, _unit(rows)))
+        grid.title(ax, panel.title)
+        ax.grid(True, which="both", alpha=0.3)
+    grid.legend()
+    shown = shown or ("fleet-band" if many else "whiskers")
+    return Figure(key, family, title, caption(sub, measured, exclude=exclude, shown=shown,
+                                              labels=labels) +
+                  "".join(dict.fromkeys(extras)) + note +
+                  _panels_text(panels), layout.png(grid.fig))
 
 
-def _fleet_lines(ax, sub: pd.DataFrame) -> tuple[list[str], str]:
+def _panels_text(panels) -> str:
+    """The caption's word on panels, where there are several."""
+    return (" A panel per job (or setting) of its own: each titled with its jobs and what "
+            "sets it apart from the others.") if len(panels) > 1 else ""
+
+
+def _fleet_lines(ax, sub: pd.DataFrame, colour: dict) -> str:
     """Many runs as each series' fleet median (a line) and range (a band), and the runs
-    off the fleet drawn alone (dashed, named). The legend's names and the caption's
-    addition."""
-    legend = []
+    off the fleet drawn alone (dashed, named). The caption's addition."""
     for name, g in sub.groupby("_series", sort=False):
         by_x = g.groupby("_x")["median"]
         xs = sorted(by_x.groups)
         line, = ax.plot(xs, by_x.median().loc[xs], marker="o", markersize=3,
-                        label=f"{name} (fleet median)" if name != "all" else "fleet median")
+                        color=colour.get(name),
+                        label=f"{name} (fleet median)" if name else "fleet median")
         ax.fill_between(xs, by_x.min().loc[xs], by_x.max().loc[xs], alpha=0.2,
                         color=line.get_color())
-        legend.append(line.get_label())
     outliers = fleet.off(sub, ["_series", "_x"])
-    for label in list(dict.fromkeys(outliers["label"]))[:5]:
-        for name, g in sub[sub["label"] == label].groupby("_series", sort=False):
+    for run in list(dict.fromkeys(outliers["label"]))[:5]:
+        for name, g in sub[sub["label"] == run].groupby("_series", sort=False):
             g = g.sort_values("_x")
-            text = label if name == "all" else f"{label} {name}"
             ax.plot(g["_x"].astype(float), g["median"], linestyle="--", linewidth=1,
-                    label=text)
-            legend.append(text)
+                    label=f"{run}, {name}" if name else run)
     dashed = " Dashed: runs off the fleet." if len(outliers) else ""
-    return legend, (dashed + " " + fleet.named(outliers)).rstrip()
+    return (dashed + " " + fleet.named(outliers)).rstrip()
+
+
+def _bars_width(panel, least: bool = False) -> float:
+    """Inches a panel of grouped bars takes (least: at the narrowest): room for each bar,
+    and for its group's label written aslant."""
+    groups = len(set(panel.groups))
+    per_bar = 0.2 if least else 0.3
+    return max(3.6, 1.0 + per_bar * groups * len(set(panel.series)), 1.0 + 0.4 * groups)
 
 
 def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str, key: str,
          family: str, logy=False, exclude=()) -> Figure | None:
-    """Grouped bars: one group per value of `groups` (parameter names), one bar per series;
-    for many runs, a box of their medians per series (see _fleet_boxes)."""
+    """Grouped bars: a panel per job of other settings, a group per value of `groups`
+    (parameter names) in it, a bar per series; for many runs, a box of their medians per
+    series (see _fleet_boxes)."""
     sub = _metric(frame, metric)
     if sub.empty:
         return None
-    ps = _params(sub)
-    group_of = [" ".join(value_text(g, p[g]) if len(groups) == 1
-                         else f"{g}={value_text(g, p[g])}" for g in groups if g in p) or "-"
-                for p in ps]        # a group option the case ignores is not in its name
     many = fleet.many(sub)
-    sub = sub.assign(_group=group_of,
-                     _series=series_names(sub, exclude=(*groups, *exclude), runs=not many))
-    order = list(dict.fromkeys(group_of))
-    names = list(dict.fromkeys(sub["_series"]))
-    width = 0.8 / len(names)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(order) * len(names) + 2), 4.2))
-    extra = ""
-    for i, name in enumerate(names):
-        g = sub[sub["_series"] == name]
-        offset = (i - (len(names) - 1) / 2) * width
-        if many:
-            _fleet_boxes(ax, g, order, offset, width, name, f"C{i % 10}")
+    panels = split(sub, groups, exclude, runs=not many)
+    grid = layout.grid(len(panels), max(_bars_width(p) for p in panels),
+                       [p.series for p in panels], title=title,
+                       narrowest=max(_bars_width(p, least=True) for p in panels))
+    for ax, panel in zip(grid.axes, panels):
+        rows = panel.rows.assign(_group=panel.groups, _series=panel.series)
+        order = list(dict.fromkeys(panel.groups))
+        names = list(dict.fromkeys(panel.series))
+        colour = colours(grid.names if grid.shared else names)
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            g = rows[rows["_series"] == name]
+            offset = (i - (len(names) - 1) / 2) * width
+            if many:
+                _fleet_boxes(ax, g, order, offset, width, name, colour[name])
+            else:
+                at = [order.index(v) + offset for v in g["_group"]]
+                ax.bar(at, g["median"], width, yerr=_errors(g), capsize=2, label=label(name),
+                       color=colour[name])
+        if order == [""]:           # nothing varies here but the series: no x labels
+            ax.set_xticks([])
         else:
-            at = [order.index(v) + offset for v in g["_group"]]
-            ax.bar(at, g["median"], width, yerr=_errors(g), capsize=2, label=name)
+            _group_labels(ax, order, grid.panel_width)
+        ax.set_xlabel(", ".join(panel.axis))
+        ax.set_ylabel(words.metric(metric, _unit(rows)))
+        if logy:
+            ax.set_yscale("log")
+            plain(ax, False, True)
+        grid.title(ax, panel.title)
+        ax.grid(True, axis="y", alpha=0.3)
+    grid.legend()
+    extra = ""
     if many:
-        extra = (" Runs off the fleet are named beside their dots. " +
-                 fleet.named(fleet.off(sub, ["_group", "_series"]))).rstrip()
-    ax.set_xticks(range(len(order)))
-    crowded = len(order) > 4 or sum(len(v) for v in order) > 40
-    ax.set_xticklabels(order, rotation=30 if crowded else 0, ha="right" if crowded else "center")
-    ax.set_xlabel(groups[0] if len(groups) == 1 else "")
-    ax.set_ylabel(f"{metric} ({_unit(sub)})")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_title(title)
-    ax.grid(True, axis="y", alpha=0.3)
-    _legend(ax, names)
+        points = pd.concat([p.rows.assign(_panel=i, _group=p.groups, _series=p.series)
+                            for i, p in enumerate(panels)])
+        extra = (" Runs off the fleet are named beside their dots. " + fleet.named(
+            fleet.off(points, ["_panel", "_group", "_series"]))).rstrip()
     return Figure(key, family, title,
                   caption(sub, measured, exclude=(*groups, *exclude),
-                          shown="fleet-box" if many else "whiskers") + extra, _png(fig))
+                          shown="fleet-box" if many else "whiskers") + extra +
+                  _panels_text(panels), layout.png(grid.fig))
+
+
+def _group_labels(ax, order: list[str], width: float) -> None:
+    """The groups' names under their bars: level, over lines as wide as a group, where
+    that is 8 characters or more; else aslant."""
+    chars = int((width - 0.8) / len(order) / layout.CHAR_WIDTH)
+    ax.set_xticks(range(len(order)))
+    if chars >= 8:
+        ax.set_xticklabels([textwrap.fill(v, chars) for v in order])
+    else:
+        ax.set_xticklabels([textwrap.fill(v, 24) for v in order], rotation=30, ha="right")
 
 
 def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
-                 name: str, color: str) -> None:
+                 name: str, color) -> None:
     """One series of many runs: a box of the runs' medians at each group, a dot per run,
     and the runs off the fleet named beside their dots."""
     groups = [v for v in order if (g["_group"] == v).any()]
@@ -306,7 +283,7 @@ def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
     for x, v in zip(at, values):
         ax.scatter(np.full(len(v), x) + np.linspace(-0.3, 0.3, len(v)) * width, v, s=4,
                    color=color, zorder=3)
-    ax.scatter([], [], color=color, label=name)      # the legend's entry
+    ax.scatter([], [], color=color, label=label(name))      # the legend's entry
     for group, runs in fleet.off(g, ["_group"]).groupby("_group", sort=False):
         # runs within 3 % of each other named in one label, which would otherwise overlap
         notes: list[list] = []
@@ -316,36 +293,37 @@ def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
             else:
                 notes.append([r["median"], [r["label"]]])
         for y, names in notes:
-            ax.annotate(", ".join(names), (order.index(group) + offset, y), fontsize=6,
+            ax.annotate(", ".join(names), (order.index(group) + offset, y), fontsize=9,
                         xytext=(4, 0), textcoords="offset points", va="center")
 
 
 def heatmaps(tables: list[tuple[str, list, list, dict]], *, unit: str, title: str,
              caption_text: str, key: str, family: str, row_label: str,
              col_label: str) -> Figure | None:
-    """One annotated heatmap per (subtitle, rows, cols, {(row, col): value})."""
+    """One annotated heatmap per (subtitle, rows, cols, {(row, col): value}), as many to a
+    row as fit the page."""
     if not tables:
         return None
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables) + 0.5, 3.6),
-                             squeeze=False, constrained_layout=True)
-    for ax, (sub, rows, cols, cells) in zip(axes[0], tables):
-        grid = np.array([[cells.get((r, c), np.nan) for c in cols] for r in rows], float)
-        im = ax.imshow(grid, cmap="viridis")
+    side = max(len(cols) for _, _, cols, _ in tables)
+    grid = layout.grid(len(tables), max(3.6, 1.8 + 0.5 * side), title=title,
+                       panel_height=min(max(3.2, 1.4 + 0.4 * side), 8.0))
+    for ax, (sub, rows, cols, cells) in zip(grid.axes, tables):
+        values = np.array([[cells.get((r, c), np.nan) for c in cols] for r in rows], float)
+        im = ax.imshow(values, cmap="viridis")
         for i in range(len(rows)):
             for j in range(len(cols)):
-                if not math.isnan(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=8,
-                            color="white")
+                if not math.isnan(values[i, j]):
+                    ax.text(j, i, f"{values[i, j]:.3g}", ha="center", va="center",
+                            fontsize=9, color="white")
         ax.set_xticks(range(len(cols)))
         ax.set_xticklabels(cols)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(rows)
         ax.set_xlabel(col_label)
         ax.set_ylabel(row_label)
-        ax.set_title(sub, fontsize=9)
-        fig.colorbar(im, ax=ax, label=unit, shrink=0.8)
-    fig.suptitle(title)
-    return Figure(key, family, title, caption_text, _png(fig))
+        grid.title(ax, sub)
+        grid.fig.colorbar(im, ax=ax, label=words.unit(unit), shrink=0.8)
+    return Figure(key, family, title, caption_text, layout.png(grid.fig))
 
 
 def generic(frame, runs):

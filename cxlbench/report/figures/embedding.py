@@ -12,7 +12,7 @@ def embedding(frame, runs):
                         "threads, rows gathered from the stacked tables")
     yield bars(frame, skew, "bag_p99", key="embedding-bag-p99", family="embedding",
                title="Embedding-bag latency, 99th percentile",
-               measured="The 99th percentile of single bags' time (us), timed in C on about "
+               measured="The 99th percentile of single bags' time (µs), timed in C on about "
                         "1024 bags of each repetition")
 
 

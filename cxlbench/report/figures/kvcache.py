@@ -12,7 +12,7 @@ def kvcache(frame, runs):
                 xlabel="tokens per sequence before the step", key="kvcache-decode-step",
                 family="kvcache", exclude=("op",),
                 title="KV-cache decode step against sequence length",
-                measured="Time of one decode step (us, the median step of a repetition, "
+                measured="Time of one decode step (µs, the median step of a repetition, "
                          "timed in C): a token appended to each sequence of the batch, then "
                          "every block of each read, all layers, K and V")
     yield bars(frame[op != "decode"], ("op", "copy"), "bandwidth", key="kvcache-copies",

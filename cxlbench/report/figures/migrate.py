@@ -1,15 +1,15 @@
 """Page-migration throughput per batch, and the touches a second CPU sees meanwhile."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ...units import format_size
-from .draw import Figure, _metric, _png, bars, lines
+from . import layout, words
+from .draw import Figure, _metric, bars, lines
 
 
-def _batch_pages(p, info) -> float | None:
-    return p.get("batch") or info.get("pages")
+def _batch_pages(row) -> float | None:
+    """Pages a call: the batch, or the whole buffer's pages where batch is 0."""
+    return row["params"].get("batch") or row["info"].get("pages")
 
 
 def migrate(frame, runs):
@@ -24,7 +24,7 @@ def migrate(frame, runs):
 def migrate_touch(frame, runs):
     yield bars(frame, ("batch",), "touch_max", key="migration-spike", family="migrate_touch",
                logy=True, title="Worst touch while pages migrate",
-               measured="The longest single touch (us) a second CPU saw while the pages it "
+               measured="The longest single touch (µs) a second CPU saw while the pages it "
                         "touched were being migrated")
     sub = _metric(frame, "touch_max")
     if sub.empty:
@@ -33,23 +33,23 @@ def migrate_touch(frame, runs):
     line = worst["info"].get("timeline")
     if not line:
         return
-    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    p = worst["params"]
+    title = f"Touch latency through one move ({worst['label']} {worst['case']})"
+    grid = layout.grid(1, 7.5, [["the move"]], title=title)
+    ax = grid.axes[0]
     ax.step(line["t_us"], np.maximum(line["max_ns"], 1), where="post", linewidth=1)
     ax.axvspan(line["move_start_us"], line["move_end_us"], alpha=0.2, color="orange",
                label="the move")
     ax.set_yscale("log")
-    ax.set_xlabel("time since the toucher began (us)")
+    ax.set_xlabel("time since the toucher began (µs)")
     ax.set_ylabel("worst touch in the bin (ns)")
-    p = worst["params"]
-    title = f"Touch latency through one move ({worst['label']} {worst['case']})"
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    grid.legend()
     yield Figure("migration-timeline", "migrate_touch", title,
                  f"The worst touch in each of {len(line['t_us'])} time bins during the last "
                  f"repetition of case {worst['case']} (method={p.get('method')}, "
                  f"batch={p.get('batch')}, access={p.get('access')}, "
-                 f"{format_size(int(p.get('size', 0)))} from node {p.get('from')} to node "
-                 f"{p.get('to')}); the shaded span is the move.", _png(fig))
+                 f"{words.size(p.get('size', 0))} from node {p.get('from')} to node "
+                 f"{p.get('to')}); the shaded span is the move.", layout.png(grid.fig))
 
 
 PLOTTERS = {"migrate": migrate, "migrate_touch": migrate_touch}

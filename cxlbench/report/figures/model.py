@@ -9,13 +9,13 @@ import re
 from pathlib import PurePath
 
 import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ... import analysis
 from ...tiering import calibration
-from .draw import Figure, _png
+from . import layout, words
+from .draw import Figure
 
 BANDS = (0.30, 0.15)        # shaded around predicted = measured, widest first
 
@@ -120,13 +120,16 @@ def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
     rows = checks["rows"]
     both = [v for r in rows for v in (r["measured"], r["predicted"]) if v > 0]    # log axes
     lo, hi = min(both) / 1.5, max(both) * 1.5
-    fig, ax = plt.subplots(figsize=(7.0, 5.6))
-    xs = np.geomspace(lo, hi, 64)
-    for band, shade in zip(BANDS, (0.10, 0.20)):
-        ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="tab:green", alpha=shade,
-                        linewidth=0, label=f"within ±{pct(band)}")
-    ax.plot(xs, xs, color="black", linestyle=":", linewidth=1, label="predicted = measured")
     groups = [group(r) for r in rows]
+    bands = [f"within ±{pct(band)}" for band in BANDS]
+    grid = layout.grid(1, 5.6, [[*bands, "predicted = measured", *dict.fromkeys(groups)]],
+                       panel_height=5.2, title=title)
+    ax = grid.axes[0]
+    xs = np.geomspace(lo, hi, 64)
+    for band, shade, name in zip(BANDS, (0.10, 0.20), bands):
+        ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="tab:green", alpha=shade,
+                        linewidth=0, label=name)
+    ax.plot(xs, xs, color="black", linestyle=":", linewidth=1, label="predicted = measured")
     for i, name in enumerate(dict.fromkeys(groups)):
         sel = [r for r, g in zip(rows, groups) if g == name]
         x = np.array([r["measured"] for r in sel], float)
@@ -139,7 +142,7 @@ def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
     left = np.log(worst["measured"] / lo) > np.log(hi / worst["measured"])
     ax.annotate(f"{worst['case']} ({worst['error']:+.0%})", (worst["measured"],
                 worst["predicted"]), xytext=(-6 if left else 6, 6), textcoords="offset points",
-                fontsize=8, ha="right" if left else "left", va="bottom")
+                fontsize=9, ha="right" if left else "left", va="bottom")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -152,12 +155,11 @@ def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
             axis.set_minor_formatter(plain)
     ax.set_aspect("equal")
     units = {r["unit"] for r in rows}
-    unit = f"({units.pop()})" if len(units) == 1 else "(each case's own unit)"
+    unit = f"({words.unit(units.pop())})" if len(units) == 1 else "(each case's own unit)"
     ax.set_xlabel(f"measured {unit}")
     ax.set_ylabel(f"predicted {unit}")
-    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # clear of points
+    grid.legend()                   # beside the plot, clear of its points
     n = sorted({int(r["n"]) for r in rows})
     reps = f"n={n[0]}" if len(n) == 1 else f"n={n[0]}-{n[-1]}"
     return Figure(key, "model", title,
@@ -166,7 +168,7 @@ def _scatter(checks: dict, group, *, key: str, title: str, what: str) -> Figure:
                   f"repetitions). Dotted: predicted = measured; shaded: within "
                   f"±{pct(BANDS[1])} and ±{pct(BANDS[0])}. The model's "
                   f"{summary_text(checks)}. Tiers: {'; '.join(checks['sources'])}.",
-                  _png(fig))
+                  layout.png(grid.fig))
 
 
 def model_against_measurement(frame, runs):
@@ -174,7 +176,8 @@ def model_against_measurement(frame, runs):
     engine."""
     checks = workload_checks(frame, runs)
     if checks:
-        yield _scatter(checks, lambda r: f"{r['benchmark']}: {r['metric']} ({r['unit']})",
+        yield _scatter(checks,
+                       lambda r: f"{r['benchmark']}: {words.metric(r['metric'], r['unit'])}",
                        key="model", title="Model against measurement: " + summary_text(checks),
                        what="Each ML workload case's rate as the calibrated tier model "
                             "predicted it (one figure, not a sample: no whiskers)")

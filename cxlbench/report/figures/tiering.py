@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ... import analysis
-from .draw import Figure, _legend, _png, bars
+from . import layout, words
+from .draw import Figure, bars
 from .model import tiering_words
 
 
@@ -48,7 +48,10 @@ def shares_and_policies(frame, runs):
     many = len({label for label, _ in scenarios}) > 1
     for i, (label, sc) in enumerate(scenarios):
         within = f"within {sc['knee_within'] * 100:g} %"
-        fig, ax = plt.subplots(figsize=(7.5, 4.2))
+        title = "Knee curves: " + _scenario_title(label, sc, many)
+        bounds = [b.replace("_", "-") for b in ("all_fast", "all_slow") if sc[b]]
+        grid = layout.grid(1, 6.5, [[*sc["policies"], *bounds]], title=title)
+        ax = grid.axes[0]
         for name, row in sc["policies"].items():
             xs = sorted(row["throughput"])
             ax.plot(xs, [row["throughput"][x] for x in xs], marker="o", markersize=3,
@@ -60,11 +63,9 @@ def shares_and_policies(frame, runs):
                            label=bound.replace("_", "-"))
         ax.set_xscale("log", base=2)
         ax.set_xlabel("fast-tier share of the workload's pages")
-        ax.set_ylabel(f"throughput ({sc['unit']})")
-        title = "Knee curves: " + _scenario_title(label, sc, many)
-        ax.set_title(title)
+        ax.set_ylabel(f"throughput ({words.unit(sc['unit'])})")
         ax.grid(True, which="both", alpha=0.3)
-        _legend(ax, [*sc["policies"], "all-fast", "all-slow"])
+        grid.legend()
         knees = ", ".join(f"{n} {r['knee']:g}" for n, r in sc["policies"].items()
                           if r["knee"] is not None) or f"none {within}"
         yield Figure(f"tiering-knee-{i}", "tiering", title,
@@ -74,7 +75,7 @@ def shares_and_policies(frame, runs):
                      f"Tiers: {sc['tiers']}." + (" The model engine's figures are "
                                                  "predictions, not measurements."
                                                  if sc["engine"] == "model" else ""),
-                     _png(fig))
+                     layout.png(grid.fig))
     yield _tiering_matrix(scenarios, many)
     yield bars(frame, ("policy",), "migrated", key="tiering-migrated", family="tiering",
                title="Pages moved per policy (MB)",
@@ -92,36 +93,36 @@ def _tiering_matrix(scenarios, many: bool) -> Figure | None:
     share = min(shares, key=lambda s: abs(math.log2(s) + 2) if s > 0 else 99)
     names = list(dict.fromkeys(n for _, sc in scenarios for n in sc["policies"]))
     rows = [_scenario_title(label, sc, many) for label, sc in scenarios]
-    grid = np.array([[sc["policies"].get(n, {}).get("slowdown", {}).get(share, np.nan)
+    slow = np.array([[sc["policies"].get(n, {}).get("slowdown", {}).get(share, np.nan)
                       for n in names] for _, sc in scenarios], float) * 100
-    if np.isnan(grid).all():
+    if np.isnan(slow).all():
         return None
-    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 3, 0.6 * len(rows) + 2),
-                           constrained_layout=True)
-    im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
-    light = np.nanmin(grid) + 0.5 * (np.nanmax(grid) - np.nanmin(grid))   # yellow end
+    title = f"Policy matrix at a fast share of {share:g}"
+    grid = layout.grid(1, 1.1 * len(names) + 3.5, title=title,
+                       panel_height=0.45 * len(rows) + 2)
+    fig, ax = grid.fig, grid.axes[0]
+    im = ax.imshow(slow, cmap="viridis_r", aspect="auto")
+    light = np.nanmin(slow) + 0.5 * (np.nanmax(slow) - np.nanmin(slow))   # yellow end
     for i in range(len(rows)):
         held = scenarios[i][1]["policies"]
-        online = [j for j, n in enumerate(names) if n != "oracle" and not np.isnan(grid[i, j])
+        online = [j for j, n in enumerate(names) if n != "oracle" and not np.isnan(slow[i, j])
                   and held[n]["held"]]
-        best = min(online, key=lambda j: grid[i, j]) if online else None
+        best = min(online, key=lambda j: slow[i, j]) if online else None
         for j in range(len(names)):
-            if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.0f}%" + (" *" if j == best else ""),
-                        ha="center", va="center", fontsize=8,
-                        color="black" if grid[i, j] < light else "white")
+            if not np.isnan(slow[i, j]):
+                ax.text(j, i, f"{slow[i, j]:.0f}%" + (" *" if j == best else ""),
+                        ha="center", va="center", fontsize=9,
+                        color="black" if slow[i, j] < light else "white")
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=30, ha="right")
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(rows)
     fig.colorbar(im, ax=ax, label="slowdown against all-fast (%)", shrink=0.8)
-    title = f"Policy matrix at a fast share of {share:g}"
-    ax.set_title(title)
     return Figure("tiering-matrix", "tiering", title,
                   f"Slowdown of each policy against all-fast at a fast-tier share of {share:g} "
                   "(lower is better); * marks each row's best policy other than the oracle "
                   "(and Linux, which is not held to the share).",
-                  _png(fig))
+                  layout.png(fig))
 
 
 PLOTTERS = {"tiering": shares_and_policies}
