@@ -120,7 +120,8 @@ def _tiering_matrix(scenarios, many: bool) -> Figure | None:
     fig.colorbar(im, ax=ax, label="slowdown against all-fast (%)", shrink=0.8)
     return Figure("tiering-matrix", "tiering", title,
                   f"Slowdown of each policy against all-fast at a fast-tier share of {share:g} "
-                  "(lower is better); * marks each row's best policy other than the oracle "
+                  "(all-fast's throughput over the policy's, less 1: 100 % is half the "
+                  "throughput; lower is better); * marks each row's best policy other than the oracle "
                   "(and Linux, which is not held to the share).",
                   layout.png(fig))
 
