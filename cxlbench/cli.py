@@ -554,6 +554,11 @@ def report(runs, output, title, suite_name, latest, force, as_json):
                                **rep.json_summary(runs, suite_name, latest)}, indent=1,
                               default=str))
         return
+    found = rep.headlines(runs, suite_name, latest)
+    for machine, h in found:                # the answer first, on the terminal too
+        lines = headline.lines(h)
+        click.echo("\n".join([f"{lines[1]}: {machine}" if len(found) > 1 else lines[1],
+                              *lines[2:]]))
     click.echo(f"report: {html_path}\nmarkdown: {md_path}")
 
 

@@ -272,6 +272,8 @@ def _load(procfs: Path) -> Check:
     parts = []
     if found["load1"] is not None:
         parts.append(f"load average {found['load1']:.2f} on {found['cpus']} CPUs")
+    if found.get("busy") is not None:
+        parts.append(f"{found['busy']:.0%} of CPU time busy")
     if found["steal"] is not None:
         parts.append(f"{found['steal']:.0%} stolen")
     return Check("load", ", ".join(parts), "ok", affects)

@@ -92,9 +92,10 @@ def node_of(params: dict, topology: dict, cpus) -> int | None:
     of the CPUs it ran on; None where it spans several or cannot be told."""
     specs = [str(v) for k, v in params.items() if k == "mem" or k.startswith("mem.")]
     bound = {s.split(":", 1)[1] for s in specs if s.startswith("bind:")}
-    if len(bound) == 1 and bound.pop().isdigit():
-        return int(next(s for s in specs if s.startswith("bind:")).split(":", 1)[1])
-    if bound or any(s != "local" for s in specs):
+    if bound:
+        only = bound.pop() if len(bound) == 1 else ""
+        return int(only) if only.isdigit() else None        # bind:0-1 spans two
+    if any(s != "local" for s in specs):
         return None
     nodes = [n for n in topology.get("nodes", []) if n.get("mem_total")]
     if len(nodes) == 1:
@@ -134,12 +135,12 @@ def build(records: list[dict], topology: dict, knee: float = analysis.KNEE_SLOWD
             rows.append(assumed)
         notes.append("One memory node: nothing here is slower to measure. "
                      + (f"The slower tier's column is node {rows[0].node}'s measured memory "
-                        f"figures scaled by the assumed profile {name} ({p['description']}); "
+                        f"figures scaled by the assumed profile {name} ({p['description']}). "
                         if scaled else "")
-                     + "slowdowns come from the tier model (cxlbench calibrate, then "
+                     + "Slowdowns come from the tier model (cxlbench calibrate, then "
                      "cxlbench tiering) or from emulated far memory (cxlbench emulate "
                      "--topology cxl -- run ml).")
-    workloads = _workloads(ok, topology, rows, scenarios)
+    workloads = _workloads(ok, topology, [n["id"] for n in memory], scenarios)
     if workloads:
         notes.append(SLOWDOWN)
     knees = [{"workload": sc["workload"], "engine": sc["engine"], "tiers": sc["tiers"],
@@ -250,7 +251,11 @@ def _assumed_row(fast: NodeRow, name: str, p: dict) -> NodeRow:
         c = fast.cells.get(column)
         if not isinstance(c, Cell) or c.value is None or not c.memory:
             row.cells[column] = "no figure"
-        elif column in ("idle latency", "loaded latency"):
+        elif column == "loaded latency":
+            # a quarter of the bandwidth under the same load queues far more: a profile
+            # has no loaded curve to say how much
+            row.cells[column] = "no figure (the profile has no loaded curve)"
+        elif column == "idle latency":
             row.cells[column] = Cell(c.value * p["latency"], c.unit,
                                      note=f"{p['latency']:g}x node {fast.node}")
         elif column.startswith(("read", "write")):
@@ -265,15 +270,15 @@ def _assumed_row(fast: NodeRow, name: str, p: dict) -> NodeRow:
 PLACEMENT = ("mem", "page")
 
 
-def _workloads(ok: list[dict], topology: dict, rows: list[NodeRow],
+def _workloads(ok: list[dict], topology: dict, nodes: list[int],
                scenarios: list[dict]) -> list[WorkloadRow]:
     """A row per ML job: its figure of merit on each node (a range over the job's cases),
     and the slowdown on each slower node: measured where the same case ran there, else
     the model's all-slow against all-fast for that workload where tiering ran."""
-    nodes = [r.node for r in rows if r.node is not None]
+    calibrated = any((r.get("model") or {}).get("slower") for r in ok)
     jobs: dict[str, list[dict]] = {}
     for r in ok:
-        if THROUGHPUT.get(r["benchmark"]) == r["metric"] and not r.get("model_only"):
+        if THROUGHPUT.get(r["benchmark"]) == r["metric"]:
             jobs.setdefault(r["case"].rsplit("/", 1)[0], []).append(r)
     modelled = {sc["workload"]: sc for sc in scenarios if sc["all_fast"] and sc["all_slow"]}
     out = []
@@ -302,13 +307,14 @@ def _workloads(ok: list[dict], topology: dict, rows: list[NodeRow],
                 (Cell(why="not run"), "")
         bench = recs[0]["benchmark"]
         if not slowdown or all(c.value is None for c, _ in slowdown.values()):
-            slowdown = _modelled(recs, bench, modelled.get(bench), len(nodes)) or slowdown
+            slowdown = _modelled(recs, bench, modelled.get(bench), len(nodes),
+                                 calibrated) or slowdown
         out.append(WorkloadRow(job, bench, THROUGHPUT[bench], per_node, slowdown))
     return out
 
 
-def _modelled(recs: list[dict], bench: str, sc: dict | None,
-              nodes: int) -> dict[str, tuple[Cell, str]]:
+def _modelled(recs: list[dict], bench: str, sc: dict | None, nodes: int,
+              calibrated: bool) -> dict[str, tuple[Cell, str]]:
     """The slowdown on a slower tier this machine could not measure: the calibrated
     model's for each case (its node under the default profile), else tiering's all-slow
     against all-fast for the workload; empty where neither ran."""
@@ -318,13 +324,15 @@ def _modelled(recs: list[dict], bench: str, sc: dict | None,
         return {"slower tier": (_span([s["slowdown"] for s in slower], "%"),
                                 f"{MODELLED}: calibrated node under profile {p}")}
     if sc is not None:
-        what = "predicted" if "model" in sc["engine"] else MEASURED
+        what = MODELLED if "model" in sc["engine"] else MEASURED
         return {"slower tier": (Cell(sc["all_fast"] / sc["all_slow"] * 100 - 100, "%",
                                      note=f"cxlbench tiering's {bench} at its own settings"),
                                 f"{what}: tiering's all-slow against all-fast, tiers "
                                 f"{sc['tiers'] or 'not recorded'}")}
     if nodes == 1:
-        return {"slower tier": (Cell(why="no calibration: cxlbench calibrate"), "")}
+        why = "not modelled (these settings)" if calibrated else \
+            "no calibration: cxlbench calibrate"
+        return {"slower tier": (Cell(why=why), "")}
     return {}
 
 
@@ -345,8 +353,7 @@ def node_table(h: Headline, notes: bool = True) -> tuple[list[str], list[list[st
     rows = [["source", *(r.source for r in h.nodes)]]
     for column in NODE_COLUMNS:
         cells = [r.cells.get(column, "") for r in h.nodes]
-        if column != "against the fastest" and \
-                not any(isinstance(c, Cell) and c.value is not None for c in cells):
+        if not any(_has_figure(c) for r, c in zip(h.nodes, cells) if r.node is not None):
             continue            # a figure no run measured: one line saying so is enough
         rows.append([column, *(c.text(notes) if isinstance(c, Cell) else str(c)
                                for c in cells)])
@@ -357,10 +364,14 @@ def node_table(h: Headline, notes: bool = True) -> tuple[list[str], list[list[st
     return headers, rows
 
 
+def _has_figure(c: Cell | str) -> bool:
+    return c.value is not None if isinstance(c, Cell) else c not in ("", "not run")
+
+
 def workload_table(h: Headline, notes: bool = True) -> tuple[list[str], list[list[str]]]:
     """A row per ML job: its figure of merit on each node, then the slowdown on each
     slower node or tier with the slowdown's source."""
-    nodes = [r.node for r in h.nodes if r.node is not None]
+    nodes = sorted({n for w in h.workloads for n in w.per_node})
     slower = list(dict.fromkeys(k for w in h.workloads for k in w.slowdown))
     headers = ["ML workload (job)", "figure", *(f"node {n}" for n in nodes),
                *(f"slowdown, {k}" for k in slower)]

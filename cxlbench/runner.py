@@ -277,7 +277,10 @@ def busy_text(run: Run) -> str | None:
     reading says busy, or the run has none (made before cxlbench took them)."""
     why: list[str] = []
     for reading in run.meta.get("load") or []:
-        reason = system.busy(reading) if isinstance(reading, dict) else None
+        # The load average counts this run's own work (and an earlier run's): what
+        # other work took while the run's workers slept is the busy share.
+        reason = system.busy(reading, load_average=False) if isinstance(reading, dict) \
+            else None
         if reason and f"{reason} at the {reading.get('at')}" not in why:
             why.append(f"{reason} at the {reading.get('at')}")
     if not why:

@@ -63,16 +63,19 @@ def _smt(sysfs: Path) -> str | None:
     return f"{active} ({control})" if active else control
 
 
-# A load average per CPU above this, or this share of CPU time stolen by the hypervisor,
-# means other work competed with the measurements (pyperf warns on the same signs).
+# A load average per CPU above this, other work on this share of the CPU time, or this
+# share of it stolen by the hypervisor, means other work competed with the measurements
+# (pyperf warns on the same signs).
 BUSY_LOAD_PER_CPU = 0.5
+BUSY_SHARE = 0.25
 BUSY_STEAL = 0.02
 
 
 def load(proc_root: str | os.PathLike = "/proc", interval: float = 0.2) -> dict:
-    """How busy the machine is now: the 1-minute load average, the CPUs online, and the
-    share of CPU time the hypervisor stole over `interval` seconds (/proc/stat's steal
-    column; 0 on bare metal). Figures /proc lacks are None."""
+    """How busy the machine is now: the 1-minute load average, the CPUs online, and over
+    `interval` seconds the share of CPU time spent on work (busy) and stolen by the
+    hypervisor (steal; 0 on bare metal). Read while cxlbench itself sleeps, busy is other
+    work's. Figures /proc lacks, or a sample of no time, are None."""
     procfs = Path(proc_root)
     try:
         load1 = float((_read(procfs / "loadavg") or "").split()[0])
@@ -82,12 +85,15 @@ def load(proc_root: str | os.PathLike = "/proc", interval: float = 0.2) -> dict:
     if before is not None and interval > 0:
         time.sleep(interval)
     after = _cpu_times(procfs)
-    steal = None
-    if before is not None and after is not None:
-        total = sum(after) - sum(before)
-        steal = round((after[7] - before[7]) / total, 4) if total > 0 and len(after) > 7 \
-            else 0.0
-    return {"load1": load1, "cpus": os.cpu_count(), "steal": steal}
+    steal = share = None
+    if before is not None and after is not None and len(after) >= 8:
+        delta = [a - b for a, b in zip(after, before)]
+        total = sum(delta[:8])          # guest time is counted in user already
+        if total > 0:
+            user, nice, system, idle, iowait, irq, softirq, stolen = delta[:8]
+            steal = round(stolen / total, 4)
+            share = round((user + nice + system + irq + softirq) / total, 4)
+    return {"load1": load1, "cpus": os.cpu_count(), "busy": share, "steal": steal}
 
 
 def _cpu_times(procfs: Path) -> list[int] | None:
@@ -101,12 +107,16 @@ def _cpu_times(procfs: Path) -> list[int] | None:
     return None
 
 
-def busy(found: dict) -> str | None:
-    """Why a load() reading says the machine was busy, in words; None where it was not."""
+def busy(found: dict, load_average: bool = True) -> str | None:
+    """Why a load() reading says the machine was busy, in words; None where it was not.
+    load_average=False leaves the load average out: read at the end of a run it counts
+    the run's own work of the last minute."""
     why = []
-    if found.get("load1") is not None and found.get("cpus") and \
+    if load_average and found.get("load1") is not None and found.get("cpus") and \
             found["load1"] > BUSY_LOAD_PER_CPU * found["cpus"]:
         why.append(f"load average {found['load1']:.2f} on {found['cpus']} CPUs")
+    if found.get("busy") is not None and found["busy"] > BUSY_SHARE:
+        why.append(f"other work on {found['busy']:.0%} of the CPU time")
     if found.get("steal") is not None and found["steal"] > BUSY_STEAL:
         why.append(f"{found['steal']:.0%} of CPU time stolen by the hypervisor")
     return "; ".join(why) or None

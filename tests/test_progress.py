@@ -81,11 +81,13 @@ def test_the_estimate_in_words(seconds, text):
     assert runner.eta_text(seconds) == text
 
 
-def fake_proc(tmp_path, load1: float):
-    """A /proc whose load average is load1 and whose CPUs were never stolen from."""
+def fake_proc(tmp_path, load1: float, busy: float = 0.0):
+    """Readings of a /proc whose load average is load1, and in which other work took
+    `busy` of the CPU time (a static /proc/stat has no time between two reads)."""
     (tmp_path / "loadavg").write_text(f"{load1} 0.5 0.5 1/100 42\n")
     (tmp_path / "stat").write_text("cpu  100 0 50 1000 0 0 0 0 0 0\n")
-    return lambda: system.load(proc_root=tmp_path, interval=0)
+    return lambda: {**system.load(proc_root=tmp_path, interval=0), "busy": busy,
+                    "steal": 0.0}
 
 
 def new_run(tmp_path, cs: list[suite.Case]) -> Run:
@@ -96,16 +98,16 @@ def new_run(tmp_path, cs: list[suite.Case]) -> Run:
 
 def test_the_load_is_recorded_at_both_ends_and_a_busy_machine_said(tmp_path):
     run, said = new_run(tmp_path, []), []
-    busy = fake_proc(tmp_path, 1000.0)
+    busy = fake_proc(tmp_path, 1000.0, 0.6)
     runner.execute(run, said.append, read_load=busy)
     runner.execute(run, said.append, read_load=busy)        # a resume appends its own
     load = results.read_meta(run.path)["load"]
     assert [r["at"] for r in load] == ["start", "end", "start", "end"]
-    assert all(r["load1"] == 1000.0 and r["steal"] == 0.0 and r["when"] for r in load)
+    assert all(r["load1"] == 1000.0 and r["busy"] == 0.6 and r["when"] for r in load)
     line = runner.busy_text(run)
-    assert line.startswith("machine busy: load average 1000.00 on ") and \
-        " CPUs at the start; " in line and " CPUs at the end; " in line
-    assert line.endswith("; figures may be noisier than this machine is")
+    assert line == ("machine busy: other work on 60% of the CPU time at the start; other "
+                    "work on 60% of the CPU time at the end; figures may be noisier than "
+                    "this machine is")
     assert not any(s.startswith("machine busy") for s in said)     # the summary says it
 
 
@@ -126,8 +128,9 @@ def test_the_summary_flags_a_busy_run(tmp_path, monkeypatch):
 
 
 def test_a_quiet_machine_is_not_flagged(tmp_path):
+    """...whatever its load average: at a run's end that counts the run's own work."""
     run, said = new_run(tmp_path, []), []
-    runner.execute(run, said.append, read_load=fake_proc(tmp_path, 0.0))
+    runner.execute(run, said.append, read_load=fake_proc(tmp_path, 50.0))
     assert runner.busy_text(run) is None and said == []
     assert runner.busy_text(new_run(tmp_path, [])) is None      # no readings at all
 

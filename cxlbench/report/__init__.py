@@ -472,6 +472,12 @@ def build(paths, out_dir, title: str | None = None, suite: str | None = None,
     return write(out_dir, title, report_blocks(runs, runs.skipped), force)
 
 
+def headlines(paths, suite: str | None = None, latest: bool = False) -> list:
+    """(machine, Headline) of the runs paths name, as the report's first section has them:
+    what `cxlbench report` prints on the terminal too."""
+    return headline.per_machine(load_runs(paths, suite=suite, latest=latest))
+
+
 def json_summary(paths, suite: str | None = None, latest: bool = False) -> dict:
     """What `cxlbench report --json` prints: the runs, each machine's headline, and every
     case's median and interval (a prediction's without either)."""
