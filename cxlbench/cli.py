@@ -144,10 +144,7 @@ def _list_cases(every: list, shown: list) -> None:
     """A dry run's lines: each job's title (what its cases share, as a # comment), then
     each case with what tells it apart within its job (as the progress lines and the
     summary name it, defaults included)."""
-    labels = runner.case_labels(every)
-    jobs: dict[str, list] = {}
-    for c in every:
-        jobs.setdefault(c.job, []).append(c)
+    labels, jobs = runner.case_labels(every), runner.by_job(every)
     job = None
     for c in shown:
         if c.job != job:
@@ -156,7 +153,7 @@ def _list_cases(every: list, shown: list) -> None:
         click.echo(" ".join(filter(None, (c.id, c.bench, labels[c.id]))))
 
 
-def _start(s, results_dir: str, dry_run: bool, max_cases: int):
+def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = True):
     """The suite's cases checked and its run directory made (None for a dry run, whose
     cases are listed instead)."""
     echo = functools.partial(click.echo, err=True)
@@ -169,7 +166,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int):
         return None
     results.check_writable(results_dir)
     run_ = runner.start(s, cases, topo, results_dir)
-    if len(topo.memory_nodes) == 1:
+    if one_node and len(topo.memory_nodes) == 1:
         echo(one_node_note(topo))
     echo(f"run {run_.path}: {len(cases)} cases")
     return run_
@@ -177,11 +174,11 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int):
 
 def one_node_note(topo) -> str:
     """Said once at the start of a run on a machine with one memory node."""
-    profile = next(iter(calibration.profiles()))
     return (f"note: one memory node (node {topo.memory_nodes[0]}): nothing slower to "
-            f"measure here, so slowdowns below come from the tier model with the assumed "
-            f"profile {profile} (cxlbench calibrate gives it this machine's figures), or "
-            "run on emulated far memory: cxlbench emulate --topology cxl -- run SUITE")
+            "measure here; the headline's slowdowns come from the tier model (this node's "
+            f"figures, from cxlbench calibrate, under the assumed profile "
+            f"{calibration.default_profile()}) or from emulated far memory "
+            f"({headline.EMULATE})")
 
 
 def _execute(run_, as_json: bool, exit_on_failure: bool = True,
@@ -344,7 +341,7 @@ def calibrate(node, results_dir, suite_name, variables, again):
         echo(f"calibrating node {node}: " + (f"{', '.join(missing)} missing from earlier runs"
                                              if have else "nothing measured yet"))
         s = suite.only_jobs(s, missing)
-        run_ = _start(s, results_dir, False, suite.DEFAULT_MAX_CASES)
+        run_ = _start(s, results_dir, False, suite.DEFAULT_MAX_CASES, one_node=False)
         _execute(run_, False, exit_on_failure=False)
     else:
         echo(f"node {node}: every calibration job is measured already ({', '.join(runs)}); "

@@ -1,56 +1,65 @@
 """The answer first: what a reader came for, from a machine's runs. Per memory node its
 idle latency, peak read and write bandwidth at one and at every thread, latency under load,
 the cache levels its latency sweep showed, and how it compares with the fastest node; per
-ML workload its throughput on each node and the slowdown on each slower one; per tiering
-scenario each policy's knee. Every cell says where it came from (measured here, firmware,
-an assumed profile, the model) or, where it has no value, why in a word.
+ML job its throughput on each node and the slowdown on each slower one; per tiering
+scenario its bounds and each policy's knee. Every column or cell says where it came from
+(measured here, the firmware's HMAT, an assumed profile, the model) or, where it has no
+value, why in a word.
 
 Built from summary records (what `cxlbench run --json` prints, one per case and metric);
-`cxlbench run` prints it after its summary and every report opens with it."""
+`cxlbench run` prints it after its summary, `cxlbench report` before its paths, and every
+report opens with it."""
 from __future__ import annotations
 
 import statistics
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from . import analysis
-from .paramtext import resolved
-from .tiering.calibration import profiles
+from .options import split_buffer_option
+from .paramtext import NOT_MEASURED, resolved
+from .tiering.calibration import default_profile, profiles
 from .units import format_list, format_size, parse_list, quantity
 
 MEASURED, FIRMWARE, MODELLED = "measured", "firmware", "modelled"
-# Each ML benchmark's figure of merit (the tiering benchmark's is its throughput).
+# Each ML benchmark's figure of merit.
 THROUGHPUT = {"embedding": "lookups", "kvcache": "tokens", "optimizer": "params",
               "checkpoint": "bandwidth"}
-SLOWDOWN = ("slowdown: the fast node's throughput over the slower one's, less 1 (0 %: as "
-            "fast; 100 %: half the throughput, the same work taking twice as long)")
+SLOWDOWN = ("slowdown: the reference node's throughput over the slower node's or tier's, "
+            "less 1 (0 %: as fast; 100 %: half the throughput, the same work taking twice "
+            "as long)")
+EMULATE = "cxlbench emulate --topology cxl -- run SUITE"
 WIDTH = 100                     # the console's notes wrap here
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",
                 "write, all threads", "loaded latency", "caches", "against the fastest")
+# A chase that measures one load's idle latency: one chain, no timed batches, every line
+# of a page (chase's defaults); the others measure something else per load.
+PLAIN_CHASE = {"chains": 1, "dist": False, "lines_per_page": 0}
 
 
 @dataclass
 class Cell:
     """One figure: its value and unit, or why it has none; `note` says how it was got
-    (the working set, the threads)."""
+    (the working set, the threads); `cache`: a latency of a cache, not of the memory."""
     value: float | None = None
     unit: str = ""
     why: str = "not run"
     note: str = ""
-    memory: bool = True             # a figure of the memory (not of a cache)
+    cache: bool = False
 
     def text(self, notes: bool = True) -> str:
         if self.value is None:
             return self.why
         figure = f"{self.value:+.0f} %" if self.unit == "%" else quantity(self.value, self.unit)
-        return figure + (f" ({self.note})" if notes and self.note
-                                                  else "")
+        if notes and self.note:
+            return f"{figure} ({self.note})"
+        return figure + (" (a cache's)" if self.cache else "")
 
 
 @dataclass
 class NodeRow:
-    name: str                       # "node 0 (CPUs 0-1)", "slower tier"
-    source: str                     # measured / firmware: ... / assumed: profile ...
+    name: str                       # "node 0 (CPUs 0-1)", "slower tier (cxl-asic)"
+    source: str                     # measured / firmware: HMAT / assumed: profile NAME
     cells: dict[str, Cell | str] = field(default_factory=dict)   # NODE_COLUMNS
     node: int | None = None
 
@@ -60,48 +69,36 @@ class WorkloadRow:
     job: str                        # the suite's job: one setting of a workload
     benchmark: str
     metric: str
-    per_node: dict[int, Cell]       # throughput on each node
-    slowdown: dict[str, tuple[Cell, str]]   # slower node -> (slowdown, its source)
+    per_node: dict[int, Cell]       # its figure on each node
+    slowdown: dict[str, tuple[Cell, str]]   # "node N" or "slower tier" -> (cell, source)
 
 
 @dataclass
 class Headline:
     nodes: list[NodeRow]
     workloads: list[WorkloadRow]
-    knees: list[dict]               # per tiering scenario: workload, engine, tiers, knees
-    notes: list[str]                # one-node words, what the slower rows stand on
+    tiering: list[dict]             # per scenario: workload, how, bounds, tiers, knees
+    notes: list[str]                # the one-node words
     one_node: bool
+    reference: int | None           # the node slowdowns are against
+
+    @property
+    def empty(self) -> bool:
+        return not (self.nodes or self.workloads or self.tiering)
 
     def to_dict(self) -> dict:
         def cell(c):
-            return c.__dict__ if isinstance(c, Cell) else c
+            return asdict(c) if isinstance(c, Cell) else c
         return {"nodes": [{"name": r.name, "node": r.node, "source": r.source,
                            "cells": {k: cell(v) for k, v in r.cells.items()}}
                           for r in self.nodes],
                 "workloads": [{"job": w.job, "benchmark": w.benchmark, "metric": w.metric,
-                               "per_node": {str(n): c.__dict__ for n, c in w.per_node.items()},
-                               "slowdown": {k: {**c.__dict__, "source": s}
+                               "per_node": {str(n): asdict(c) for n, c in w.per_node.items()},
+                               "slowdown": {k: {**asdict(c), "source": s}
                                             for k, (c, s) in w.slowdown.items()}}
                               for w in self.workloads],
-                "knees": self.knees, "notes": self.notes, "one_node": self.one_node}
-
-
-def node_of(params: dict, topology: dict, cpus) -> int | None:
-    """The one node a case's memory was on: bind:N of mem or of a buffer's mem.<buffer>
-    (the buffer under study), or `local` on a machine of one memory node, or the node
-    of the CPUs it ran on; None where it spans several or cannot be told."""
-    specs = [str(v) for k, v in params.items() if k == "mem" or k.startswith("mem.")]
-    bound = {s.split(":", 1)[1] for s in specs if s.startswith("bind:")}
-    if bound:
-        only = bound.pop() if len(bound) == 1 else ""
-        return int(only) if only.isdigit() else None        # bind:0-1 spans two
-    if any(s != "local" for s in specs):
-        return None
-    nodes = [n for n in topology.get("nodes", []) if n.get("mem_total")]
-    if len(nodes) == 1:
-        return nodes[0]["id"]
-    first = _cpu_list(cpus)[:1]
-    return next((n["id"] for n in nodes if first and first[0] in n.get("cpus", [])), None)
+                "tiering": self.tiering, "notes": self.notes, "one_node": self.one_node,
+                "reference": self.reference}
 
 
 def _cpu_list(cpus) -> list[int]:
@@ -113,51 +110,76 @@ def _cpu_list(cpus) -> list[int]:
         return []
 
 
-def build(records: list[dict], topology: dict, knee: float = analysis.KNEE_SLOWDOWN,
-          profile: dict | None = None) -> Headline:
-    """The headline of one machine's records. `profile`: {"name", "latency",
-    "bandwidth", "description"}, the assumed slow tier a machine of one memory node is
-    shown beside (None: the first of tiering/profiles.toml)."""
+def node_of(params: dict, topology: dict, cpus) -> int | None:
+    """The one node the memory a case studies was on: the node its mem.<buffer> options
+    bind (the buffer placed apart is the one under study), else mem's; `local` is the
+    node of every CPU the case ran on. None where that spans nodes or cannot be told."""
+    own = {str(v) for k, v in params.items()
+           if (split_buffer_option(k) or ("",))[0] == "mem" and v is not None}
+    specs = own or {str(params.get("mem", "local"))}
+    if len(specs) != 1:
+        return None                 # buffers under study on different nodes
+    (spec,) = specs
+    if spec.startswith("bind:"):
+        only = spec.split(":", 1)[1]
+        return int(only) if only.isdigit() else None        # bind:0-1 spans two
+    if spec != "local":
+        return None
+    nodes = [n for n in topology.get("nodes", []) if n.get("mem_total")]
+    if len(nodes) == 1:
+        return nodes[0]["id"]
+    ran = set(_cpu_list(cpus))
+    return next((n["id"] for n in nodes if ran and ran <= set(n.get("cpus", []))), None)
+
+
+def build(records: list[dict], topology: dict, knee: float = analysis.KNEE_SLOWDOWN
+          ) -> Headline:
+    """The headline of one machine's records (of one run each suite: a case id is named
+    with its run_dir where several runs are merged)."""
     ok = [r for r in records if r.get("status") == "ok" and r.get("median") is not None]
+    failed = [r for r in records if r.get("status") not in ("ok", "unsupported")]
     memory = [n for n in topology.get("nodes", []) if n.get("mem_total")]
-    levels = analysis.sweep_cache_levels(ok, (topology.get("cpu") or {}).get("caches", []))
-    rows = [_node_row(n, ok, topology, levels) for n in memory]
+    caches = (topology.get("cpu") or {}).get("caches", [])
+    rows = [_node_row(n, ok, failed, topology, caches) for n in memory]
+    rows = [r for r in rows if _any_figure(r)] + \
+        [f for n, r in zip(memory, rows) if not _any_figure(r) for f in _firmware_row(n)]
+    reference = _reference(rows, memory)
+    _against_fastest(rows)
     one_node = len(memory) == 1
     notes: list[str] = []
-    _against_fastest(rows)
-    scenarios = analysis.tiering_scenarios(ok, knee)
     if one_node and rows:
-        name, p = next(iter(profiles().items())) if profile is None else \
-            (profile["name"], profile)
-        assumed = _assumed_row(rows[0], name, p)
-        scaled = any(isinstance(c, Cell) for c in assumed.cells.values())
-        if scaled:
+        name = default_profile()
+        assumed = _assumed_row(rows[0], name, profiles()[name])
+        if _any_figure(assumed):
             rows.append(assumed)
+    workloads = _workloads(ok, topology, [n["id"] for n in memory], reference)
+    tiering = _tiering(ok, knee)
+    if one_node and (rows or workloads):
         notes.append("One memory node: nothing here is slower to measure. "
-                     + (f"The slower tier's column is node {rows[0].node}'s measured memory "
-                        f"figures scaled by the assumed profile {name} ({p['description']}). "
-                        if scaled else "")
-                     + "Slowdowns come from the tier model (cxlbench calibrate, then "
-                     "cxlbench tiering) or from emulated far memory (cxlbench emulate "
-                     "--topology cxl -- run ml).")
-    workloads = _workloads(ok, topology, [n["id"] for n in memory], scenarios)
-    if workloads:
-        notes.append(SLOWDOWN)
-    knees = [{"workload": sc["workload"], "engine": sc["engine"], "tiers": sc["tiers"],
-              "within": sc["knee_within"],
-              "knees": {name: (row["knee"] if row["held"] else "not held to a share")
-                        for name, row in sc["policies"].items()}}
-             for sc in scenarios if sc["policies"] and sc["all_fast"]]
-    return Headline([r for r in rows if any(isinstance(c, Cell) and c.value is not None
-                                            for c in r.cells.values())],
-                    workloads, knees, notes, one_node)
+                     + ("The slower tier's column is this node's memory figures under the "
+                        f"assumed profile {default_profile()}. " if len(rows) > 1 else "")
+                     + "Slowdowns come from the tier model (cxlbench calibrate measures "
+                     f"its figures here) or from emulated far memory ({EMULATE}).")
+    return Headline(rows, workloads, tiering, notes, one_node, reference)
 
 
-def _pick(ok: list[dict], node: int, topology: dict, bench: str, metric: str,
-          where=lambda p: True) -> list[dict]:
-    return [r for r in ok if r["benchmark"] == bench and r["metric"] == metric
-            and where(r["parameters"])
-            and node_of(r["parameters"], topology, r.get("cpus")) == node]
+def _any_figure(row: NodeRow) -> bool:
+    return any(isinstance(c, Cell) and c.value is not None for c in row.cells.values())
+
+
+def _where(r: dict, topology: dict) -> int | None:
+    return node_of(r["parameters"], topology, r.get("cpus"))
+
+
+def _cases(records: list[dict], node: int, topology: dict, bench: str,
+           where=lambda p: True) -> list[dict]:
+    """The records of `bench` on `node` whose parameters pass `where`."""
+    return [r for r in records if r["benchmark"] == bench and where(r["parameters"])
+            and _where(r, topology) == node]
+
+
+def _plain(p: dict) -> bool:
+    return all(p.get(k, v) == v for k, v in PLAIN_CHASE.items())
 
 
 def _threads(r: dict) -> int | None:
@@ -165,175 +187,218 @@ def _threads(r: dict) -> int | None:
     return t if isinstance(t, int) else None
 
 
-def _node_row(n: dict, ok: list[dict], topology: dict, levels: list[dict]) -> NodeRow:
-    node = n["id"]
-    cpus = n.get("cpus") or []
+def _none(failed: list[dict], node: int, topology: dict, bench: str, where) -> Cell:
+    """No figure: its cases failed, or none ran."""
+    lost = _cases(failed, node, topology, bench, where)
+    return Cell(why=f"failed ({len({r['case'] for r in lost})} cases)" if lost else "not run")
+
+
+def _node_row(n: dict, ok: list[dict], failed: list[dict], topology: dict,
+              caches: list[dict]) -> NodeRow:
+    node, cpus = n["id"], n.get("cpus") or []
     row = NodeRow(f"node {node} " + (f"(CPUs {format_list(cpus)})" if cpus else "(no CPUs)"),
                   MEASURED, node=node)
-    chase = _pick(ok, node, topology, "chase", "latency")
+    chase = [r for r in _cases(ok, node, topology, "chase", _plain) if r["metric"] == "latency"]
+    llc = max((c.get("size") or 0 for c in caches), default=0)
     if chase:
-        big = max(chase, key=lambda r: (r["parameters"].get("size", 0), -r["median"]))
-        size = int(big["parameters"]["size"])
-        llc = max((c.get("size") or 0 for c in (topology.get("cpu") or {}).get("caches", [])),
-                  default=0)
-        # A sweep that stops inside the last cache measured the cache, not the memory.
-        row.cells["idle latency"] = Cell(big["median"], big["unit"], note=(
-            f"chase over {format_size(size)}" + (
-                f", within the {format_size(llc)} last-level cache: not memory's"
-                if size <= llc else "")), memory=size > llc)
+        size = max(int(r["parameters"]["size"]) for r in chase)
+        # at the largest size, the lowest: huge pages spare it the page walks of 4 KiB
+        big = min((r for r in chase if int(r["parameters"]["size"]) == size),
+                  key=lambda r: r["median"])
+        inside = size <= llc        # a sweep that stops inside the last cache measured it
+        row.cells["idle latency"] = Cell(big["median"], big["unit"], cache=inside, note=(
+            f"chase over {format_size(size)}, {big['parameters'].get('page', '4k')} pages"
+            + (f": inside the {format_size(llc)} last-level cache, a cache's latency"
+               if inside else "")))
     else:
-        idle = _pick(ok, node, topology, "loaded_latency", "latency",
-                     lambda p: p.get("delay") == "idle")
+        idle = [r for r in _cases(ok, node, topology, "loaded_latency",
+                                  lambda p: p.get("delay") == "idle")
+                if r["metric"] == "latency"]
         row.cells["idle latency"] = Cell(idle[0]["median"], idle[0]["unit"],
                                          note="loaded-latency probe, no load") if idle \
-            else Cell()
-    most = max((len(x.get("cpus") or []) for x in topology.get("nodes", [])), default=1)
+            else _none(failed, node, topology, "chase", _plain)
     for op, kernels in (("read", ("read",)), ("write", ("write", "write_nt"))):
-        bw = _pick(ok, node, topology, "bandwidth", "bandwidth",
-                   lambda p: p.get("kernel") in kernels)
+        def of(p, kernels=kernels):
+            return p.get("kernel") in kernels
+        bw = [r for r in _cases(ok, node, topology, "bandwidth", of) if r["metric"] == "bandwidth"]
         one = [r for r in bw if _threads(r) == 1]
         many = [r for r in bw if (_threads(r) or 0) > 1]
-        row.cells[f"{op}, 1 thread"] = _peak(one)
-        row.cells[f"{op}, all threads"] = _peak(many, threads=True) if many else \
-            Cell(why="one CPU" if most == 1 and bw else "not run")
-    loaded = _pick(ok, node, topology, "loaded_latency", "latency",
-                   lambda p: p.get("delay") != "idle")
+        gone = _none(failed, node, topology, "bandwidth", of)
+        row.cells[f"{op}, 1 thread"] = _peak(one, False) if one else gone
+        row.cells[f"{op}, all threads"] = _peak(many, True) if many else gone
+    loaded = [r for r in _cases(ok, node, topology, "loaded_latency",
+                                lambda p: p.get("delay") != "idle") if r["metric"] == "latency"]
     if loaded:
         hardest = min(loaded, key=lambda r: float(r["parameters"]["delay"]))
-        gbs = next((r["median"] for r in ok if r["case"] == hardest["case"]
-                    and r["metric"] == "bandwidth"), None)
+        gbs = next((r["median"] for r in ok if r["metric"] == "bandwidth"
+                    and (r.get("run_dir"), r["case"]) == (hardest.get("run_dir"),
+                                                          hardest["case"])),
+                   None)
         row.cells["loaded latency"] = Cell(hardest["median"], hardest["unit"], note=(
             f"at {quantity(gbs, 'GB/s')} of load" if gbs else "under load"))
     else:
-        row.cells["loaded latency"] = Cell()
-    found = [s for s in levels if s["mem"] and node_of({"mem": s["mem"]}, topology, None)
-             == node]
+        row.cells["loaded latency"] = _none(failed, node, topology, "loaded_latency",
+                                            lambda p: p.get("delay") != "idle")
+    sweeps = analysis.sweep_cache_levels([r for r in chase], caches)
     row.cells["caches"] = ", ".join(
         f"{lv['level']} " + (format_size(lv["detected"], exact=False) if lv["detected"]
-                             else "not seen") for lv in found[0]["levels"]) if found \
+                             else "not seen") for lv in sweeps[0]["levels"]) if sweeps \
         else "not run"
     return row
 
 
-def _peak(rows: list[dict], threads: bool = False) -> Cell:
-    if not rows:
-        return Cell()
+def _peak(rows: list[dict], threads: bool) -> Cell:
     best = max(rows, key=lambda r: r["median"])
-    kernel = best["parameters"].get("kernel")
-    note = f"{kernel}" + (f", {_threads(best)} threads" if threads else "")
+    note = str(best["parameters"].get("kernel")) + \
+        (f", {_threads(best)} threads" if threads else "")
     return Cell(best["median"], best["unit"], note=note)
 
 
+def _firmware_row(n: dict) -> list[NodeRow]:
+    """A node no run measured, where the firmware's HMAT gives its read latency and
+    bandwidth from its nearest initiators."""
+    a = (n.get("hmat") or {}).get("access0") or (n.get("hmat") or {}).get("access1") or {}
+    lat, bw = a.get("read_latency"), a.get("read_bandwidth")
+    if not (lat and bw):
+        return []
+    cpus = n.get("cpus") or []
+    row = NodeRow(f"node {n['id']} " + (f"(CPUs {format_list(cpus)})" if cpus else
+                                        "(no CPUs)"), f"{FIRMWARE}: HMAT", node=n["id"])
+    row.cells = {c: "not in HMAT" for c in NODE_COLUMNS}
+    row.cells["idle latency"] = Cell(float(lat), "ns", note="HMAT read latency")
+    row.cells["read, all threads"] = Cell(bw / 1000.0, "GB/s", note="HMAT read bandwidth")
+    return [row]
+
+
+def _reference(rows: list[NodeRow], memory: list[dict]) -> int | None:
+    """The node slowdowns are against: the lowest measured memory latency, else the
+    first node with CPUs."""
+    lat = {r.node: c.value for r in rows if r.node is not None
+           and isinstance(c := r.cells.get("idle latency"), Cell) and c.value is not None
+           and not c.cache and r.source == MEASURED}
+    if lat:
+        return min(lat, key=lat.get)
+    return next((n["id"] for n in memory if n.get("cpus")),
+                memory[0]["id"] if memory else None)
+
+
 def _against_fastest(rows: list[NodeRow]) -> None:
-    """Each node's idle latency and all-thread read bandwidth as multiples of the best
-    node's."""
+    """Each node's memory latency and read bandwidth as multiples of the best node's,
+    the bandwidth at every thread where each node has that figure, else at one."""
     def value(row, column):
         c = row.cells.get(column)
-        return c.value if isinstance(c, Cell) else None
+        return c.value if isinstance(c, Cell) and not c.cache else None
+    if len(rows) == 1:
+        rows[0].cells["against the fastest"] = "the only node"
+        return
+    column = "read, all threads" if all(value(r, "read, all threads") for r in rows
+                                        if value(r, "read, 1 thread")) else "read, 1 thread"
     lat = [value(r, "idle latency") for r in rows]
-    bw = [value(r, "read, all threads") or value(r, "read, 1 thread") for r in rows]
+    bw = [value(r, column) for r in rows]
     best_lat = min((v for v in lat if v), default=None)
     best_bw = max((v for v in bw if v), default=None)
     for row, la, b in zip(rows, lat, bw):
-        if len(rows) == 1:
-            row.cells["against the fastest"] = "the only node"
-            continue
         parts = ([f"{la / best_lat:.2g}x latency"] if la and best_lat else []) + \
             ([f"{b / best_bw:.2g}x bandwidth"] if b and best_bw else [])
-        row.cells["against the fastest"] = ", ".join(parts) or "not run"
+        fastest = la == best_lat and b == best_bw and la is not None
+        row.cells["against the fastest"] = "the fastest" if fastest else \
+            ", ".join(parts) or "no memory figure"
 
 
 def _assumed_row(fast: NodeRow, name: str, p: dict) -> NodeRow:
-    """A slower tier this machine lacks: the fast node's latency and bandwidth scaled by
-    the profile (its caches are the CPU's)."""
+    """A slower tier this machine lacks: the node's memory latency and every-thread read
+    bandwidth under the profile (what the profile's two factors are of); nothing else,
+    which no profile says."""
     row = NodeRow(f"slower tier ({name})", f"assumed: profile {name}")
-    for column in NODE_COLUMNS:
+    row.cells = {c: "no figure" for c in NODE_COLUMNS}
+    for column, factor in (("idle latency", p["latency"]), ("read, all threads",
+                                                            p["bandwidth"])):
         c = fast.cells.get(column)
-        if not isinstance(c, Cell) or c.value is None or not c.memory:
-            row.cells[column] = "no figure"
-        elif column == "loaded latency":
-            # a quarter of the bandwidth under the same load queues far more: a profile
-            # has no loaded curve to say how much
-            row.cells[column] = "no figure (the profile has no loaded curve)"
-        elif column == "idle latency":
-            row.cells[column] = Cell(c.value * p["latency"], c.unit,
-                                     note=f"{p['latency']:g}x node {fast.node}")
-        elif column.startswith(("read", "write")):
-            row.cells[column] = Cell(c.value * p["bandwidth"], c.unit,
-                                     note=f"{p['bandwidth']:g}x node {fast.node}")
+        if isinstance(c, Cell) and c.value is not None and not c.cache:
+            row.cells[column] = Cell(c.value * factor, c.unit,
+                                     note=f"{factor:g}x node {fast.node}'s")
     row.cells["caches"] = "the CPU's"
     row.cells["against the fastest"] = f"{p['latency']:g}x latency, {p['bandwidth']:g}x " \
                                        "bandwidth"
     return row
 
 
-PLACEMENT = ("mem", "page")
+def _study_key(params: dict) -> str:
+    """What pairs a case on one node with the same case on another: every setting but
+    the placement of the memory under study (and how it was repeated)."""
+    own = {k for k in params if (split_buffer_option(k) or ("",))[0] == "mem"}
+    moved = own or {"mem"}
+    return repr(sorted((k, str(v)) for k, v in params.items()
+                       if k not in moved and k not in NOT_MEASURED))
 
 
 def _workloads(ok: list[dict], topology: dict, nodes: list[int],
-               scenarios: list[dict]) -> list[WorkloadRow]:
-    """A row per ML job: its figure of merit on each node (a range over the job's cases),
-    and the slowdown on each slower node: measured where the same case ran there, else
-    the model's all-slow against all-fast for that workload where tiering ran."""
+               reference: int | None) -> list[WorkloadRow]:
+    """A row per ML job (of each run): its figure of merit on each node (a median over
+    the job's cases, their range in the note), and the slowdown on each other node
+    against the reference, over the cases run on both; on a machine of one node, the
+    calibrated model's slowdown on the default profile's tier."""
     calibrated = any((r.get("model") or {}).get("slower") for r in ok)
-    jobs: dict[str, list[dict]] = {}
+    jobs: dict[tuple, list[dict]] = {}
     for r in ok:
         if THROUGHPUT.get(r["benchmark"]) == r["metric"]:
-            jobs.setdefault(r["case"].rsplit("/", 1)[0], []).append(r)
-    modelled = {sc["workload"]: sc for sc in scenarios if sc["all_fast"] and sc["all_slow"]}
+            jobs.setdefault((r.get("run_dir"), r["case"].rsplit("/", 1)[0]), []).append(r)
     out = []
-    for job, recs in jobs.items():
+    for (_, job), recs in jobs.items():
         by_node: dict[int, dict[str, float]] = {}
+        spans = False
         for r in recs:
-            node = node_of(r["parameters"], topology, r.get("cpus"))
+            node = _where(r, topology)
+            spans |= node is None
             if node is not None:
-                key = repr(sorted((k, str(v)) for k, v in r["parameters"].items()
-                                  if k not in PLACEMENT and not k.startswith(("mem.",
-                                                                              "page."))))
-                by_node.setdefault(node, {})[key] = r["median"]
-        if not by_node:
-            continue
-        unit = recs[0]["unit"]
-        per_node = {n: _span(list(by_node[n].values()), unit) if n in by_node else Cell()
-                    for n in nodes}
-        fast = max(by_node, key=lambda n: statistics.median(by_node[n].values()))
-        slowdown = {}
+                by_node.setdefault(node, {})[_study_key(r["parameters"])] = r["median"]
+        unit, bench = recs[0]["unit"], recs[0]["benchmark"]
+        per_node = {n: _span(list(by_node[n].values()), unit) if n in by_node else
+                    Cell(why="placement spans nodes" if spans else "not run") for n in nodes}
+        slowdown: dict[str, tuple[Cell, str]] = {}
+        base = by_node.get(reference, {})
         for n in nodes:
-            if n == fast:
+            if n == reference:
                 continue
-            pairs = [by_node[fast][k] / v - 1 for k, v in by_node.get(n, {}).items()
-                     if k in by_node[fast] and v]
+            pairs = [base[k] / v - 1 for k, v in by_node.get(n, {}).items() if k in base and v]
             slowdown[f"node {n}"] = (_span(pairs, "%"), MEASURED) if pairs else \
-                (Cell(why="not run"), "")
-        bench = recs[0]["benchmark"]
-        if not slowdown or all(c.value is None for c, _ in slowdown.values()):
-            slowdown = _modelled(recs, bench, modelled.get(bench), len(nodes),
-                                 calibrated) or slowdown
+                (Cell(why="not run on both"), "")
+        if len(nodes) == 1:
+            slowdown = {"slower tier": _modelled(recs, calibrated)}
         out.append(WorkloadRow(job, bench, THROUGHPUT[bench], per_node, slowdown))
     return out
 
 
-def _modelled(recs: list[dict], bench: str, sc: dict | None, nodes: int,
-              calibrated: bool) -> dict[str, tuple[Cell, str]]:
-    """The slowdown on a slower tier this machine could not measure: the calibrated
-    model's for each case (its node under the default profile), else tiering's all-slow
-    against all-fast for the workload; empty where neither ran."""
+def _modelled(recs: list[dict], calibrated: bool) -> tuple[Cell, str]:
+    """The calibrated model's slowdown for each case on its node under the default
+    profile (benchmarks.common.predict), or why there is none."""
     slower = [r["model"]["slower"] for r in recs if (r.get("model") or {}).get("slower")]
     if slower:
-        p = slower[0]["profile"]
-        return {"slower tier": (_span([s["slowdown"] for s in slower], "%"),
-                                f"{MODELLED}: calibrated node under profile {p}")}
-    if sc is not None:
-        what = MODELLED if "model" in sc["engine"] else MEASURED
-        return {"slower tier": (Cell(sc["all_fast"] / sc["all_slow"] * 100 - 100, "%",
-                                     note=f"cxlbench tiering's {bench} at its own settings"),
-                                f"{what}: tiering's all-slow against all-fast, tiers "
-                                f"{sc['tiers'] or 'not recorded'}")}
-    if nodes == 1:
-        why = "not modelled (these settings)" if calibrated else \
-            "no calibration: cxlbench calibrate"
-        return {"slower tier": (Cell(why=why), "")}
-    return {}
+        return (_span([s["slowdown"] for s in slower], "%"),
+                f"{MODELLED}: this node's calibration under profile {slower[0]['profile']}")
+    why = "not modelled (these settings)" if calibrated else \
+        "no model: cxlbench calibrate first"
+    return Cell(why=why), ""
+
+
+def _tiering(ok: list[dict], knee: float) -> list[dict]:
+    """Each tiering scenario's bounds (all-fast's throughput, all-slow's slowdown against
+    it) and each policy's knee, with the tiers it ran on."""
+    out = []
+    for sc in analysis.tiering_scenarios(ok, knee):
+        if not sc["all_fast"]:
+            continue
+        out.append({"workload": sc["workload"] + (", hot set shifting" if sc["phase"] ==
+                                                  "shift" else ""),
+                    "how": MODELLED if "model" in sc["engine"] else MEASURED,
+                    "all_fast": quantity(sc["all_fast"], sc["unit"] or ""),
+                    "all_slow": (f"{(sc['all_fast'] / sc['all_slow'] - 1) * 100:+.0f} %"
+                                 if sc["all_slow"] else "not run"),
+                    "tiers": sc["tiers"] or "not recorded", "within": sc["knee_within"],
+                    "knees": {name: (f"{row['knee'] * 100:.4g} %" if row["knee"] is not None
+                                     else "none") if row["held"] else "not held to a share"
+                              for name, row in sc["policies"].items()}})
+    return out
 
 
 def _span(values: list[float], unit: str) -> Cell:
@@ -348,37 +413,40 @@ def _span(values: list[float], unit: str) -> Cell:
 
 def node_table(h: Headline, notes: bool = True) -> tuple[list[str], list[list[str]]]:
     """The memory nodes side by side, a column each (as the CXL papers' first table):
-    a row per figure, the first saying where the column's figures came from."""
+    a row per figure, the first saying where the column's figures came from; the
+    figures no run measured named in one row."""
     headers = ["memory", *(r.name for r in h.nodes)]
     rows = [["source", *(r.source for r in h.nodes)]]
     for column in NODE_COLUMNS:
-        cells = [r.cells.get(column, "") for r in h.nodes]
-        if not any(_has_figure(c) for r, c in zip(h.nodes, cells) if r.node is not None):
-            continue            # a figure no run measured: one line saying so is enough
-        rows.append([column, *(c.text(notes) if isinstance(c, Cell) else str(c)
-                               for c in cells)])
-    missing = [c for c in NODE_COLUMNS if c not in {row[0] for row in rows}]
-    if missing:
-        rows.append(["not run", *("; ".join(missing) if i == 0 else ""
-                                  for i in range(len(h.nodes)))])
+        if column not in unmeasured(h):
+            rows.append([column, *(c.text(notes) if isinstance(c, Cell) else str(c)
+                                   for c in (r.cells.get(column, "") for r in h.nodes))])
     return headers, rows
 
 
-def _has_figure(c: Cell | str) -> bool:
-    return c.value is not None if isinstance(c, Cell) else c not in ("", "not run")
+def unmeasured(h: Headline) -> list[str]:
+    """The node table's figures no run measured on any node (said in one line)."""
+    def has(c: Cell | str) -> bool:
+        return c.value is not None if isinstance(c, Cell) else c not in ("", "not run")
+    return [column for column in NODE_COLUMNS
+            if not any(has(r.cells.get(column, "")) for r in h.nodes if r.node is not None)]
 
 
 def workload_table(h: Headline, notes: bool = True) -> tuple[list[str], list[list[str]]]:
     """A row per ML job: its figure of merit on each node, then the slowdown on each
-    slower node or tier with the slowdown's source."""
-    nodes = sorted({n for w in h.workloads for n in w.per_node})
-    slower = list(dict.fromkeys(k for w in h.workloads for k in w.slowdown))
+    other node (against the reference) or the slower tier, each with its source."""
+    # the nodes and slowdowns some job has a figure for
+    nodes = sorted({n for w in h.workloads for n, c in w.per_node.items()
+                    if c.value is not None})
+    slower = list(dict.fromkeys(k for w in h.workloads for k, (c, _) in w.slowdown.items()
+                                if c.value is not None or k == "slower tier"))
+    against = f" against node {h.reference}" if h.reference is not None and len(nodes) > 1 \
+        else ""
     headers = ["ML workload (job)", "figure", *(f"node {n}" for n in nodes),
-               *(f"slowdown, {k}" for k in slower)]
+               *(f"slowdown, {k}{against}" for k in slower)]
     rows = []
     for w in h.workloads:
-        cells = [w.job, f"{w.metric}", *(w.per_node.get(n, Cell()).text(notes)
-                                          for n in nodes)]
+        cells = [w.job, w.metric, *(w.per_node.get(n, Cell()).text(notes) for n in nodes)]
         for k in slower:
             cell, source = w.slowdown.get(k, (Cell(why="-"), ""))
             word = f" {source.split(':')[0]}" if source and cell.value is not None else ""
@@ -388,36 +456,42 @@ def workload_table(h: Headline, notes: bool = True) -> tuple[list[str], list[lis
     return headers, rows
 
 
-def knee_lines(h: Headline) -> list[str]:
-    out = []
-    for k in h.knees:
-        how = "predicted by the model" if "model" in k["engine"] else "measured"
-        shares = ", ".join(f"{name} {knee:g}" if isinstance(knee, float) else
-                           f"{name} {'none' if knee is None else knee}"
-                           for name, knee in k["knees"].items())
-        out.append(f"tiering {k['workload']}: the smallest fast share within "
-                   f"{k['within']:.0%} of all-fast ({how}; tiers {k['tiers'] or 'not recorded'}):"
-                   f" {shares}")
-    return out
+def tiering_table(h: Headline) -> tuple[list[str], list[list[str]]]:
+    """A row per tiering scenario: its bounds, each policy's knee (the smallest fast
+    share within the knee's slowdown of all-fast), and the tiers it ran on."""
+    policies = list(dict.fromkeys(p for t in h.tiering for p in t["knees"]))
+    headers = ["tiering", "all-fast", "all-slow slowdown", *(f"{p} knee" for p in policies),
+               "tiers"]
+    return headers, [[f"{t['workload']} ({t['how']})", t["all_fast"], t["all_slow"],
+                      *(t["knees"].get(p, "-") for p in policies), t["tiers"]]
+                     for t in h.tiering]
 
 
 def lines(h: Headline) -> list[str]:
-    """The headline as the terminal prints it after a run: figures without their notes,
-    each table's sources in its first row or beside each slowdown."""
+    """The headline as the terminal prints it: figures without their notes, each
+    table's sources in its first row or beside each slowdown; nothing where it is
+    empty (a run of GPU or coherence cases)."""
+    if h.empty:
+        return []
     out = ["", "HEADLINE"]
-    out += [line for n in h.notes if n != SLOWDOWN
+    out += [line for n in h.notes
             for line in textwrap.wrap(n, WIDTH, initial_indent="  ", subsequent_indent="  ")]
     if h.nodes:
         out += _aligned(*node_table(h, notes=False))
+        if unmeasured(h):
+            out.append(f"  not run: {'; '.join(unmeasured(h))}")
     if h.workloads:
         out.append("")
         out += _aligned(*workload_table(h, notes=False))
         out += textwrap.wrap(SLOWDOWN, WIDTH, initial_indent="  ", subsequent_indent="  ")
-    knees = knee_lines(h)
-    if knees:
+    for t in h.tiering:             # a paragraph each: policies are many, tiers long
+        knees = ", ".join(f"{p} {k}" for p, k in t["knees"].items())
         out.append("")
-        out += [line for k in knees for line in
-                textwrap.wrap(k, WIDTH, initial_indent="  ", subsequent_indent="    ")]
+        out += textwrap.wrap(
+            f"tiering {t['workload']} ({t['how']}): all-fast {t['all_fast']}, all-slow "
+            f"{t['all_slow']}; knee, the smallest fast share within {t['within']:.0%} of "
+            f"all-fast at it and every larger share: {knees}; tiers {t['tiers']}", WIDTH,
+            initial_indent="  ", subsequent_indent="    ")
     return out
 
 

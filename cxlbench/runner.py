@@ -170,7 +170,7 @@ def execute(run: Run, echo: Callable[[str], None],
     done = run.finished()
     if done:
         echo(f"resuming {run.path}: {len(done)} of {len(cases)} cases already finished")
-    labels, jobs = case_labels(cases), _by_job(cases)
+    labels, jobs = case_labels(cases), by_job(cases)
     took: dict[str, list[float]] = {}       # job -> seconds of its cases timed so far
     left = collections.Counter(c.job for c in cases if c.id not in done)
     for c in cases:                         # a resume's finished cases are timings too
@@ -201,7 +201,7 @@ def execute(run: Run, echo: Callable[[str], None],
     return run.finished()
 
 
-def _by_job(cases: list[Case]) -> dict[str, list[Case]]:
+def by_job(cases: list[Case]) -> dict[str, list[Case]]:
     """The cases of each job, in order."""
     jobs: dict[str, list[Case]] = {}
     for c in cases:
@@ -214,7 +214,7 @@ def case_labels(cases: list[Case]) -> dict[str, str]:
     included, as the end-of-run summary names them: what tells a case apart from the rest
     of its job in progress lines and --dry-run."""
     out = {}
-    for job_cases in _by_job(cases).values():
+    for job_cases in by_job(cases).values():
         params = {c.id: to_json(c.params) for c in job_cases}
         keys = paramtext.varying(list(params.values()))
         out.update({i: paramtext.params_text(p, keys) for i, p in params.items()})

@@ -227,7 +227,7 @@ def predict(m: Measurement, buffer: Buffer, demand, metric: str, per_ns: float) 
                        "node": node, "kind": cal.kind, "source": cal.source}
     # The same work on the default slow-tier profile of this node: the slowdown a
     # machine without a slower node can only be told by the model.
-    name = next(iter(calibration.profiles()))
+    name = calibration.default_profile()
     slow = calibration.profile_tier(cal, name, None)
     m.info["model"]["slower"] = {"profile": name, "source": slow.source, "slowdown":
                                  model.predict_ns(demand, (slow, slow), len(m.cpus)) / ns - 1}

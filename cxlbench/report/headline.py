@@ -9,17 +9,28 @@ from .runs import LoadedRun, machine_key
 TITLE = "Headline"
 
 
+# Runs whose cases are the model's inputs or its check, not a first look at the machine.
+NOT_HEADLINED = ("calibrate", "model-check")
+
+
 def per_machine(runs: list[LoadedRun]) -> list[tuple[str, headline.Headline]]:
-    """A headline per machine over all of its runs (quick's nodes, ml's workloads and
-    tiering's knees side by side), those with a figure to show."""
-    machines: dict[str, list[LoadedRun]] = {}
+    """A headline per machine over the newest run of each of its suites (quick's nodes,
+    ml's workloads and tiering's knees side by side), those with a figure to show."""
+    newest: dict[tuple, LoadedRun] = {}
     for r in runs:
-        machines.setdefault(machine_key(r), []).append(r)
+        if r.suite in NOT_HEADLINED:
+            continue
+        key = (machine_key(r), r.suite)
+        if key not in newest or r.meta.get("started", "") > newest[key].meta.get("started", ""):
+            newest[key] = r
+    machines: dict[str, list[LoadedRun]] = {}
+    for (machine, _), r in newest.items():
+        machines.setdefault(machine, []).append(r)
     out = []
     for group in machines.values():
         records = [rec for r in group for rec in runner.summary_records(r, r.journal)]
         h = headline.build(records, group[0].meta.get("topology") or {})
-        if h.nodes or h.workloads or h.knees:
+        if not h.empty:
             out.append((group[0].machine, h))
     return out
 
@@ -31,11 +42,17 @@ def blocks(runs: list[LoadedRun]) -> list:
     for machine, h in found:
         if len(found) > 1:
             out.append(Heading(3, machine))
-        out += [Para(n, "headline") for n in h.notes if n != headline.SLOWDOWN]
+        out += [Para(n, "headline") for n in h.notes]
         if h.nodes:
             out.append(Table(*headline.node_table(h)))
+            if headline.unmeasured(h):
+                out.append(Para(f"Not run: {'; '.join(headline.unmeasured(h))}."))
         if h.workloads:
             out.append(Table(*headline.workload_table(h)))
             out.append(Para(headline.SLOWDOWN[0].upper() + headline.SLOWDOWN[1:] + "."))
-        out += [Para(k + ".") for k in headline.knee_lines(h)]
+        if h.tiering:
+            out.append(Table(*headline.tiering_table(h)))
+            out.append(Para(f"Knee: the smallest fast share within "
+                            f"{h.tiering[0]['within']:.0%} of all-fast at it and every larger "
+                            "share."))
     return [Heading(2, TITLE), *out] if out else []

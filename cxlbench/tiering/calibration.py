@@ -331,6 +331,11 @@ def profiles() -> dict[str, dict]:
         return tomllib.load(f)
 
 
+def default_profile() -> str:
+    """The profile a slower tier takes where nothing names one: the file's first."""
+    return next(iter(profiles()))
+
+
 def profile_tier(fast: Calibration, name: str, node: int | None) -> Calibration:
     table = profiles()
     if name not in table:
@@ -459,5 +464,5 @@ def tiers(fast_node: int, slow_node: int | None, topology, *, path: str = "",
         if slow is None and topology is not None:
             slow = hmat_tier(fast, topology, slow_node, fast_node)
     if slow is None:
-        slow = profile_tier(fast, profile or next(iter(profiles())), slow_node)
+        slow = profile_tier(fast, profile or default_profile(), slow_node)
     return fast, slow

@@ -24,7 +24,7 @@ import pandas as pd
 from .. import results
 from ..errors import UserError
 from ..topology import Topology
-from .calibration import hmat_figures, loaded_curve, profiles
+from .calibration import default_profile, hmat_figures, loaded_curve, profiles
 from .policies.base import TierFigures
 
 # Where no HMAT and no option says: local DDR and a CXL expander. Liu et al., "Exploring
@@ -159,7 +159,7 @@ def tiers_for(params: dict, topology: Topology | None, fast: int | None,
             # One memory node: the slow tier is the measured fast one under a profile,
             # so the run's own figures are used rather than two assumed tiers.
             name = params.get("slow_tier") or "auto"
-            name = next(iter(profiles())) if name == "auto" else name
+            name = default_profile() if name == "auto" else name
             p = profiles()[name]
             found = TierFigures(base[0].latency_ns * p["latency"],
                                 base[0].bandwidth * p["bandwidth"])
