@@ -15,6 +15,7 @@ import click
 from . import (__version__, analysis, analysis_text, benchmarks, headline, listing, paramtext,
                results, runner, suite)
 from .errors import CxlbenchError, ResultsWarning, StorageError, UserError
+from .options import to_json
 from .benchmarks import tiering as tiering_bench
 from .tiering import calibration
 from .tiering.policies import KNOBS
@@ -141,16 +142,14 @@ def _resume(path: str, other_machine: bool, dry_run: bool):
 
 
 def _list_cases(every: list, shown: list) -> None:
-    """A dry run's lines: each job's title (what its cases share, as a # comment), then
-    each case with what tells it apart within its job (as the progress lines and the
-    summary name it, defaults included)."""
-    labels, jobs = runner.case_labels(every), runner.by_job(every)
-    job = None
+    """A dry run's lines, one a case for scripts: its settings (as progress lines name
+    them) with every parameter that varies within its job, defaults included."""
+    apart = {}
+    for job, cases in runner.by_job(every).items():
+        keys = paramtext.varying([to_json(c.params) for c in cases])
+        apart.update({c.id: keys for c in cases})
     for c in shown:
-        if c.job != job:
-            job = c.job
-            click.echo(f"# {runner.job_title(job, jobs[job])}")
-        click.echo(" ".join(filter(None, (c.id, c.bench, labels[c.id]))))
+        click.echo(" ".join(filter(None, (c.id, c.bench, c.label(apart[c.id])))))
 
 
 def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = True):

@@ -27,7 +27,8 @@ THROUGHPUT = {"embedding": "lookups", "kvcache": "tokens", "optimizer": "params"
               "checkpoint": "bandwidth"}
 SLOWDOWN = ("slowdown: the reference node's throughput over the slower node's or tier's, "
             "less 1 (0 %: as fast; 100 %: half the throughput, the same work taking twice "
-            "as long)")
+            "as long). Model against measurement: the model's throughput for the same "
+            "cases on the node it could check, over the measured, less 1")
 EMULATE = "cxlbench emulate --topology cxl -- run SUITE"
 WIDTH = 100                     # the console's notes wrap here
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",
@@ -71,6 +72,9 @@ class WorkloadRow:
     metric: str
     per_node: dict[int, Cell]       # its figure on each node
     slowdown: dict[str, tuple[Cell, str]]   # "node N" or "slower tier" -> (cell, source)
+    # the model against the measurement here, where the slowdown is the model's: a
+    # prediction is worth what the same model got right on the node it could check
+    check: Cell | None = None
 
 
 @dataclass
@@ -95,7 +99,8 @@ class Headline:
                 "workloads": [{"job": w.job, "benchmark": w.benchmark, "metric": w.metric,
                                "per_node": {str(n): asdict(c) for n, c in w.per_node.items()},
                                "slowdown": {k: {**asdict(c), "source": s}
-                                            for k, (c, s) in w.slowdown.items()}}
+                                            for k, (c, s) in w.slowdown.items()},
+                               "model_error_here": asdict(w.check) if w.check else None}
                               for w in self.workloads],
                 "tiering": self.tiering, "notes": self.notes, "one_node": self.one_node,
                 "reference": self.reference}
@@ -363,9 +368,13 @@ def _workloads(ok: list[dict], topology: dict, nodes: list[int],
             pairs = [base[k] / v - 1 for k, v in by_node.get(n, {}).items() if k in base and v]
             slowdown[f"node {n}"] = (_span(pairs, "%"), MEASURED) if pairs else \
                 (Cell(why="not run on both"), "")
+        check = None
         if len(nodes) == 1:
             slowdown = {"slower tier": _modelled(recs, calibrated)}
-        out.append(WorkloadRow(job, bench, THROUGHPUT[bench], per_node, slowdown))
+            errors = [r["model"]["predicted"] / r["median"] - 1 for r in recs
+                      if (r.get("model") or {}).get("metric") == r["metric"]]
+            check = _span(errors, "%") if errors else None
+        out.append(WorkloadRow(job, bench, THROUGHPUT[bench], per_node, slowdown, check))
     return out
 
 
@@ -442,8 +451,10 @@ def workload_table(h: Headline, notes: bool = True) -> tuple[list[str], list[lis
                                 if c.value is not None or k == "slower tier"))
     against = f" against node {h.reference}" if h.reference is not None and len(nodes) > 1 \
         else ""
+    checked = any(w.check for w in h.workloads)
     headers = ["ML workload (job)", "figure", *(f"node {n}" for n in nodes),
-               *(f"slowdown, {k}{against}" for k in slower)]
+               *(f"slowdown, {k}{against}" for k in slower),
+               *(["model against measurement here"] if checked else [])]
     rows = []
     for w in h.workloads:
         cells = [w.job, w.metric, *(w.per_node.get(n, Cell()).text(notes) for n in nodes)]
@@ -452,6 +463,8 @@ def workload_table(h: Headline, notes: bool = True) -> tuple[list[str], list[lis
             word = f" {source.split(':')[0]}" if source and cell.value is not None else ""
             cells.append(cell.text(False) + word
                          + (f" ({cell.note})" if notes and cell.note else ""))
+        if checked:
+            cells.append(w.check.text(notes) if w.check else "-")
         rows.append(cells)
     return headers, rows
 

@@ -44,12 +44,13 @@ class Case:
     bench: str
     params: dict = field(hash=False)    # option values (a Placement for mem, mem.<buffer>)
 
-    def label(self) -> str:
-        """The parameters worth showing in progress lines: size, mem, and what differs
-        from the defaults, leaving out the run-control options and what the case ignores."""
+    def label(self, also=()) -> str:
+        """The parameters worth showing on a line of their own: size, mem, what differs
+        from the defaults, leaving out the run-control options and what the case ignores,
+        and the names in `also` (what varies within its job) whatever their values."""
         bench = benchmarks.get(self.bench)
         ignored = bench.ignored(self.params)
-        shown = [k for k, v in self.params.items() if k not in ignored and (
+        shown = [k for k, v in self.params.items() if k in also or k not in ignored and (
                  k in ("size", "mem") or (v != bench.option(k).default and
                                           k not in ("repeat", "warmup", "tolerance", "timeout")))]
         return " ".join(f"{k}={bench.option(k).show(self.params[k])}" for k in shown)
