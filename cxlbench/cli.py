@@ -480,10 +480,17 @@ def _listed(text: str, name: str) -> list:
     return list(dict.fromkeys(values))
 
 
+def _roots(fn):
+    """--sys-root and --proc-root: where sysfs and procfs are read (fixture trees)."""
+    fn = click.option("--proc-root", default="/proc", show_default=True,
+                      help="procfs root (fixtures)")(fn)
+    return click.option("--sys-root", default="/sys", show_default=True,
+                        help="sysfs root (fixtures)")(fn)
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@click.option("--sys-root", default="/sys", show_default=True, help="sysfs root (fixtures)")
-@click.option("--proc-root", default="/proc", show_default=True, help="procfs root (fixtures)")
+@_roots
 @_errors
 def topology(as_json, sys_root, proc_root):
     """What memory this machine has: nodes, tiers, HMAT, CXL, DAX, CPU, GPUs."""
@@ -645,8 +652,7 @@ def list_(pattern, as_json):
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="one object per check")
-@click.option("--sys-root", default="/sys", show_default=True, help="sysfs root (fixtures)")
-@click.option("--proc-root", default="/proc", show_default=True, help="procfs root (fixtures)")
+@_roots
 @_errors
 def doctor(as_json, sys_root, proc_root):
     """Before measuring: the settings that change memory figures (nodes, THP, hugepages,

@@ -27,8 +27,9 @@ THROUGHPUT = {"embedding": "lookups", "kvcache": "tokens", "optimizer": "params"
               "checkpoint": "bandwidth"}
 SLOWDOWN = ("slowdown: the reference node's throughput over the slower node's or tier's, "
             "less 1 (0 %: as fast; 100 %: half the throughput, the same work taking twice "
-            "as long). Model against measurement: the model's throughput for the same "
-            "cases on the node it could check, over the measured, less 1")
+            "as long)")
+CHECKED = ("model against measurement here: the model's throughput for the same cases on "
+           "this node, over the measured, less 1 (how far to trust its slowdowns)")
 EMULATE = "cxlbench emulate --topology cxl -- run SUITE"
 WIDTH = 100                     # the console's notes wrap here
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",
@@ -469,6 +470,11 @@ def workload_table(h: Headline, notes: bool = True) -> tuple[list[str], list[lis
     return headers, rows
 
 
+def workload_notes(h: Headline) -> list[str]:
+    """What the workload table's columns mean, as it shows them."""
+    return [SLOWDOWN] + ([CHECKED] if any(w.check for w in h.workloads) else [])
+
+
 def tiering_table(h: Headline) -> tuple[list[str], list[list[str]]]:
     """A row per tiering scenario: its bounds, each policy's knee (the smallest fast
     share within the knee's slowdown of all-fast), and the tiers it ran on."""
@@ -496,7 +502,8 @@ def lines(h: Headline) -> list[str]:
     if h.workloads:
         out.append("")
         out += _aligned(*workload_table(h, notes=False))
-        out += textwrap.wrap(SLOWDOWN, WIDTH, initial_indent="  ", subsequent_indent="  ")
+        out += [line for text in workload_notes(h) for line in
+                textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="  ")]
     for t in h.tiering:             # a paragraph each: policies are many, tiers long
         knees = ", ".join(f"{p} {k}" for p, k in t["knees"].items())
         out.append("")

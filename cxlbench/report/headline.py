@@ -49,7 +49,8 @@ def blocks(runs: list[LoadedRun]) -> list:
                 out.append(Para(f"Not run: {'; '.join(headline.unmeasured(h))}."))
         if h.workloads:
             out.append(Table(*headline.workload_table(h)))
-            out.append(Para(headline.SLOWDOWN[0].upper() + headline.SLOWDOWN[1:] + "."))
+            out += [Para(text[0].upper() + text[1:] + ".")
+                    for text in headline.workload_notes(h)]
         if h.tiering:
             out.append(Table(*headline.tiering_table(h)))
             out.append(Para(f"Knee: the smallest fast share within "
