@@ -296,7 +296,9 @@ def _analyse(run_, records: list[dict], knee: float = analysis.KNEE_SLOWDOWN) ->
     # A calibration's own kernel cases are the model's inputs, not a check of it.
     found["model"] = analysis.model_checks(records) \
         if run_.meta["suite"]["name"] != calibration.SUITE else None
-    found["headline"] = headline.build(records, run_.meta["topology"], knee)
+    found["headline"] = headline.build(
+        records if run_.meta["suite"]["name"] not in headline.NOT_HEADLINED else [],
+        run_.meta["topology"], knee)
     try:
         run_.update_meta(analysis={**found, "headline": found["headline"].to_dict()})
     except StorageError as e:               # every result is in already

@@ -32,6 +32,8 @@ CHECKED = ("model against measurement here: the model's throughput for the same 
            "this node, over the measured, less 1 (how far to trust its slowdowns)")
 EMULATE = "cxlbench emulate --topology cxl -- run SUITE"
 WIDTH = 100                     # the console's notes wrap here
+# Suites whose cases are the model's inputs or its check, not a first look at a machine.
+NOT_HEADLINED = ("calibrate", "model-check")
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",
                 "write, all threads", "loaded latency", "caches", "against the fastest")
 # A chase that measures one load's idle latency: one chain, no timed batches, every line

@@ -9,16 +9,12 @@ from .runs import LoadedRun, machine_key
 TITLE = "Headline"
 
 
-# Runs whose cases are the model's inputs or its check, not a first look at the machine.
-NOT_HEADLINED = ("calibrate", "model-check")
-
-
 def per_machine(runs: list[LoadedRun]) -> list[tuple[str, headline.Headline]]:
     """A headline per machine over the newest run of each of its suites (quick's nodes,
     ml's workloads and tiering's knees side by side), those with a figure to show."""
     newest: dict[tuple, LoadedRun] = {}
     for r in runs:
-        if r.suite in NOT_HEADLINED:
+        if r.suite in headline.NOT_HEADLINED:
             continue
         key = (machine_key(r), r.suite)
         if key not in newest or r.meta.get("started", "") > newest[key].meta.get("started", ""):
