@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -108,6 +109,8 @@ def from_core(names: tuple | Callable[[], tuple]) -> tuple | None:
 
 
 def to_int(raw) -> int:
+    """An integer; a count may carry a size's binary suffix, as rows are written
+    (rows=4M: 4 x 2^20 rows)."""
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is not an integer")
     if isinstance(raw, int):
@@ -115,7 +118,11 @@ def to_int(raw) -> int:
     try:
         return int(str(raw), 0)
     except ValueError:
-        raise ValueError(f"{raw!r} is not an integer") from None
+        pass
+    if isinstance(raw, str) and re.fullmatch(r"\s*\d+\s*[KMGTkmgt]\s*", raw):
+        return parse_size(raw)
+    raise ValueError(f"{raw!r} is not an integer (a count may take K, M, G or T: 4M is "
+                     "4 x 2^20)")
 
 
 def _to_float(raw) -> float:
