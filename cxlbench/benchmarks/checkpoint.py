@@ -23,7 +23,7 @@ from ..errors import UserError
 from ..memory import native
 from ..options import pick
 from ..workloads import checkpoint as workload
-from ..workloads.checkpoint import (MIN_INSIDE_STEPS, background, check_snapshot, checksum,
+from ..workloads.checkpoint import (MIN_DONE_STEPS, background, check_snapshot, checksum,
                                     chunks, dirty_rows, file_checksum, filesystem, layout,
                                     make_cold, pinned, run_steps, source_checksum, together)
 from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
@@ -194,14 +194,14 @@ def demand(params: dict, nbytes: int):
 
 
 def slowdown_or_why(m: Measurement, beside: list[tuple[float, int, float, float]]) -> None:
-    """Whether the case reports step_slowdown: only where every repetition had at least
-    MIN_INSIDE_STEPS steps wholly inside the snapshot. Where a step is about as long as
-    the snapshot or longer, its time beside it is mostly time alone, and any slowdown
-    would understate it: step_slowdown is then left out of every repetition (so the case
-    is not summarised from its longest snapshots only) and info says why."""
+    """Whether the case reports step_slowdown: only where every repetition did at least
+    MIN_DONE_STEPS steps' worth of work during the snapshot. Where a step is longer than
+    the snapshot, its rate beside it is mostly its rate alone, and any slowdown would
+    understate it: step_slowdown is then left out of every repetition (so the case is not
+    summarised from its longest snapshots only) and info says why."""
     m.info["steps_beside_min"] = round(min(b[0] for b in beside), 2)
     m.info["steps_inside_min"] = min(b[1] for b in beside)
-    if m.info["steps_inside_min"] >= MIN_INSIDE_STEPS:
+    if m.info["steps_beside_min"] >= MIN_DONE_STEPS:
         return
     for rep in m.reps:
         rep.pop("step_slowdown", None)
@@ -209,8 +209,8 @@ def slowdown_or_why(m: Measurement, beside: list[tuple[float, int, float, float]
     snap = float(np.median([b[2] for b in beside])) / 1e6
     step = float(np.median([b[3] for b in beside])) / 1e6
     m.info["step_slowdown_left_out"] = (
-        f"fewer than {MIN_INSIDE_STEPS} steps ran wholly inside the snapshot in some "
-        f"repetition (at least {m.info['steps_inside_min']}; a step takes {step:.3g} ms "
-        f"alone, the snapshot {snap:.3g} ms beside it): a step partly outside ran partly "
-        "alone and would understate the slowdown. Lengthen the snapshot (size, rows, "
-        "dirty) or shorten step_size (a step that fits in the cache measures little)")
+        f"less than {MIN_DONE_STEPS:g} step's work was done during the snapshot in some "
+        f"repetition ({m.info['steps_beside_min']:g}; a step takes {step:.3g} ms alone, the "
+        f"snapshot {snap:.3g} ms beside it): a step mostly outside it ran mostly alone and "
+        "would understate the slowdown. Lengthen the snapshot (size, rows, dirty) or "
+        "shorten step_size (a step that fits in the cache measures little)")
