@@ -393,3 +393,26 @@ def test_meta_2022_like_preset_refuses_what_it_sets_itself(tmp_path):
     r = cxlbench("run", "--bench", "embedding", "--set", "preset=meta-2022-like", "--set",
                  "scale=0.0005", "--set", "batch=256", "--dry-run")
     assert r.returncode == 0 and "preset=meta-2022-like scale=0.0005 batch=256" in r.stdout
+
+
+def test_the_latency_pass_looks_up_a_fresh_draw(monkeypatch):
+    """The throughput pass reads the case's indices; the bag-latency pass a fresh draw of
+    the same distribution (seed + 1), so it does not replay the rows just read; each is
+    checked against its own numpy pooling, and the case's indices are back after."""
+    seen = []
+    real = native.embedding_bag
+
+    def spy(*args):
+        seen.append((args[6].copy(), args[12] is not None))     # indices, timed per bag
+        return real(*args)
+    monkeypatch.setattr(native, "embedding_bag", spy)
+    p = params_with(rows=4096, batch=64, repeat=2, warmup=0, dist="zipf", alpha=1.05)
+    m = embedding_bench.run(p)
+    assert m.status == "ok"
+    lay = embedding.layout(p)
+    drawn = embedding.make_indices(lay, p)[0]
+    fresh = embedding.make_indices(lay, {**p, "seed": p["seed"] + 1})[0]
+    assert not np.array_equal(drawn, fresh)
+    assert [timed for _, timed in seen] == [False, True] * 2
+    for indices, timed in seen:
+        assert np.array_equal(indices, fresh if timed else drawn)
