@@ -15,7 +15,6 @@ import click
 from . import (__version__, analysis, analysis_text, benchmarks, headline, listing, paramtext,
                results, runner, suite)
 from .errors import CxlbenchError, ResultsWarning, StorageError, UserError
-from .options import to_json
 from .benchmarks import tiering as tiering_bench
 from .tiering import calibration
 from .tiering.policies import KNOBS
@@ -144,10 +143,7 @@ def _resume(path: str, other_machine: bool, dry_run: bool):
 def _list_cases(every: list, shown: list) -> None:
     """A dry run's lines, one a case for scripts: its settings (as progress lines name
     them) with every parameter that varies within its job, defaults included."""
-    apart = {}
-    for job, cases in runner.by_job(every).items():
-        keys = paramtext.varying([to_json(c.params) for c in cases])
-        apart.update({c.id: keys for c in cases})
+    apart = runner.varying_keys(every)
     for c in shown:
         click.echo(" ".join(filter(None, (c.id, c.bench, c.label(apart[c.id])))))
 

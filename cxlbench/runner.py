@@ -209,16 +209,21 @@ def by_job(cases: list[Case]) -> dict[str, list[Case]]:
     return jobs
 
 
-def case_labels(cases: list[Case]) -> dict[str, str]:
-    """Case id -> 'k=v ...' of every parameter that varies within its job, defaults
-    included, as the end-of-run summary names them: what tells a case apart from the rest
-    of its job in progress lines and --dry-run."""
+def varying_keys(cases: list[Case]) -> dict[str, list[str]]:
+    """Case id -> the parameters that vary within its job, defaults included: what tells
+    a case apart from the rest of its job."""
     out = {}
     for job_cases in by_job(cases).values():
-        params = {c.id: to_json(c.params) for c in job_cases}
-        keys = paramtext.varying(list(params.values()))
-        out.update({i: paramtext.params_text(p, keys) for i, p in params.items()})
+        keys = paramtext.varying([to_json(c.params) for c in job_cases])
+        out.update({c.id: keys for c in job_cases})
     return out
+
+
+def case_labels(cases: list[Case]) -> dict[str, str]:
+    """Case id -> 'k=v ...' of its varying_keys, as the end-of-run summary names them:
+    a case in the progress lines."""
+    keys = varying_keys(cases)
+    return {c.id: paramtext.params_text(to_json(c.params), keys[c.id]) for c in cases}
 
 
 def job_title(job: str, cases: list[Case], isa: str | None = None) -> str:
