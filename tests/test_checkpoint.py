@@ -3,7 +3,9 @@ kind, thread count, chunking and persistence, whole and as a gather of dirty row
 checksum's reach; a wrong copy, a wrong row and a wrong file caught; the file removed; the
 interference case's slowdowns (and step_slowdown left out where the step does not fit
 inside the snapshot); src and dst evicted before every copy; presets scaled; what check
-refuses, options the case would not use included; the report's figures."""
+refuses, options the case would not use included; the report's figures. dist=trained (issue
+29): the rows real embedding training steps updated, snapshotted as training left them."""
+import ctypes
 import json
 import os
 
@@ -13,7 +15,7 @@ import pytest
 from cxlbench import native, results
 from cxlbench.benchmarks import checkpoint as checkpoint_bench
 from cxlbench.errors import CheckError, UserError
-from cxlbench.workloads import checkpoint, optimizer
+from cxlbench.workloads import checkpoint, embedding, optimizer
 
 from .conftest import cxlbench
 
@@ -128,6 +130,63 @@ def test_dirty_rows_are_distinct_sorted_and_seeded():
         checkpoint.dirty_rows(1000, 999, "zipf", 10.0, 1)
 
 
+# 32768 rows of 64 B (2 MiB): three training batches reach 60 % of them (19661 rows).
+TRAINED = {"dirty": 0.6, "rows": 1 << 15, "dim": 16, "dist": "trained"}
+
+
+def test_trained_dirty_rows_are_the_rows_the_training_steps_updated(monkeypatch):
+    """The rows snapshotted are every row the forward's batches looked up (what the sgd
+    step updates), batch after batch until they reach dirty x rows; each snapshot holds
+    them as a numpy replay of the same steps leaves them, and verifies."""
+    real_bag, real_copy = native.embedding_bag, native.checkpoint
+    batches, snapshots = [], []
+
+    def bag(table, rows, row_bytes, dim, dtype, pool, indices, *a, **kw):
+        batches.append(indices.copy())
+        return real_bag(table, rows, row_bytes, dim, dtype, pool, indices, *a, **kw)
+
+    def copy(dst, *a, rows=None, row_bytes=0, **kw):
+        r = real_copy(dst, *a, rows=rows, row_bytes=row_bytes, **kw)
+        packed = (ctypes.c_float * (len(rows) * row_bytes // 4)).from_address(dst)
+        snapshots.append((rows.copy(), np.array(packed).reshape(len(rows), -1)))
+        return r
+    monkeypatch.setattr(native, "embedding_bag", bag)
+    monkeypatch.setattr(native, "checkpoint", copy)
+    m = checkpoint_bench.run(params(**TRAINED))
+    assert m.status == "ok" and len(snapshots) == 2      # each checked against the table
+
+    rows, dim, asked = TRAINED["rows"], TRAINED["dim"], round(TRAINED["rows"] * 0.6)
+    want = np.unique(np.concatenate(batches))
+    assert len(batches) == 3 and np.unique(np.concatenate(batches[:-1])).size < asked
+    assert asked <= want.size == m.info["dirty_rows"] == m.info["bytes"] // (dim * 4)
+    assert m.info["dirty_from"] == ("embedding training: 3 sgd steps of 2048 bags x 32 "
+                                    f"lookups, Zipf(1.05), updating {want.size} rows "
+                                    f"({asked} asked)")
+    # numpy's replay from the table's first values: each bag summed, each row's gradient
+    # the sum of its bags', w -= lr g
+    w = np.empty((rows, dim), dtype=np.float32)
+    embedding.fill_table(w.view(np.uint8), checkpoint.training_layout(rows, dim), 1)
+    first = w[want].copy()
+    for idx in batches:
+        out = w[idx.reshape(-1, 32)].sum(axis=1)
+        g = np.zeros_like(w)
+        np.add.at(g, idx, np.repeat(out, 32, axis=0))
+        w -= np.float32(checkpoint.TRAIN["lr"]) * g
+    for got_rows, got in snapshots:
+        assert np.array_equal(got_rows, want)
+        assert np.allclose(got, w[want], rtol=1e-5, atol=1e-6)
+        assert (got != first).any(axis=1).all()         # training changed every row
+
+
+def test_trained_dirty_rows_out_of_reach_are_refused():
+    """At 64 lookups a row, Zipf(4) batches name far fewer than half the rows."""
+    with pytest.raises(UserError, match=r"embedding training on \d+ batches of 2048 bags x "
+                                        r"32 Zipf\(4.0\) lookups names only \d+ of the 2048 "
+                                        "dirty rows asked: lower alpha or dirty"):
+        checkpoint.layout(params(dirty=0.5, rows=4096, dim=16, dist="trained", alpha=4.0))
+    assert "alpha" not in checkpoint.unused(params(dirty=0.05, dist="trained"))
+
+
 def test_layout_of_a_scaled_preset_and_of_a_table():
     lay = checkpoint.layout(params(preset="llama-2-7b", scale=1e-3))
     assert lay.params == 6738416 and lay.src == lay.dst == -(-6738416 * 14 // 64) * 64
@@ -138,6 +197,8 @@ def test_layout_of_a_scaled_preset_and_of_a_table():
     # 2 + 2 + 12 bytes a parameter, and the optimizer's stagger after each state array
     assert checkpoint.step_bytes("adam", 1 << 20) == (8 << 20) + 3 * 4 * optimizer.STAGGER
     assert checkpoint.PRESETS is optimizer.PRESETS
+    lay = checkpoint.layout(params(**TRAINED))      # the last batch's rows: a few more
+    assert lay.asked == 19661 and lay.dirty >= lay.asked and lay.dst == lay.dirty * 64
 
 
 def test_chunks_are_counted_as_c_copies_them():
@@ -177,6 +238,8 @@ def test_a_wrong_copy_is_caught(monkeypatch):
     monkeypatch.setattr(native, "checkpoint", off_by_one_row)
     with pytest.raises(CheckError, match="checksum of dst"):
         checkpoint_bench.run(params(dirty=0.02, rows=5000, dist="uniform"))
+    with pytest.raises(CheckError, match="checksum of dst"):     # trained values as well
+        checkpoint_bench.run(params(**TRAINED))
 
 
 @pytest.mark.parametrize("over", [{}, {"dirty": 0.02, "rows": 5000},
@@ -357,6 +420,8 @@ def test_interference_without_a_cpu_to_spare_is_skipped(tmp_path):
     (["rows=4096", "dim=32", "dist=uniform", "seed=3"],
      "rows=4096, dim=32, dist=uniform, seed=3 would not be used: dirty=0"),
     (["dirty=0.05", "dist=uniform", "alpha=2"], "alpha=2.0 would not be used: dist=uniform"),
+    (["dirty=0.5", "rows=4096", "dim=16", "dist=trained", "alpha=4"],
+     "names only"),      # out of training's reach
     (["preset=llama-2-70b"], "exceeds its free memory"),     # 2 x 966 GB
 ])
 def test_check_refuses_what_cannot_run(sets, message):

@@ -3,9 +3,11 @@ copy and two fp32 Adam moments: 14 bytes per parameter) copied from one placemen
 to another (`dst`) in chunks, with regular or non-temporal stores; per chunk optionally
 clwb and sfence (the persistence path of memory that survives a crash) and a write to a
 file, fsync'd at the end (the path to storage). Or a differential snapshot: only the dirty
-rows of an embedding table, gathered and packed. With `interfere`, the snapshot also runs
-while a training-like step runs on the other CPUs (its arrays in `step`), and both
-slowdowns are reported, each against its own run alone in the same repetition.
+rows of an embedding table, gathered and packed (dist=trained: the rows the embedding
+benchmark's training steps updated on the table, run untimed first). With `interfere`,
+the snapshot also runs while a training-like step runs on the other CPUs (its arrays in
+`step`), and both slowdowns are reported, each against its own run alone in the same
+repetition.
 
 Before every repetition (untimed) dst is overwritten and both src and dst are evicted from
 every cache, so the copy finds both sides in memory, as a snapshot of state that training
@@ -24,8 +26,9 @@ from ..memory import native
 from ..options import pick
 from ..workloads import checkpoint as workload
 from ..workloads.checkpoint import (MIN_DONE_STEPS, background, check_snapshot, checksum,
-                                    chunks, dirty_rows, file_checksum, filesystem, layout,
-                                    make_cold, pinned, run_steps, source_checksum, together)
+                                    chunks, dirty_from, dirty_rows, file_checksum, filesystem,
+                                    layout, make_cold, pinned, run_steps, source_checksum,
+                                    together, train, trained_lookups)
 from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "checkpoint"
@@ -106,10 +109,14 @@ def run(params: dict) -> Measurement:
         (step_buf,) = place(params, rest, {"step": sizes["step"]})
         buffers.append(step_buf)
         bg = background(name, step_buf, params["step_size"], rest)
-    src.alloc.fill_index(cpus)          # word i holds i: every row and chunk differs
-    rows = (dirty_rows(lay.rows, lay.dirty, params["dist"], params["alpha"], params["seed"])
+    rows = (dirty_rows(lay.rows, lay.asked, params["dist"], params["alpha"], params["seed"])
             if lay.dirty else None)
-    want = source_checksum(src.array(np.uint64), lay, rows)
+    if lay.dirty and params["dist"] == "trained":   # the rows its steps update
+        train(src, lay, trained_lookups(lay.rows, lay.asked, params["alpha"], params["seed"]),
+              params["seed"], cpus)
+    else:
+        src.alloc.fill_index(cpus)      # word i holds i: every row and chunk differs
+    want = source_checksum(src.array(np.uint64), lay, rows)    # after training, if any
     dst_words = dst.array(np.uint64)[:lay.dst // 8]
     fd, file_path = -1, None
     if params["path"]:
@@ -169,7 +176,8 @@ def run(params: dict) -> Measurement:
                           **({"preset": params["preset"], "scale": params["scale"],
                               "parameters": lay.params} if lay.params else {}),
                           **({"rows": lay.rows, "row_bytes": lay.row_bytes,
-                              "dirty_rows": lay.dirty} if lay.dirty else {}),
+                              "dirty_rows": lay.dirty, "dirty_from": dirty_from(params, lay)}
+                             if lay.dirty else {}),
                           **({"step_cpus": rest, "step": name} if name != "none" else {}),
                           **({"filesystem": filesystem(params["path"])} if fd >= 0 else {})})
     try:

@@ -1,12 +1,14 @@
 """Checkpoint snapshots: model and optimizer state (bf16 weights, an fp32 master copy and
 two fp32 Adam moments: 14 bytes per parameter), or only the dirty rows of an embedding
 table gathered and packed, copied to another placement or a file. Its option table, the
-layout of what a case snapshots, which rows are dirty, the position-weighted checksum a
-snapshot is checked with (the source's, dst's, the file's read back), dst overwritten and
-both sides evicted before a snapshot, and the training-like steps that run beside one
-(STREAM's triad, the optimizer's mixed-precision Adam). The checkpoint benchmark runs it."""
+layout of what a case snapshots, which rows are dirty (drawn, or updated by the embedding
+workload's training steps), the position-weighted checksum a snapshot is checked with
+(the source's, dst's, the file's read back), dst overwritten and both sides evicted
+before a snapshot, and the training-like steps that run beside one (STREAM's triad, the
+optimizer's mixed-precision Adam). The checkpoint benchmark runs it."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -18,7 +20,7 @@ import numpy as np
 from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option, pick
-from . import lookups, optimizer
+from . import embedding, lookups, optimizer
 from .epochs import Demand
 
 NAME = "checkpoint"
@@ -32,6 +34,14 @@ MASK = (1 << 64) - 1
 WEIGHTS = np.arange(1, CHUNK + 1, dtype=np.uint64)
 TRIAD_SCALAR = 3        # triad's s: a = b + 3 c, exact in fp64 on small integers
 MIN_DONE_STEPS = 1.0    # a step's worth of work done during the snapshot, for a step_slowdown
+MAX_REUSE = 64          # lookups a table row drawn at most before dirty rows are refused
+# dist=trained: the embedding benchmark's training step at its defaults (batch bags of
+# pooling lookups, summed, sgd), on the checkpointed table. Its lr divided by the batch:
+# the gradient of the batch's mean loss, as training takes it. The sum's would move a hot
+# row by its thousands of lookups times lr a step, and diverge within a few steps.
+TRAIN = {name: embedding.OPTIONS[name].default
+         for name in ("batch", "pooling", "pool", "prefetch", "lr")}
+TRAIN.update(train="sgd", lr=TRAIN["lr"] / TRAIN["batch"])
 
 # The workload's own options; the benchmark adds where and how it runs.
 OPTIONS = {
@@ -49,8 +59,12 @@ OPTIONS = {
     "dim": Option("dim", "int", 128, "fp32 elements per row (dirty > 0): a multiple of 16, "
                   "rows of whole 64-byte lines", min=16, max=65536),
     "dist": Option("dist", "choice", "zipf", "which rows are dirty: the first distinct rows "
-                   "of a uniform or Zipf(alpha) lookup stream (the rows training touched)",
-                   choices=("uniform", "zipf")),
+                   "of a uniform or Zipf(alpha) lookup stream (the rows training touched); "
+                   "trained: the rows real training steps updated (the embedding benchmark's "
+                   f"forward and sgd step on batches of {TRAIN['batch']} bags x "
+                   f"{TRAIN['pooling']} Zipf(alpha) lookups, until they reach dirty x rows: "
+                   "the whole last batch's, so a few more)",
+                   choices=("uniform", "zipf", "trained")),
     "alpha": Option("alpha", "float", 1.05, "Zipf exponent", min=0.0, max=10.0),
     "store": Option("store", "choice", "regular", "the snapshot's stores: regular, or "
                     "non-temporal (nt)", choices=STORES, expand={"all": STORES}),
@@ -68,7 +82,8 @@ OPTIONS = {
                         "(triad: 3 arrays; adam: its bf16 parameters, beside which "
                         "gradients, moments and master copy take 7x more)", "bytes",
                         min=4096, multiple=64),
-    "seed": Option("seed", "int", 1, "seed of the dirty rows", min=0),
+    "seed": Option("seed", "int", 1, "seed of the dirty rows (dist=trained: and of the "
+                   "table's values)", min=0),
 }
 
 
@@ -105,6 +120,7 @@ class Layout:
     row_bytes: int = 0
     dirty: int = 0
     params: int = 0         # a preset's parameters, scaled
+    asked: int = 0          # the dirty rows asked (dist=trained: dirty may be a few more)
 
     def sizes(self, step: int = 0, background: str = "none") -> dict[str, int]:
         out = {"src": self.src, "dst": self.dst}
@@ -125,9 +141,12 @@ def step_bytes(background: str, size: int) -> int:
 def layout(params: dict) -> Layout:
     if params["dirty"] > 0:
         row_bytes = params["dim"] * 4
-        dirty = max(1, round(params["rows"] * params["dirty"]))
+        asked = dirty = max(1, round(params["rows"] * params["dirty"]))
+        if params["dist"] == "trained":     # whole batches' rows
+            dirty = len(dirty_rows(params["rows"], asked, "trained", params["alpha"],
+                                   params["seed"]))
         return Layout(params["rows"] * row_bytes, dirty * row_bytes, params["rows"],
-                      row_bytes, dirty)
+                      row_bytes, dirty, asked=asked)
     if params["preset"] == "custom":
         return Layout(params["size"], params["size"])
     count = max(1, math.ceil(PRESETS[params["preset"]] * params["scale"]))
@@ -147,21 +166,94 @@ def chunks(lay: Layout, chunk: int) -> int:
 def dirty_rows(rows: int, k: int, dist: str, alpha: float, seed: int) -> np.ndarray:
     """k distinct rows, sorted (a checkpointer walks its dirty bitmap in row order): a
     uniform sample, or the first k distinct rows of a Zipf lookup stream (the rows a
-    skewed training batch touches first), the stream lengthened until it names k rows."""
+    skewed training batch touches first), the stream lengthened until it names k rows;
+    or (trained) every row the training steps of trained_lookups update, k or a few more."""
+    if dist == "trained":
+        return np.unique(trained_lookups(rows, k, alpha, seed))
     rng = np.random.default_rng(seed)
     if dist == "uniform" or k == rows:
         return np.sort(rng.choice(rows, k, replace=False)).astype(np.int64)
+    stream, first = _naming(rows, k, lambda count: lookups.zipf(rows, count, alpha, rng),
+                            lambda count: f"a Zipf({alpha}) stream of {count} lookups")
+    return np.sort(stream[first[:k]]).astype(np.int64)
+
+
+def _naming(rows: int, k: int, draw, what) -> tuple[np.ndarray, np.ndarray]:
+    """A lookup stream, draw(count), lengthened 4x at a time until it names k distinct
+    rows (at most MAX_REUSE lookups a row, else refused, what(lookups) saying of what):
+    the stream, and where it first looks up each row it names, in stream order."""
     count = 4 * k
     while True:
-        stream = lookups.zipf(rows, count, alpha, rng)
-        distinct, first = np.unique(stream, return_index=True)
-        if distinct.size >= k:
-            return np.sort(distinct[np.argsort(first, kind="stable")[:k]]).astype(np.int64)
-        if count >= 64 * rows:
-            raise UserError(f"checkpoint: a Zipf({alpha}) stream of {count} lookups names "
-                            f"only {distinct.size} of the {k} dirty rows asked: lower alpha "
-                            "or dirty, or use dist=uniform")
+        stream = draw(count)
+        first = np.sort(np.unique(stream, return_index=True)[1])
+        if first.size >= k:
+            return stream, first
+        if count >= MAX_REUSE * rows:
+            raise UserError(f"checkpoint: {what(len(stream))} names only {first.size} of "
+                            f"the {k} dirty rows asked: lower alpha or dirty, or use "
+                            "dist=uniform")
         count *= 4
+
+
+def training_layout(rows: int, dim: int, batches: int = 1) -> embedding.Layout:
+    """dist=trained's table as the embedding workload lays one out: fp32, one table."""
+    return embedding.Layout((rows,), (TRAIN["pooling"],), dim, "fp32",
+                            batches * TRAIN["batch"], TRAIN["train"])
+
+
+@functools.lru_cache(maxsize=1)     # layout (in check and in run) and run draw it once
+def trained_lookups(rows: int, k: int, alpha: float, seed: int) -> np.ndarray:
+    """The lookups of dist=trained's training steps, batch after batch (read-only): drawn
+    as the embedding workload draws a table's (make_indices, Zipf(alpha) scattered by a
+    seeded hash) in one stream, so a hot row stays hot from batch to batch, and cut after
+    the batch that brings the rows they name to k."""
+    per = TRAIN["batch"] * TRAIN["pooling"]
+    source = {"dist": "zipf", "alpha": alpha, "seed": seed}
+    stream, first = _naming(
+        rows, k, lambda count: embedding.make_indices(
+            training_layout(rows, 16, -(-count // per)), source)[0],
+        lambda count: (f"embedding training on {count // per} batches of {TRAIN['batch']} "
+                       f"bags x {TRAIN['pooling']} Zipf({alpha}) lookups"))
+    out = stream[:(first[k - 1] // per + 1) * per].copy()
+    out.flags.writeable = False
+    return out
+
+
+def train(table, lay: Layout, stream: np.ndarray, seed: int, cpus) -> None:
+    """dist=trained's setup, untimed: the table filled as the embedding workload fills one
+    (fp32 in [-1, 1); the checksum's index words read as fp32 are zeros and denormals, and
+    NaNs past 16 GiB), then on each batch of the stream that workload's forward and sgd
+    step, each checked against numpy as it checks them (check_output, Trainer)."""
+    per, dim = TRAIN["batch"] * TRAIN["pooling"], lay.row_bytes // 4
+    elay = training_layout(lay.rows, dim)
+    raw = table.array(np.uint8)
+    embedding.fill_table(raw, elay, seed)
+    isa = embedding.resolve_bag_isa("auto")
+    offsets = np.arange(0, per + 1, TRAIN["pooling"], dtype=np.int64)
+    out = np.empty((TRAIN["batch"], dim), dtype=np.float32)
+    space = np.empty(3 * per + 1, dtype=np.int64)      # the lookups grouped by row
+    for lo in range(0, len(stream), per):
+        idx = stream[lo:lo + per]
+        r = native.embedding_bag(table.addr, lay.rows, lay.row_bytes, dim, "fp32",
+                                 TRAIN["pool"], idx, offsets, out, isa, cpus,
+                                 TRAIN["prefetch"])
+        embedding.check_output(out, embedding.reference(raw, elay, idx, TRAIN["pool"]),
+                               elay, r.bad)
+        embedding.Trainer(elay, TRAIN, table, idx, offsets, out, space, None).step(cpus)
+
+
+def dirty_from(params: dict, lay: Layout) -> str:
+    """Where a differential snapshot's rows came from, for the case's info."""
+    alpha = params["alpha"]
+    if params["dist"] == "uniform":
+        return "a uniform sample of the table's rows"
+    if params["dist"] == "zipf":
+        return f"the first distinct rows of a Zipf({alpha:g}) lookup stream"
+    steps = len(trained_lookups(lay.rows, lay.asked, alpha, params["seed"])) // (
+        TRAIN["batch"] * TRAIN["pooling"])
+    return (f"embedding training: {steps} sgd steps of {TRAIN['batch']} bags x "
+            f"{TRAIN['pooling']} lookups, Zipf({alpha:g}), updating {lay.dirty} rows "
+            f"({lay.asked} asked)")
 
 
 def checksum(words: np.ndarray, base: int = 0) -> tuple[int, int]:
