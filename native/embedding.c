@@ -116,14 +116,16 @@ static inline __attribute__((always_inline)) void add_cols(float *restrict o,
     }
 }
 
-/* Eight fp32 lanes as GCC's vector extension: one ymm register under AVX2 and AVX-512
- * (sixteen lanes would be two ymm under AVX2, which GCC lowers through the stack: 8 M
- * lookups/s instead of 30). Loads go through memcpy: rows need not be aligned. */
-enum { LANES = 8 };
+/* Eight fp32 lanes as GCC's vector extension: one ymm register under AVX2 and AVX-512;
+ * sixteen, one zmm register, under AVX-512 only (under AVX2 they would be two ymm, which
+ * GCC lowers through the stack: 8 M lookups/s instead of 30). Loads go through memcpy:
+ * rows need not be aligned. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef uint16_t v8h __attribute__((vector_size(16)));
 typedef uint8_t v8b __attribute__((vector_size(8)));
+typedef float v16f __attribute__((vector_size(64)));
+typedef uint8_t v16b __attribute__((vector_size(16)));
 
 #if defined(__x86_64__)
 /* fp16 by F16C's vcvtph2ps (the wide variants have it). */
@@ -139,6 +141,15 @@ __attribute__((target("avx2"))) static inline void add8_bf16(v8f *acc, const cha
 {
     __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)row));
     *acc += (v8f)_mm256_slli_epi32(u, 16);
+}
+__attribute__((target("avx512f"))) static inline void add16_f16c(v16f *acc, const char *row)
+{
+    *acc += (v16f)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)row));
+}
+__attribute__((target("avx512f"))) static inline void add16_bf16(v16f *acc, const char *row)
+{
+    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)row));
+    *acc += (v16f)_mm512_slli_epi32(u, 16);
 }
 #endif
 
@@ -179,71 +190,126 @@ static inline __attribute__((always_inline)) void add8(v8f *acc, const char *p, 
     *acc += x;
 }
 
-/* Columns [d0, d0 + 8 nvec) of one bag, accumulated in registers and stored once, as
- * FBGEMM's generated kernels do: summing into `out` instead puts a load and a store of it
- * beside every row's load, and the stores waiting on a missing row fill the store buffer
- * long before the misses fill the memory pipeline (lookups/s 26 -> 35 M here). The first
- * block's pass (lead) prefetches whole rows and counts lookups naming no row. */
-static inline __attribute__((always_inline)) uint64_t
-pool_regs(const struct cxb_embedding_args *a, float *o, int64_t first, int64_t end,
-          int64_t last, uint32_t d0, int nvec, int dtype, int lead)
+/* The same sixteen at a time (AVX-512 only). */
+static inline __attribute__((always_inline)) void add16(v16f *acc, const char *p, int dtype,
+                                                        float scale, float bias)
 {
-    const char *table = a->table;
-    const uint64_t stride = a->row_bytes, rows = a->rows;
-    const uint32_t ahead = a->prefetch;
-    v8f acc[16] = {{0}};
-    float sb[2] = {0, 0};
-    uint64_t bad = 0;
-    for (int64_t i = first; i < end; i++) {
-        if (lead && ahead && i + ahead < last) {
-            uint64_t next = (uint64_t)a->indices[i + ahead];
-            if (next < rows)
-                for (uint64_t off = 0; off < stride; off += CXB_LINE)
-                    __builtin_prefetch(table + next * stride + off, 0, 3);
-        }
-        uint64_t r = (uint64_t)a->indices[i];
-        if (r >= rows) {
-            bad += (uint64_t)lead;
-            continue;
-        }
-        const char *row = table + r * stride, *p = row + d0 * elem_bytes(dtype);
-        /* p opaque to the compiler: it then addresses the vectors as p plus constants,
-         * not as row plus a register of its own per vector (spilled, past 16 of them) */
-        __asm__("" : "+r"(p));
-        if (dtype == CXB_EMB_INT8)
-            memcpy(sb, row + a->dim, sizeof sb);
-#pragma GCC unroll 16
-        for (int v = 0; v < nvec; v++)
-            add8(&acc[v], p + LANES * elem_bytes(dtype) * (size_t)v, dtype, sb[0], sb[1]);
+#if defined(__x86_64__)
+    if (dtype == CXB_EMB_FP16) {
+        add16_f16c(acc, p);
+        return;
     }
-#pragma GCC unroll 16
-    for (int v = 0; v < nvec; v++)
-        memcpy(o + d0 + LANES * v, &acc[v], sizeof acc[v]);
-    return bad;
+    if (dtype == CXB_EMB_BF16) {
+        add16_bf16(acc, p);
+        return;
+    }
+#endif
+    v16f x;
+    if (dtype == CXB_EMB_FP32) {
+        memcpy(&x, p, sizeof x);
+    } else {        /* int8 (bf16 and fp16 are x86's, as this variant is) */
+        v16b q;
+        memcpy(&q, p, sizeof q);
+        x = __builtin_convertvector(q, v16f) * scale + bias;
+    }
+    *acc += x;
 }
 
-/* A bag's columns in blocks of `most` vectors of 8, then of one, in registers; returns
- * where the columns left to the row loop start. */
+/* NAME: columns [d0, d0 + W nvec) of one bag in nvec registers of VEC (W fp32 lanes),
+ * added by ADD and stored once, as FBGEMM's generated kernels do: summing into `out`
+ * instead puts a load and a store of it beside every row's load, and the stores waiting
+ * on a missing row fill the store buffer long before the misses fill the memory pipeline
+ * (lookups/s 26 -> 35 M here). The bag's first pass (lead) prefetches the row `ahead`
+ * lookups on, whole, and counts lookups naming no row. The lines this pass reads are
+ * prefetched unrolled among its loads, as FBGEMM's generated code has them (a loop of
+ * prefetches ahead of the loads cost a third of the rate here); a wider row's other
+ * lines follow. `p` is made opaque to the compiler: it then addresses the vectors as p
+ * plus constants, not as the row plus a register of its own per vector (spilled, past 16
+ * of them). */
+#define POOL_REGS(NAME, VEC, W, ADD)                                                     \
+    static inline __attribute__((always_inline)) uint64_t NAME(                          \
+        const struct cxb_embedding_args *a, float *o, int64_t first, int64_t end,        \
+        int64_t last, uint32_t d0, int nvec, int dtype, int lead)                        \
+    {                                                                                    \
+        const char *table = a->table;                                                    \
+        const uint64_t stride = a->row_bytes, rows = a->rows;                            \
+        const uint64_t pass = ((uint64_t)nvec * W * elem_bytes(dtype) + CXB_LINE - 1) /  \
+                              CXB_LINE * CXB_LINE;                                       \
+        const uint32_t ahead = a->prefetch;                                              \
+        VEC acc[16] = {{0}};                                                             \
+        float sb[2] = {0, 0};                                                            \
+        uint64_t bad = 0;                                                                \
+        for (int64_t i = first; i < end; i++) {                                          \
+            if (lead && ahead && i + ahead < last) {                                     \
+                uint64_t next = (uint64_t)a->indices[i + ahead];                         \
+                if (next < rows) {                                                       \
+                    const char *q = table + next * stride;                               \
+                    _Pragma("GCC unroll 16")                                             \
+                    for (uint64_t off = 0; off < pass; off += CXB_LINE)                  \
+                        __builtin_prefetch(q + off, 0, 3);                               \
+                    for (uint64_t off = pass; off < stride; off += CXB_LINE)             \
+                        __builtin_prefetch(q + off, 0, 3);                               \
+                }                                                                        \
+            }                                                                            \
+            uint64_t r = (uint64_t)a->indices[i];                                        \
+            if (r >= rows) {                                                             \
+                bad += (uint64_t)lead;                                                   \
+                continue;                                                                \
+            }                                                                            \
+            const char *row = table + r * stride, *p = row + d0 * elem_bytes(dtype);     \
+            __asm__("" : "+r"(p));                                                       \
+            if (dtype == CXB_EMB_INT8)                                                   \
+                memcpy(sb, row + a->dim, sizeof sb);                                     \
+            _Pragma("GCC unroll 16")                                                     \
+            for (int v = 0; v < nvec; v++)                                               \
+                ADD(&acc[v], p + W * elem_bytes(dtype) * (size_t)v, dtype, sb[0], sb[1]); \
+        }                                                                                \
+        _Pragma("GCC unroll 16")                                                         \
+        for (int v = 0; v < nvec; v++)                                                   \
+            memcpy(o + d0 + W * v, &acc[v], sizeof acc[v]);                              \
+        return bad;                                                                      \
+    }
+POOL_REGS(pool_regs8, v8f, 8, add8)
+POOL_REGS(pool_regs16, v16f, 16, add16)
+
+/* Passes of FN over N registers of W lanes while the columns last (N a constant, so the
+ * accumulators stay in registers). */
+#define PASSES(FN, W, N)                                                                 \
+    for (; d + (W) * (N) <= dim; d += (W) * (N), lead = 0)                               \
+        *bad += FN(a, o, first, end, last, d, N, dtype, lead)
+
+/* A bag's columns in passes of as many registers as there are to spare (ymm: 8 of the
+ * 16; zmm: 16 of the 32, a 256-wide fp32 row in one pass), then of half as many, down to
+ * one, and a last ymm pass of eight. Returns where the columns left to the row loop
+ * start. */
 static inline __attribute__((always_inline)) uint32_t
 pool_wide(const struct cxb_embedding_args *a, float *o, int64_t first, int64_t end,
-          int64_t last, int most, int dtype, uint64_t *bad)
+          int64_t last, int zmm, int dtype, uint64_t *bad)
 {
     uint32_t d = 0, dim = a->dim;
     int lead = 1;
-    for (; d + LANES * (uint32_t)most <= dim; d += LANES * (uint32_t)most, lead = 0)
-        *bad += pool_regs(a, o, first, end, last, d, most, dtype, lead);
-    for (; d + LANES <= dim; d += LANES, lead = 0)
-        *bad += pool_regs(a, o, first, end, last, d, 1, dtype, lead);
+    if (zmm) {
+        PASSES(pool_regs16, 16, 16);
+        PASSES(pool_regs16, 16, 8);
+        PASSES(pool_regs16, 16, 4);
+        PASSES(pool_regs16, 16, 2);
+        PASSES(pool_regs16, 16, 1);
+    } else {
+        PASSES(pool_regs8, 8, 8);
+        PASSES(pool_regs8, 8, 4);
+        PASSES(pool_regs8, 8, 2);
+    }
+    PASSES(pool_regs8, 8, 1);
     return d;
 }
 
 /* Bags [lo, hi): pooled into out, every sample_every-th timed alone. Returns the lookups
- * skipped for naming no row of the table (Python fails the case on any). `most` > 0 (the
- * wide variants): bags accumulate in registers, `most` vectors of 8 at a time; the
+ * skipped for naming no row of the table (Python fails the case on any). `wide` (1: AVX2's
+ * ymm, 2: AVX-512's zmm; 0, the scalar variant): bags accumulate in registers; the
  * columns left over (and every column of the scalar variant) are added into out row by
  * row. */
 static inline __attribute__((always_inline)) uint64_t bags(struct cxb_embedding_args *a,
-                                                            uint64_t lo, uint64_t hi, int most)
+                                                            uint64_t lo, uint64_t hi, int wide)
 {
     const char *table = a->table;
     const uint64_t stride = a->row_bytes, rows = a->rows;
@@ -258,15 +324,15 @@ static inline __attribute__((always_inline)) uint64_t bags(struct cxb_embedding_
         float *o = a->out + b * dim;
         int64_t first = a->offsets[b], end = a->offsets[b + 1];
         uint32_t done = 0;
-        if (most) {         /* dtype a constant in each call, so each inlines its own loop */
+        if (wide) {         /* dtype a constant in each call, so each inlines its own loop */
             if (dtype == CXB_EMB_FP32)
-                done = pool_wide(a, o, first, end, last, most, CXB_EMB_FP32, &bad);
+                done = pool_wide(a, o, first, end, last, wide == 2, CXB_EMB_FP32, &bad);
             else if (dtype == CXB_EMB_FP16)
-                done = pool_wide(a, o, first, end, last, most, CXB_EMB_FP16, &bad);
+                done = pool_wide(a, o, first, end, last, wide == 2, CXB_EMB_FP16, &bad);
             else if (dtype == CXB_EMB_BF16)
-                done = pool_wide(a, o, first, end, last, most, CXB_EMB_BF16, &bad);
+                done = pool_wide(a, o, first, end, last, wide == 2, CXB_EMB_BF16, &bad);
             else
-                done = pool_wide(a, o, first, end, last, most, CXB_EMB_INT8, &bad);
+                done = pool_wide(a, o, first, end, last, wide == 2, CXB_EMB_INT8, &bad);
         }
         if (done < dim) {
             memset(o + done, 0, (dim - done) * sizeof *o);
@@ -282,7 +348,7 @@ static inline __attribute__((always_inline)) uint64_t bags(struct cxb_embedding_
                     bad += !done;
                     continue;
                 }
-                add_cols(o, table + r * stride, done, dim, dtype, most);
+                add_cols(o, table + r * stride, done, dim, dtype, wide);
             }
         }
         if (a->pool == CXB_POOL_MEAN && end > first)
@@ -307,13 +373,13 @@ SCALAR_ATTR static uint64_t bags_S(struct cxb_embedding_args *a, uint64_t lo, ui
 __attribute__((target("avx2,fma,f16c"), optimize("tree-vectorize")))
 static uint64_t bags_A2(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
 {
-    return bags(a, lo, hi, 8);          /* 8 of the 16 ymm registers: 64 fp32 a pass */
+    return bags(a, lo, hi, 1);
 }
-/* avx512vl: sixteen ymm accumulators need ymm16-31, which only EVEX encodes */
+/* avx512vl: the last pass's ymm accumulator may sit in ymm16-31, which only EVEX encodes */
 __attribute__((target("avx512f,avx512vl,avx2,fma,f16c"), optimize("tree-vectorize")))
 static uint64_t bags_A5(struct cxb_embedding_args *a, uint64_t lo, uint64_t hi)
 {
-    return bags(a, lo, hi, 16);         /* 16 of 32: a 128-wide fp32 row in one pass */
+    return bags(a, lo, hi, 2);
 }
 #endif
 

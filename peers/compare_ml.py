@@ -173,7 +173,7 @@ def compare_embedding(ctx: Ctx) -> list[Row]:
         indices, offsets = embedding.make_indices(lay, {"dist": dist, "alpha": alpha, "seed": 1})
         bags = np.empty((lay.bags, dim), dtype=np.float32)
         isa = embedding.resolve_bag_isa("auto")
-        prefetch = embedding.OPTIONS["prefetch"].default
+        prefetch = embedding.prefetch_rows("auto", lay.row_bytes)
         label = (f"embedding {dtype} dim {dim} pool {pooling} "
                  f"{'uniform' if dist == 'uniform' else f'zipf {alpha:g}'}")
         print(f"{label}: {rows} rows ({lay.sizes()['table'] >> 20} MiB, verified "

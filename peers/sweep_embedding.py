@@ -48,7 +48,7 @@ def sweep(shape, args, cpu) -> None:
     indices, offsets = embedding.make_indices(lay, {"dist": dist, "alpha": alpha, "seed": 1})
     out = np.empty((lay.bags, dim), dtype=np.float32)
     isas = [i for i in ("avx2", "avx512") if native.embedding_isa_supported(i)]
-    default = embedding.OPTIONS["prefetch"].default
+    default = embedding.prefetch_rows("auto", lay.row_bytes)
     sides = [(isa, pf) for isa in isas for pf in sorted({*args.prefetch, default})]
     rates = {s: [] for s in sides}
     for _ in range(args.rounds):

@@ -73,7 +73,7 @@ def test_sweep_embedding_marks_the_default_distance():
     r = run("sweep_embedding.py")
     assert r.returncode == 0, r.stderr[-3000:]
     from cxlbench.workloads import embedding
-    default = embedding.OPTIONS["prefetch"].default
+    default = embedding.prefetch_rows("auto", 64)      # dim 32 fp16: one line a row
     assert re.search(rf"dim 32 fp16 .* best \w+ prefetch \d+ .*; default {default}", r.stdout)
     # each ISA's line holds every distance asked and the default, starred
     lines = [x for x in r.stdout.splitlines() if x.startswith("  avx")]

@@ -236,7 +236,7 @@ def train(table, lay: Layout, stream: np.ndarray, seed: int, cpus) -> None:
         idx = stream[lo:lo + per]
         r = native.embedding_bag(table.addr, lay.rows, lay.row_bytes, dim, "fp32",
                                  TRAIN["pool"], idx, offsets, out, isa, cpus,
-                                 TRAIN["prefetch"])
+                                 embedding.prefetch_rows(TRAIN["prefetch"], lay.row_bytes))
         embedding.check_output(out, embedding.reference(raw, elay, idx, TRAIN["pool"]),
                                elay, r.bad)
         embedding.Trainer(elay, TRAIN, table, idx, offsets, out, space, None).step(cpus)

@@ -81,11 +81,9 @@ OPTIONS = {
     "alpha": Option("alpha", "float", 1.05, "Zipf exponent", min=0.0, max=10.0),
     "profile": Option("profile", "choice", "meta-2022", "reuse profile (dist=reuse): Meta's "
                       "public embedding traces of 2022 or 2021", choices=tuple(PROFILES)),
-    # 64: the best or within a few % of it for dims 32-256, fp32/fp16/bf16, pooling 1-128,
-    # uniform and Zipf 0.6-1.2, on AVX2 and AVX-512 alike (peers/sweep_embedding.py);
-    # FBGEMM's 16 left skewed tables 10-50 % slower here.
-    "prefetch": Option("prefetch", "int", 64, "rows prefetched ahead of the lookup, across "
-                       "bags (0: none)", min=0, max=256),
+    "prefetch": Option("prefetch", "int", "auto", "rows prefetched ahead of the lookup, "
+                       "across bags (0: none; auto: 512 lines' worth, 16 to 128 rows)",
+                       min=0, max=256, words=("auto",)),
     "train": Option("train", "choice", "none", "after each forward, one training step on the "
                     "rows looked up (fp32 tables): sgd, or row-wise adagrad with its state",
                     choices=("none", *OPTIMIZERS)),
@@ -373,6 +371,21 @@ def demand(params: dict) -> Demand | None:
                                      lay.sizes()["table"]))
 
 
+# prefetch=auto: LINES_AHEAD lines' worth of rows, within PREFETCH_ROWS. Measured by
+# peers/sweep_embedding.py (AMD EPYC, AVX-512): the best distance, or within ~10 % of it,
+# for dims 32-256, fp32/fp16/bf16, pooling 1-128, uniform and Zipf 0.6-1.2; a fixed 64
+# rows lost 28 % at dim 32, FBGEMM's fixed 16 lost 10-60 % on skewed tables.
+LINES_AHEAD, PREFETCH_ROWS = 512, (16, 128)
+
+
+def prefetch_rows(asked, row_bytes: int) -> int:
+    """The prefetch option's rows for rows of row_bytes (auto resolved)."""
+    if asked != "auto":
+        return int(asked)
+    lo, hi = PREFETCH_ROWS
+    return min(hi, max(lo, LINES_AHEAD // -(-row_bytes // 64)))
+
+
 def resolve_bag_isa(wanted: str) -> str:
     """The bag loop's variant: its avx2 and avx512 builds need FMA and F16C as well."""
     entry = native.driver("embedding_bag")
@@ -562,6 +575,6 @@ class Epochs:
         self.out.fill(np.nan)
         r = native.embedding_bag(self.table.addr, sum(lay.rows), lay.row_bytes, lay.dim,
                                  lay.dtype, p["pool"], indices, offsets, self.out, self.isa,
-                                 self.cpus, p["prefetch"])
+                                 self.cpus, prefetch_rows(p["prefetch"], lay.row_bytes))
         check_output(self.out, reference(self.raw, lay, indices, p["pool"], offsets), lay, r.bad)
         return r.ns
