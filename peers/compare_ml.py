@@ -27,7 +27,9 @@ in the same placed memory; one table at the end, each ratio beside its target.
               vs torch.save of the same bytes to a file on tmpfs (/dev/shm)   >= 1
 
 The sides alternate for --rounds rounds, so a shared machine's drift hits each; each
-side's figure is the median of its rounds, its spread the rounds' range. Every side's
+side's figure is the median of its rounds, its spread the rounds' range. torch's OpenMP
+threads wait passively (OMP_WAIT_POLICY=PASSIVE unless set), so none spins on the CPUs
+of the side that runs after it. Every side's
 result is checked against a reference. Without torch (pip install '.[peers]'), its rows
 say so and are not counted. Exits 1 when a target is missed, 2 when a side's result is
 wrong. Usage:
@@ -594,6 +596,10 @@ def main(argv=None) -> int:
     unknown = set(args.workloads) - {"all", *WORKLOADS}
     if unknown:
         ap.error(f"no workload {', '.join(sorted(unknown))} (all, {', '.join(WORKLOADS)})")
+    # torch's OpenMP workers spin for a while after each call (libgomp's default), on
+    # the CPUs the next side runs on: that side ran at half speed at 2 threads here. Set
+    # before torch loads, they sleep instead; torch's own rates did not change.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import torch
         version = f"torch {torch.__version__}"
