@@ -93,6 +93,49 @@ static void span_A5(const struct cxb_adam_args *a, const struct coef *c, uint64_
 }
 #endif
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* Mixed precision sixteen at a time, by hand: GCC vectorises span's bf16 loop in ymm
+ * halves with its constants spilled to the stack, and ran it at 60 % of the fp32 loop's
+ * rate a thread here. The same operations in the same order as adam_one and to_bf16. */
+__attribute__((target("avx512f"))) static void mixed_A5(const struct cxb_adam_args *a,
+                                                        const struct coef *c, uint64_t lo,
+                                                        uint64_t hi)
+{
+    uint16_t *p = a->params;
+    const uint16_t *g = a->grads;
+    float *w = a->master, *m = a->m, *v = a->v;
+    const __m512 b1 = _mm512_set1_ps(c->b1), b2 = _mm512_set1_ps(c->b2),
+                 one_b1 = _mm512_set1_ps(c->one_b1), one_b2 = _mm512_set1_ps(c->one_b2),
+                 eps = _mm512_set1_ps(c->eps), step = _mm512_set1_ps(c->step),
+                 inv_bc2 = _mm512_set1_ps(c->inv_bc2), l2 = _mm512_set1_ps(c->l2),
+                 shrink = _mm512_set1_ps(c->shrink);
+    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    uint64_t i = lo;
+    for (; i + 16 <= hi; i += 16) {
+        __m512i gb = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(g + i)));
+        __m512 wi = _mm512_loadu_ps(w + i);
+        __m512 gi = _mm512_fmadd_ps(l2, wi, _mm512_castsi512_ps(_mm512_slli_epi32(gb, 16)));
+        __m512 mi = _mm512_fmadd_ps(b1, _mm512_loadu_ps(m + i), _mm512_mul_ps(one_b1, gi));
+        __m512 vi = _mm512_fmadd_ps(b2, _mm512_loadu_ps(v + i),
+                                    _mm512_mul_ps(_mm512_mul_ps(one_b2, gi), gi));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        __m512 den = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), inv_bc2, eps);
+        wi = _mm512_fmsub_ps(wi, shrink, _mm512_div_ps(_mm512_mul_ps(step, mi), den));
+        _mm512_storeu_ps(w + i, wi);
+        __m512i u = _mm512_castps_si512(wi);        /* to bf16, to nearest even */
+        u = _mm512_add_epi32(_mm512_add_epi32(u, half),
+                             _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+        _mm256_storeu_si256((__m256i *)(p + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+    }
+    for (; i < hi; i++) {
+        w[i] = adam_one(c, w[i], from_bf16(g[i]), &m[i], &v[i]);
+        p[i] = to_bf16(w[i]);
+    }
+}
+#endif
+
 struct job {
     const struct cxb_adam_args *a;
     struct coef c;
@@ -112,7 +155,9 @@ static int adam_thread(void *p, int t)
     lo = lo < hi ? lo : hi;
     J->t0[t] = cxb_now_ns();
 #if defined(__x86_64__)
-    if (a->isa == CXB_ISA_AVX512)
+    if (a->isa == CXB_ISA_AVX512 && a->precision == CXB_PRECISION_MIXED)
+        mixed_A5(a, &J->c, lo, hi);
+    else if (a->isa == CXB_ISA_AVX512)
         span_A5(a, &J->c, lo, hi);
     else if (a->isa == CXB_ISA_AVX2)
         span_A2(a, &J->c, lo, hi);
