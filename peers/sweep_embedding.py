@@ -1,8 +1,9 @@
 """How far ahead the embedding-bag kernel should prefetch, measured: for each table shape
 (dim, dtype, pooling, distribution) the kernel's lookups/s at each prefetch distance (rows
 ahead, across bag boundaries, which is how the kernel keeps several bags in flight) and
-with each vector width (avx2: 8 accumulators, 64 floats a pass; avx512: 16, 128 floats),
-the distances alternated round by round, one thread, the table placed and verified.
+with each vector width (avx2: 8 ymm accumulators, 64 floats a pass; avx512: 16 zmm, 256
+floats), the distances alternated round by round, one thread, the table placed and
+verified.
 
 The kernel's default (the embedding option `prefetch`) was chosen from this table; run it
 on a new machine to see whether it still holds:

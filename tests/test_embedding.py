@@ -58,6 +58,18 @@ def test_kernel_pools_what_numpy_pools(dtype, pool_):
                 assert r.ns > 0
 
 
+# Each pass width the wide variants have: AVX-512's 16, 8, 4, 2 and 1 zmm and the ymm
+# after them, AVX2's 8, 4, 2 and 1 ymm, and the scalar tail (300 = 256 + 32 + 8 + 4).
+@pytest.mark.parametrize("dim", (8, 24, 120, 136, 264, 300))
+@pytest.mark.parametrize("dtype", embedding.DTYPES)
+def test_every_pass_width_pools_what_numpy_pools(dim, dtype):
+    lay, raw, indices, offsets = tables(dtype, dim=dim)
+    want = embedding.reference(raw, lay, indices, "sum")
+    for isa in ENTRY.runnable_isas():
+        out, r = pool(lay, raw, indices, offsets, "sum", isa, CPUS[:1], 16)
+        embedding.check_output(out, want, lay, r.bad)
+
+
 def test_a_wrong_bag_or_a_row_outside_the_table_is_caught():
     lay, raw, indices, offsets = tables("fp32")
     want = embedding.reference(raw, lay, indices, "sum")

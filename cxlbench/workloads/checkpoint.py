@@ -201,7 +201,7 @@ def training_layout(rows: int, dim: int, batches: int = 1) -> embedding.Layout:
                             batches * TRAIN["batch"], TRAIN["train"])
 
 
-@functools.lru_cache(maxsize=1)     # layout (in check and in run) and run draw it once
+@functools.lru_cache(maxsize=16)    # layout (in check and in run) and run draw it once
 def trained_lookups(rows: int, k: int, alpha: float, seed: int) -> np.ndarray:
     """The lookups of dist=trained's training steps, batch after batch (read-only): drawn
     as the embedding workload draws a table's (make_indices, Zipf(alpha) scattered by a

@@ -308,6 +308,15 @@ CUSTOM = ("tables", "rows", "dim", "pooling")     # what a preset sets itself
 GENERATED = ("dist", "alpha", "profile")          # what a preset with a dist or a trace sets
 
 
+def group_by_row(indices: np.ndarray, offsets: np.ndarray) -> tuple:
+    """The lookups grouped by row, as the training step takes them: the distinct rows, where
+    each row's lookups start (and the end), and the bag of each lookup, in bag order."""
+    order = np.argsort(indices, kind="stable")
+    rows, starts = np.unique(indices[order], return_index=True)
+    bag_of = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))[order]
+    return rows, np.append(starts, len(indices)).astype(np.int64), bag_of
+
+
 class Trainer:
     """The training step after each forward: the lookups grouped by row (untimed, once:
     FBGEMM sorts them in every backward), the C step timed, and numpy's step on the same
@@ -316,12 +325,10 @@ class Trainer:
     def __init__(self, lay: Layout, params: dict, table, indices, offsets, out, space,
                  state):
         self.lay, self.params, self.table, self.out, self.offsets = lay, params, table, out, offsets
-        order = np.argsort(indices, kind="stable")          # each row's lookups in bag order
-        rows, starts = np.unique(indices[order], return_index=True)
+        rows, starts, bag_of = group_by_row(indices, offsets)
         lengths = np.diff(offsets)
-        bag_of = np.repeat(np.arange(lay.bags, dtype=np.int64), lengths)[order]
         n, k = len(rows), len(indices)
-        space[:n], space[n:2 * n + 1], space[2 * n + 1:2 * n + 1 + k] = rows, [*starts, k], bag_of
+        space[:n], space[n:2 * n + 1], space[2 * n + 1:2 * n + 1 + k] = rows, starts, bag_of
         self.rows, self.starts, self.bag_of = space[:n], space[n:2 * n + 1], space[2 * n + 1:2 * n + 1 + k]
         self.lengths = lengths.astype(np.float32)
         self.weights = table.array(np.float32)[:sum(lay.rows) * lay.dim].reshape(-1, lay.dim)
