@@ -311,10 +311,19 @@ GENERATED = ("dist", "alpha", "profile")          # what a preset with a dist or
 def group_by_row(indices: np.ndarray, offsets: np.ndarray) -> tuple:
     """The lookups grouped by row, as the training step takes them: the distinct rows, where
     each row's lookups start (and the end), and the bag of each lookup, in bag order."""
+    k = len(indices)
+    bag_of = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    if k and int(indices.max()) < (2**63 - 1) // k:
+        # row x k + position: one plain sort of int64 (numpy's SIMD one) orders the lookups
+        # by row, each row's in bag order, 4x faster than a stable argsort here
+        keys = indices * k + np.arange(k)
+        keys.sort()
+        by_row, order = np.divmod(keys, k)
+        starts = np.flatnonzero(np.diff(by_row, prepend=-1))
+        return by_row[starts], np.append(starts, k).astype(np.int64), bag_of[order]
     order = np.argsort(indices, kind="stable")
     rows, starts = np.unique(indices[order], return_index=True)
-    bag_of = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))[order]
-    return rows, np.append(starts, len(indices)).astype(np.int64), bag_of
+    return rows, np.append(starts, k).astype(np.int64), bag_of[order]
 
 
 class Trainer:
