@@ -496,6 +496,31 @@ def topology(as_json, sys_root, proc_root):
     click.echo(topo.to_json() if as_json else topo.render())
 
 
+@main.command()
+@click.option("--model", "preset", help="a preset: llama-3-8b, llama-3-70b, dlrm-dcnv2")
+@click.option("--config", "toml_path", type=click.Path(exists=True, dir_okay=False),
+              help="a TOML file of the job's fields (flags given win)")
+@click.option("--train/--serve", "train", default=None, help="training (default) or serving")
+@click.option("--zero", type=int, help="ZeRO stage 0-3")
+@click.option("--dp", type=int, help="data-parallel degree")
+@click.option("--tp", type=int, help="tensor-parallel degree")
+@click.option("--pp", type=int, help="pipeline-parallel degree")
+@click.option("--micro-batch", "micro_batch", type=int)
+@click.option("--global-batch", "global_batch", type=int)
+@click.option("--seq", type=int, help="sequence length (training)")
+@click.option("--context", type=int, help="tokens of each sequence's KV-cache (serving)")
+@click.option("--offload", help="none, optimizer, optimizer+params")
+@click.option("--recompute/--no-recompute", default=None, help="full activation recomputation")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@_errors
+def plan(preset, toml_path, as_json, **flags):
+    """A training or serving job's memory per device, part by part, with each formula."""
+    from .plan import job as plan_job, text as plan_text
+    the_job = plan_job.make(preset, toml_path, **flags)
+    click.echo(json.dumps(plan_text.as_dict(the_job), indent=1) if as_json
+               else plan_text.render(the_job))
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--topology", "topology_name", required=True,
               type=click.Choice(["hmat", "cxl", "cxl-2way"]),

@@ -24,6 +24,7 @@ LAYERS = [
     ("placed memory", ["cxlbench.memory", "cxlbench.system"]),
     ("workloads", ["cxlbench.workloads"]),
     ("tiering engines and policies", ["cxlbench.tiering"]),
+    ("planning", ["cxlbench.plan"]),
     ("benchmarks", ["cxlbench.benchmarks"]),
     ("suites and analysis", ["cxlbench.suite", "cxlbench.analysis"]),
     ("running", ["cxlbench.runner", "cxlbench.worker", "cxlbench.analysis_text",
@@ -45,6 +46,7 @@ LATE = {
     ("cxlbench.cli", "cxlbench.emulate"): "the guest image only for emulate",
     ("cxlbench.cli", "cxlbench.fleet"): "SLURM's side only for fleet",
     ("cxlbench.cli", "cxlbench.doctor"): "emulate's tool tables only for doctor",
+    ("cxlbench.cli", "cxlbench.plan"): "the planner's presets only for plan",
     ("cxlbench.pytest_plugin", "cxlbench"): "pytest loads the plugin in every session; "
                                             "cxlbench only where a fixture is used",
 }

@@ -1,0 +1,139 @@
+"""A training or serving job as `cxlbench plan` takes it: the model's shape (a preset or
+plain fields), its precision and optimizer, and the run's shape (batches, sequence,
+parallel degrees, ZeRO stage, recomputation, offload). Built from a TOML file, flags,
+or both (flags win)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+from ..workloads import embedding
+
+try:
+    import tomllib
+except ImportError:         # Python 3.10
+    import tomli as tomllib
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+OPTIMIZERS = ("adam", "adamw", "sgd", "adagrad")
+OFFLOADS = ("none", "optimizer", "optimizer+params")
+
+# From the models' config.json; vocabulary and FFN as published (Llama 3: 128256 tokens).
+PRESETS = {
+    "llama-3-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128,
+                       ffn=14336, vocab=128256),
+    "llama-3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, head_dim=128,
+                        ffn=28672, vocab=128256),
+    # MLPerf DLRM-DCNv2's 26 tables (the embedding workload's preset), fp32 rows; its dense
+    # part (bottom and top MLPs, the cross network) is small beside them and left out.
+    "dlrm-dcnv2": dict(layers=0, hidden=0, heads=0, kv_heads=0, head_dim=0, ffn=0, vocab=0,
+                       tables=tuple(embedding.PRESETS["dlrm-dcnv2"]["rows"]),
+                       table_dim=embedding.PRESETS["dlrm-dcnv2"]["dim"], table_dtype="fp32"),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    # the model
+    layers: int = 0
+    hidden: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+    ffn: int = 0
+    vocab: int = 0
+    experts: int = 1            # MoE: experts per layer (1: dense), top_k of them active
+    top_k: int = 1
+    tables: tuple = ()          # embedding tables' rows
+    table_dim: int = 0
+    table_dtype: str = "fp32"
+    # precision and optimizer
+    dtype: str = "bf16"         # parameters, gradients, activations, KV-cache
+    master: str = "fp32"        # the optimizer's copy of the weights ("none": no copy)
+    optimizer: str = "adam"
+    # the run
+    train: bool = True
+    micro_batch: int = 1
+    global_batch: int = 0       # 0: micro_batch x dp (one micro-batch a step)
+    seq: int = 4096
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    zero: int = 0               # ZeRO stage 0-3 (3: FSDP's full sharding)
+    recompute: bool = False     # full activation recomputation: keep each layer's input only
+    flash: bool = True          # attention without its score matrix kept (FlashAttention)
+    offload: str = "none"
+    # serving
+    context: int = 0            # tokens a sequence's KV-cache holds (serving)
+    kv_block: int = 16
+    prefix_shared: float = 0.0  # share of each sequence's context shared by all (one copy)
+    name: str = "custom"
+    notes: tuple = field(default=(), compare=False)
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches a data-parallel rank runs each step."""
+        return max(1, (self.global_batch or self.micro_batch * self.dp)
+                   // (self.micro_batch * self.dp))
+
+
+def _check(job: Job) -> Job:
+    bad = []
+    if job.dtype not in DTYPE_BYTES or job.table_dtype not in DTYPE_BYTES:
+        bad.append(f"dtype: one of {', '.join(DTYPE_BYTES)}")
+    if job.master not in (*DTYPE_BYTES, "none"):
+        bad.append(f"master: one of {', '.join(DTYPE_BYTES)} or none")
+    if job.optimizer not in OPTIMIZERS:
+        bad.append(f"optimizer: one of {', '.join(OPTIMIZERS)}")
+    if job.offload not in OFFLOADS:
+        bad.append(f"offload: one of {', '.join(OFFLOADS)}")
+    if job.zero not in (0, 1, 2, 3):
+        bad.append("zero: 0, 1, 2 or 3")
+    for name in ("micro_batch", "seq", "dp", "tp", "pp", "experts", "top_k", "kv_block"):
+        if getattr(job, name) < 1:
+            bad.append(f"{name}: at least 1")
+    if job.layers and job.layers % job.pp:
+        bad.append(f"pp: {job.pp} stages cannot split {job.layers} layers evenly")
+    if job.heads and job.heads % job.tp:
+        bad.append(f"tp: {job.tp} cannot split {job.heads} heads evenly")
+    if job.heads and job.kv_heads and job.heads % job.kv_heads:
+        bad.append(f"kv_heads: {job.kv_heads} does not divide {job.heads} heads")
+    if job.top_k > job.experts:
+        bad.append(f"top_k: at most experts ({job.experts})")
+    if not 0 <= job.prefix_shared <= 1:
+        bad.append("prefix_shared: between 0 and 1")
+    if not job.layers and not job.tables:
+        bad.append("the model: a preset, or layers (and its shape), or embedding tables")
+    if bad:
+        raise UserError("plan: " + "; ".join(bad))
+    return job
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Job) if f.name != "notes"}
+
+
+def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Job:
+    """A preset's shape, then a TOML file's fields, then the flags given (None: not
+    given). Unknown fields are refused with the known ones named."""
+    values: dict = {}
+    if toml_path:
+        try:
+            with open(toml_path, "rb") as f:
+                data = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise UserError(f"plan: {toml_path}: {e}") from e
+        preset = data.pop("preset", None) if preset is None else preset
+        values.update(data)
+    values.update({k: v for k, v in flags.items() if v is not None})
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise UserError(f"plan: no field {', '.join(unknown)} (fields: "
+                        f"{', '.join(sorted(FIELDS))})")
+    if preset is not None:
+        if preset not in PRESETS:
+            raise UserError(f"plan: no preset {preset!r} (presets: {', '.join(PRESETS)})")
+        values = {**PRESETS[preset], "name": preset, **values}
+    if "tables" in values:
+        values["tables"] = tuple(values["tables"])
+    return _check(Job(**values))

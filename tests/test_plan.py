@@ -1,0 +1,138 @@
+"""`cxlbench plan`'s footprint against numbers worked out by hand and against DeepSpeed's
+published ZeRO formulas; a formula changed on purpose must fail these checks."""
+import json
+import re
+
+import pytest
+
+from cxlbench.errors import UserError
+from cxlbench.plan import footprint as fp
+from cxlbench.plan import job as plan_job
+
+from .conftest import REPO, cxlbench
+
+
+def part(job, name):
+    return next(p for p in fp.footprint(job) if p.name == name)
+
+
+def test_parameter_counts_are_the_published_ones():
+    # Llama 3 8B, by hand: embeddings 2 x 128256 x 4096; per layer q, o 4096^2 each, k, v
+    # 4096 x 1024 each, MLP 3 x 4096 x 14336, two norms of 4096; 32 layers; a final norm.
+    per_layer = 2 * 4096 ** 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    assert fp.params(plan_job.make("llama-3-8b")) == \
+        2 * 128256 * 4096 + 32 * per_layer + 4096 == 8_030_261_248
+    assert fp.params(plan_job.make("llama-3-70b")) == 70_553_706_496
+
+
+def deepspeed_model_states(P: int, n: int, stage: int) -> int:
+    """DeepSpeed's ZeRO paper (Rajbhandari et al. 2020), mixed-precision Adam: 2 B
+    parameters, 2 B gradients and K = 12 B of optimizer state a parameter, per device."""
+    return {0: 16 * P, 1: 4 * P + 12 * P // n, 2: 2 * P + 14 * P // n, 3: 16 * P // n}[stage]
+
+
+def zero_matches(preset="llama-3-8b", n=8) -> list[int]:
+    """The stages whose model states differ from DeepSpeed's formula."""
+    P = fp.stage_params(plan_job.make(preset))
+    return [z for z in range(4)
+            if fp.model_states(plan_job.make(preset, zero=z, dp=n)) !=
+            deepspeed_model_states(P, n, z)]
+
+
+def test_model_states_follow_deepspeeds_zero_formulas():
+    assert zero_matches() == []
+    assert zero_matches("llama-3-70b", 64) == []
+
+
+def test_a_planted_formula_error_is_caught(monkeypatch):
+    monkeypatch.setitem(fp.MOMENTS, "adam", 3)           # a third moment: 4 B too many
+    assert zero_matches() == [0, 1, 2, 3]
+    monkeypatch.undo()
+    monkeypatch.setattr(fp, "layer_params", lambda job: 2 * job.hidden ** 2)
+    with pytest.raises(AssertionError):
+        test_parameter_counts_are_the_published_ones()
+
+
+def test_tensor_and_pipeline_parallel_split_the_stage():
+    whole = fp.stage_params(plan_job.make("llama-3-8b"))
+    layers = 32 * fp.layer_params(plan_job.make("llama-3-8b"))
+    # stage 0 of 4 holds 8 layers and the input embedding; tp 2 halves it
+    assert fp.stage_params(plan_job.make("llama-3-8b", pp=4, tp=2)) == \
+        -(-(layers // 4 + 128256 * 4096) // 2)
+    assert whole == layers + 2 * 128256 * 4096 + 4096
+
+
+def test_activations_by_korthikanti():
+    s, b, h, a = 4096, 2, 4096, 32
+    plain = plan_job.make("llama-3-8b", micro_batch=2, flash=False)
+    assert part(plain, "activations").bytes == 32 * (34 * s * b * h + 5 * a * s * s * b)
+    assert part(plan_job.make("llama-3-8b", micro_batch=2), "activations").bytes == \
+        32 * 34 * s * b * h
+    tp = plan_job.make("llama-3-8b", micro_batch=2, tp=4, flash=False)
+    assert part(tp, "activations").bytes == \
+        32 * (10 * s * b * h + 24 * s * b * h // 4 + 5 * a * s * s * b // 4)
+    assert part(plan_job.make("llama-3-8b", recompute=True), "activations").bytes == \
+        32 * 2 * s * h
+
+
+def test_first_stage_holds_pp_micro_batches_in_flight():
+    one = part(plan_job.make("llama-3-8b", pp=4), "activations").bytes      # 1 micro-batch
+    many = plan_job.make("llama-3-8b", pp=4, global_batch=8)                # 8 micro-batches
+    assert many.micro_batches == 8
+    assert part(many, "activations").bytes == 4 * one
+    assert part(plan_job.make("llama-3-8b", pp=4, global_batch=2), "activations").bytes == 2 * one
+
+
+def test_kv_cache_per_token_and_in_total():
+    job = plan_job.make("llama-3-70b", train=False, context=131072, micro_batch=4, tp=8)
+    # 2 x 80 layers x 8 KV heads x 128 x 2 B = 320 KiB a token (kvcache.PRESETS), / 8 (tp)
+    assert part(job, "KV-cache").bytes == 320 * 1024 // 8 * 4 * 131072
+    shared = plan_job.make("llama-3-70b", train=False, context=1024, micro_batch=4,
+                           prefix_shared=0.5)
+    assert part(shared, "KV-cache").bytes == 320 * 1024 * (1024 + 3 * 512)
+    assert [p.name for p in fp.footprint(job)] == ["parameters", "KV-cache"]
+
+
+def test_offload_moves_optimizer_state_to_the_host():
+    parts = {p.name: p.where for p in fp.footprint(
+        plan_job.make("llama-3-8b", zero=2, dp=8, offload="optimizer"))}
+    assert parts["master weights"] == parts["optimizer moments"] == "host"
+    assert parts["parameters"] == parts["gradients"] == "gpu"
+
+
+def test_embedding_tables_of_dlrm():
+    job = plan_job.make("dlrm-dcnv2")
+    assert part(job, "embedding tables").bytes == 204_184_588 * 128 * 4
+
+
+def test_bad_jobs_are_refused_with_the_reason(tmp_path):
+    with pytest.raises(UserError, match="no field batch"):
+        plan_job.make("llama-3-8b", batch=4)
+    with pytest.raises(UserError, match="pp: 3 stages cannot split 32 layers"):
+        plan_job.make("llama-3-8b", pp=3)
+    with pytest.raises(UserError, match="zero: 0, 1, 2 or 3"):
+        plan_job.make("llama-3-8b", zero=4)
+    with pytest.raises(UserError, match="no preset 'llama-9'"):
+        plan_job.make("llama-9")
+    toml = tmp_path / "job.toml"
+    toml.write_text('preset = "llama-3-8b"\nzero = 3\ndp = 16\n')
+    assert plan_job.make(toml_path=str(toml), dp=32).dp == 32          # flags win
+    assert plan_job.make(toml_path=str(toml)).zero == 3
+
+
+def readme_plans() -> list[str]:
+    return re.findall(r"^(cxlbench plan [^\n#]*)", (REPO / "README.md").read_text(), re.M)
+
+
+@pytest.mark.parametrize("command", readme_plans())
+def test_readme_plan_commands_print_a_plan(command):
+    args = command.split()[1:]
+    r = cxlbench(*args)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"total, gpu\s+[\d.]+", r.stdout)
+    data = json.loads(cxlbench(*args, "--json").stdout)
+    assert data["total"]["gpu"] == sum(p["bytes"] for p in data["parts"] if p["where"] == "gpu")
+
+
+def test_readme_shows_plan_commands():
+    assert len(readme_plans()) >= 2
