@@ -5,7 +5,7 @@ or both (flags win)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import UserError
 from ..workloads import embedding
@@ -69,7 +69,6 @@ class Job:
     kv_block: int = 16
     prefix_shared: float = 0.0  # share of each sequence's context shared by all (one copy)
     name: str = "custom"
-    notes: tuple = field(default=(), compare=False)
 
     @property
     def micro_batches(self) -> int:
@@ -110,7 +109,7 @@ def _check(job: Job) -> Job:
     return job
 
 
-FIELDS = {f.name: f for f in dataclasses.fields(Job) if f.name != "notes"}
+FIELDS = {f.name: f for f in dataclasses.fields(Job)}
 
 
 def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Job:

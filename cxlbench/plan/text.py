@@ -9,7 +9,7 @@ GIB = 1 << 30
 
 def as_dict(job: Job) -> dict:
     parts = footprint(job)
-    return {"job": {k: v for k, v in job.__dict__.items() if k != "notes"},
+    return {"job": dict(job.__dict__),
             "parameters": params(job),
             "device": "pipeline stage 0 of one data-parallel rank",
             "parts": [p.__dict__ for p in parts],
