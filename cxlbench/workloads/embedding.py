@@ -388,9 +388,10 @@ def demand(params: dict) -> Demand | None:
 
 
 # prefetch=auto: LINES_AHEAD lines' worth of rows, within PREFETCH_ROWS. Measured by
-# peers/sweep_embedding.py (AMD EPYC, AVX-512): the best distance, or within ~10 % of it,
-# for dims 32-256, fp32/fp16/bf16, pooling 1-128, uniform and Zipf 0.6-1.2; a fixed 64
-# rows lost 28 % at dim 32, FBGEMM's fixed 16 lost 10-60 % on skewed tables.
+# peers/sweep_embedding.py (AMD EPYC, AVX-512) over dims 32-256, fp32/fp16/bf16, pooling
+# 1-128, uniform and Zipf 0.6-1.2: within 10 % of the best distance in 12 of 14 shapes
+# (the other two's best moved from run to run); a fixed 64 rows lost 28 % at dim 32,
+# FBGEMM's fixed 16 lost 10-60 % on skewed tables.
 LINES_AHEAD, PREFETCH_ROWS = 512, (16, 128)
 
 
