@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import signal
 import sys
+import tempfile
 import warnings
 
 import click
@@ -509,16 +510,62 @@ def topology(as_json, sys_root, proc_root):
 @click.option("--global-batch", "global_batch", type=int)
 @click.option("--seq", type=int, help="sequence length (training)")
 @click.option("--context", type=int, help="tokens of each sequence's KV-cache (serving)")
-@click.option("--offload", help="none, optimizer, optimizer+params")
+@click.option("--offload", help="none, optimizer, optimizer+params; serving: kv")
 @click.option("--recompute/--no-recompute", default=None, help="full activation recomputation")
+@click.option("--ranks-per-host", "ranks_per_host", type=int,
+              help="GPUs sharing one host's memory (default: up to 8)")
+@click.option("--gpu-mem", metavar="SIZE", help="one GPU's memory (default: nvidia-smi's)")
+@click.option("--dram", metavar="SIZE", help="host DRAM the job may use (default: the CPU "
+              "nodes' MemTotal less 10 %)")
+@click.option("--slow-mem", "slow_mem", metavar="SIZE",
+              help="the slow tier's size (default: the CPU-less nodes'; none: unbounded)")
+@click.option("--slow-tier", "profile", default="", metavar="PROFILE",
+              help="the slow tier's figures from this profile (cxlbench/tiering/profiles.toml)")
+@click.option("--calibration", "calibration_path", default="", metavar="RUN",
+              help="the calibration run to use (default: this machine's newest)")
+@click.option("--results-dir", default="results", show_default=True,
+              help="where this machine's calibrations are found")
+@click.option("--check", is_flag=True, help="then run the host work by the real kernels, "
+              "each at up to 512 MiB, and print predicted against measured")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @_errors
-def plan(preset, toml_path, as_json, **flags):
-    """A training or serving job's memory per device, part by part, with each formula."""
-    from .plan import job as plan_job, text as plan_text
+def plan(preset, toml_path, gpu_mem, dram, slow_mem, profile, calibration_path, results_dir,
+         check, as_json, **flags):
+    """A training or serving job's memory per device and per tier: each part with its
+    formula, where it should live (GPU, DRAM, the slow tier) and the predicted time of the
+    host's memory-bound work, from this machine's calibration."""
+    from .plan import job as plan_job, place, text as plan_text, tiers
     the_job = plan_job.make(preset, toml_path, **flags)
-    click.echo(json.dumps(plan_text.as_dict(the_job), indent=1) if as_json
-               else plan_text.render(the_job))
+    mach = tiers.machine(Topology.read(), gpu_mem=gpu_mem, dram=dram, slow_mem=slow_mem,
+                         profile=profile, calibration_path=calibration_path,
+                         results_dir=results_dir)
+    planned = place.plan(the_job, mach)
+    click.echo(json.dumps(plan_text.as_dict(planned), indent=1) if as_json
+               else plan_text.render(planned))
+    if check:
+        _plan_check(planned, results_dir)
+
+
+def _plan_check(planned, results_dir: str) -> None:
+    """The plan's host work as an ordinary run under results_dir, then each case's
+    prediction against its measurement."""
+    from .plan import check as plan_check
+    if not planned.timed:
+        raise UserError("plan --check: the plan has no host work to run (nothing offloaded "
+                        "to the host: --offload optimizer, or kv when serving)")
+    if not planned.machine.timed:
+        raise UserError(f"plan --check: node {planned.machine.host[0].nodes[0]} has no "
+                        "calibration here, so nothing to check a measurement against "
+                        "(`cxlbench calibrate` measures it, about five minutes)")
+    with tempfile.TemporaryDirectory() as folder:     # the run keeps the suite's text
+        path = pathlib.Path(folder) / "plan-check.toml"
+        path.write_text(plan_check.suite_text(planned))
+        loaded = suite.load(str(path))
+    run_ = _start(loaded, results_dir, False, suite.DEFAULT_MAX_CASES, one_node=False)
+    _execute(run_, False, exit_on_failure=False)
+    records = runner.summary_records(run_, run_.finished())
+    for line in plan_check.table(analysis.model_checks(records)):
+        click.echo(line)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -35,11 +35,26 @@ def guest_run(tmp_path_factory, topology: str, args: list[str]) -> dict:
     for name in ("ci.toml", "ci-full.toml"):
         (cwd / "suites" / name).write_bytes((REPO / "suites" / name).read_bytes())
     r = cxlbench("emulate", "--topology", topology, *args, cwd=cwd, timeout=2500)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, failed_cases(cwd) + r.stderr[-3000:]
     (run_dir,) = [p.parent for p in cwd.glob("results/*/*/run.json")]
     df = results.load(run_dir)
     return {"records": json.loads(r.stdout) if "--json" in args else None, "df": df,
             "meta": df.attrs["run"], "stderr": r.stderr, "run_dir": run_dir}
+
+
+def failed_cases(cwd: Path) -> str:
+    """Each case the guest's run recorded as not ok, with its error: what a CI log must
+    show first when a guest run fails (the output's tail may not name it)."""
+    lines = []
+    for path in cwd.glob("results/*/*/cases.jsonl"):
+        for line in path.read_text().splitlines():
+            try:
+                case = json.loads(line)
+            except ValueError:
+                continue
+            if case.get("status") != "ok":
+                lines.append(f"{case.get('case')}: {case.get('status')}: {case.get('error')}")
+    return "".join(f"failed case {line}\n" for line in lines)
 
 
 @pytest.fixture(scope="module")

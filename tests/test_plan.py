@@ -62,17 +62,36 @@ def test_tensor_and_pipeline_parallel_split_the_stage():
     assert whole == layers + 2 * 128256 * 4096 + 4096
 
 
-def test_activations_by_korthikanti():
-    s, b, h, a = 4096, 2, 4096, 32
+def test_activations_of_a_llama_layer_by_hand():
+    s, b, h, a, kv, d, f = 4096, 2, 4096, 32, 8, 128, 14336
+    # Tensor by tensor (bf16, 2 B): two norms' inputs 2 x 2h and fp32 1/rms 2 x 4; the norms'
+    # outputs 2 x 2h; q 2ad, k and v 2 x 2 kv d, the attention output 2ad, flash's fp32
+    # log-sum-exp 4a; gate, up, silu and their product 4 x 2f; a token each.
+    token = 2 * 2 * h + 8 + 2 * 2 * h + 2 * a * d + 4 * kv * d + 2 * a * d + 4 * a + 8 * f
+    flash = plan_job.make("llama-3-8b", micro_batch=2)
+    assert part(flash, "activations").bytes == 32 * s * b * token
+    # without flash the softmax's bf16 output, a x s a token, is kept too
     plain = plan_job.make("llama-3-8b", micro_batch=2, flash=False)
-    assert part(plain, "activations").bytes == 32 * (34 * s * b * h + 5 * a * s * s * b)
-    assert part(plan_job.make("llama-3-8b", micro_batch=2), "activations").bytes == \
-        32 * 34 * s * b * h
-    tp = plan_job.make("llama-3-8b", micro_batch=2, tp=4, flash=False)
-    assert part(tp, "activations").bytes == \
-        32 * (10 * s * b * h + 24 * s * b * h // 4 + 5 * a * s * s * b // 4)
+    assert part(plain, "activations").bytes == 32 * s * b * (token + 2 * a * s)
+    # tp 4: the norms' tensors whole on each rank, the rest a quarter
+    norms = 2 * 2 * h + 8 + 2 * 2 * h
+    tp = plan_job.make("llama-3-8b", micro_batch=2, tp=4)
+    assert part(tp, "activations").bytes == 32 * s * b * (norms + (token - norms) // 4)
     assert part(plan_job.make("llama-3-8b", recompute=True), "activations").bytes == \
         32 * 2 * s * h
+    # the output layer: final norm input and 1/rms, projection input, bf16 log-softmax
+    assert part(flash, "output activations").bytes == s * b * (2 * h + 4 + 2 * h + 2 * 128256)
+    assert "output activations" not in [p.name for p in fp.footprint(
+        plan_job.make("llama-3-8b", pp=2))]
+
+
+def test_a_planted_activation_error_is_caught(monkeypatch):
+    real = fp.activation_bytes
+    monkeypatch.setattr(fp, "activation_bytes",
+                        lambda job: (real(job)[0] - job.seq * job.micro_batch * 4 * job.heads,
+                                     "no log-sum-exp"))
+    with pytest.raises(AssertionError):
+        test_activations_of_a_llama_layer_by_hand()
 
 
 def test_first_stage_holds_pp_micro_batches_in_flight():

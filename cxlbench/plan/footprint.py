@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from .job import DTYPE_BYTES, Job
 
 MOMENTS = {"adam": 2, "adamw": 2, "sgd": 1, "adagrad": 1}     # fp32 states a parameter
+STATES = ("parameters", "master weights", "optimizer moments")  # what a checkpoint saves
 
 
 @dataclass(frozen=True)
@@ -47,16 +48,37 @@ def stage_params(job: Job) -> int:
 
 
 def activation_bytes(job: Job) -> tuple[int, str]:
-    """One micro-batch's activations in one layer, 16-bit, with the formula used."""
-    s, b, h, a, t = job.seq, job.micro_batch, job.hidden, job.heads, job.tp
+    """One micro-batch's activations in one layer, what backward keeps, with the formula:
+    a Llama layer (fused RMSNorm, SwiGLU, GQA) counted tensor by tensor, as
+    peers/plan_torch.py measures it in torch. Each norm keeps its input and fp32 1/rms
+    (2 x (w h + 4)); attention the norm's output w h, q w a d, k and v 2 w kv d, the
+    output w a d and flash's fp32 log-sum-exp 4 a; the MLP the norm's output w h and
+    gate, up, silu and their product, 4 w ffn a token's active expert. Tensor parallel
+    (no sequence parallelism): the norms' tensors whole on each rank, the rest / t, as
+    Korthikanti et al. (2022) split them. Without flash the softmax's output w a s is
+    kept a token as well; with full recomputation only the layer's input, w h."""
+    s, b, h, t, w = job.seq, job.micro_batch, job.hidden, job.tp, DTYPE_BYTES[job.dtype]
+    a, kv, d = job.heads, job.kv_heads, job.head_dim
     if job.recompute:
-        return 2 * s * b * h, "2 s b h (full recompute: the layer's input only)"
-    scores = 0 if job.flash else 5 * a * s * s * b // t
-    if t == 1:
-        return 34 * s * b * h + scores, ("s b h (34 + 5 a s / h)" if not job.flash else
-                                         "34 s b h (flash: no score matrix)")
-    return s * b * h * 10 + 24 * s * b * h // t + scores, \
-        "s b h (10 + 24/t" + (" + 5 a s / (h t))" if not job.flash else ") (flash)")
+        return w * s * b * h, f"{w} s b h (full recompute: the layer's input only)"
+    whole = 4 * w * h + 8
+    split = w * (2 * a * d + 2 * kv * d + 4 * job.ffn * job.top_k) + 4 * a \
+        + (0 if job.flash else w * a * s)
+    per_token = whole + split // t
+    return s * b * per_token, (
+        f"s b ({4 * w} h + 8 + ({w} (2 a d + 2 kv d + 4 ffn"
+        + (" top_k" if job.top_k > 1 else "") + ") + 4 a" + ("" if job.flash else f" + {w} a s")
+        + (f") / {t}" if t > 1 else ")") + f") = {per_token / h:.1f} s b h"
+        + (" (flash)" if job.flash else " (scores kept)"))
+
+
+def output_bytes(job: Job) -> tuple[int, str]:
+    """One micro-batch's activations of the last stage's output layer: the final norm's
+    input and 1/rms, the output projection's input, and the loss's log-softmax over the
+    vocabulary (split by tp: a vocabulary-parallel loss)."""
+    s, b, h, w = job.seq, job.micro_batch, job.hidden, DTYPE_BYTES[job.dtype]
+    return s * b * (2 * w * h + 4 + w * job.vocab // job.tp), \
+        f"s b ({2 * w} h + 4 + {w} vocab / tp): final norm, projection input, log-softmax"
 
 
 def footprint(job: Job) -> list[Part]:
@@ -84,19 +106,28 @@ def footprint(job: Job) -> list[Part]:
         out.append(Part("optimizer moments", p * 4 * k // shard, "host" if optim_host else "gpu",
                         f"{4 * k} B x stage parameters / tp{note} ({job.optimizer}: {k} fp32 "
                         f"state{'s' if k > 1 else ''})"))
+        if optim_host:
+            # DeepSpeed's CPU offload keeps the rank's gradient partition on the host in
+            # fp32, the CPU optimizer's input (stage_1_and_2.py: single_grad_partition).
+            shard = n if job.zero >= 1 else 1
+            out.append(Part("host gradients", p * 4 // shard, "host",
+                            f"4 B x stage parameters / tp{note} (fp32, the CPU step's input)"))
     if job.train and job.layers:
         per, formula = activation_bytes(job)
         in_flight = min(job.pp, job.micro_batches)      # 1F1B: stage 0 holds pp of them
         out.append(Part("activations", per * (job.layers // job.pp) * in_flight, "gpu",
                         f"{formula} x {job.layers // job.pp} layers x {in_flight} micro-"
                         f"batch{'es' if in_flight > 1 else ''} in flight (1F1B, stage 0)"))
+        if job.pp == 1:         # the output layer is the last stage's, here stage 0 too
+            per, formula = output_bytes(job)
+            out.append(Part("output activations", per, "gpu", formula))
     if job.context and job.layers:
         kv_split = min(job.tp, job.kv_heads)
         per_token = 2 * (job.layers // job.pp) * job.kv_heads * job.head_dim * w // kv_split
         tokens = round(job.context * (job.micro_batch - (job.micro_batch - 1) *
                                       job.prefix_shared))
         out.append(Part("KV-cache", per_token * -(-tokens // job.kv_block) * job.kv_block,
-                        "gpu", f"2 x {job.layers // job.pp} layers x {job.kv_heads} KV heads x "
+                        "host" if job.offload == "kv" else "gpu", f"2 x {job.layers // job.pp} layers x {job.kv_heads} KV heads x "
                         f"{job.head_dim} x {w} B / {kv_split} (tp) a token, x {tokens} tokens "
                         f"in {job.kv_block}-token blocks"))
     if job.tables:
@@ -105,10 +136,13 @@ def footprint(job: Job) -> list[Part]:
                         f"{len(job.tables)} tables, {sum(job.tables)} rows x {job.table_dim} x "
                         f"{tb} B"))
     if job.train and p:
-        states = sum(x.bytes for x in out if x.name in ("parameters", "master weights",
-                                                          "optimizer moments"))
+        # A sharded checkpoint (DeepSpeed's, torch DCP's): each rank writes its share of
+        # the parameters, and its own master weights and moments.
+        states = sum(x.bytes // (1 if x.name != "parameters" or job.zero >= 3 else n)
+                     for x in out if x.name in STATES)
         out.append(Part("checkpoint staging", states, "host",
-                        "a copy of this device's parameters, master weights and moments"))
+                        "a copy of this rank's master weights and moments, and its 1/dp of "
+                        "the parameters (a sharded checkpoint)"))
     return out
 
 

@@ -17,7 +17,7 @@ except ImportError:         # Python 3.10
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 OPTIMIZERS = ("adam", "adamw", "sgd", "adagrad")
-OFFLOADS = ("none", "optimizer", "optimizer+params")
+OFFLOADS = ("none", "optimizer", "optimizer+params", "kv")      # kv: serving's KV-cache
 
 # From the models' config.json; vocabulary and FFN as published (Llama 3: 128256 tokens).
 PRESETS = {
@@ -29,7 +29,8 @@ PRESETS = {
     # part (bottom and top MLPs, the cross network) is small beside them and left out.
     "dlrm-dcnv2": dict(layers=0, hidden=0, heads=0, kv_heads=0, head_dim=0, ffn=0, vocab=0,
                        tables=tuple(embedding.PRESETS["dlrm-dcnv2"]["rows"]),
-                       table_dim=embedding.PRESETS["dlrm-dcnv2"]["dim"], table_dtype="fp32"),
+                       table_dim=embedding.PRESETS["dlrm-dcnv2"]["dim"], table_dtype="fp32",
+                       pooling=tuple(embedding.PRESETS["dlrm-dcnv2"]["pooling"])),
 }
 
 
@@ -48,6 +49,8 @@ class Job:
     tables: tuple = ()          # embedding tables' rows
     table_dim: int = 0
     table_dtype: str = "fp32"
+    pooling: tuple = ()         # lookups a sample in each table (one each where not given)
+    table_zipf: float = 1.05    # skew of the lookups (the embedding workload's default)
     # precision and optimizer
     dtype: str = "bf16"         # parameters, gradients, activations, KV-cache
     master: str = "fp32"        # the optimizer's copy of the weights ("none": no copy)
@@ -64,6 +67,7 @@ class Job:
     recompute: bool = False     # full activation recomputation: keep each layer's input only
     flash: bool = True          # attention without its score matrix kept (FlashAttention)
     offload: str = "none"
+    ranks_per_host: int = 0     # GPUs (ranks) sharing one host's memory; 0: up to 8
     # serving
     context: int = 0            # tokens a sequence's KV-cache holds (serving)
     kv_block: int = 16
@@ -75,6 +79,12 @@ class Job:
         """Micro-batches a data-parallel rank runs each step."""
         return max(1, (self.global_batch or self.micro_batch * self.dp)
                    // (self.micro_batch * self.dp))
+
+    @property
+    def host_ranks(self) -> int:
+        """Ranks whose host-side parts one host holds: as given, else every rank up to 8
+        (a host of 8 GPUs)."""
+        return self.ranks_per_host or min(8, self.dp * self.tp * self.pp)
 
 
 def _check(job: Job) -> Job:
@@ -89,6 +99,12 @@ def _check(job: Job) -> Job:
         bad.append(f"offload: one of {', '.join(OFFLOADS)}")
     if job.zero not in (0, 1, 2, 3):
         bad.append("zero: 0, 1, 2 or 3")
+    if job.offload == "kv" and job.train:
+        bad.append("offload: kv is serving's (--serve)")
+    if job.pooling and len(job.pooling) != len(job.tables):
+        bad.append(f"pooling: one a table ({len(job.tables)}), not {len(job.pooling)}")
+    if job.ranks_per_host < 0:
+        bad.append("ranks_per_host: at least 1 (0: up to 8)")
     for name in ("micro_batch", "seq", "dp", "tp", "pp", "experts", "top_k", "kv_block"):
         if getattr(job, name) < 1:
             bad.append(f"{name}: at least 1")
@@ -133,6 +149,7 @@ def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Jo
         if preset not in PRESETS:
             raise UserError(f"plan: no preset {preset!r} (presets: {', '.join(PRESETS)})")
         values = {**PRESETS[preset], "name": preset, **values}
-    if "tables" in values:
-        values["tables"] = tuple(values["tables"])
+    for name in ("tables", "pooling"):
+        if name in values:
+            values[name] = tuple(values[name])
     return _check(Job(**values))

@@ -1,43 +1,143 @@
-"""The footprint as the terminal prints it, and as --json gives it."""
+"""A plan as the terminal prints it (the answer first: does it fit, where the host's part
+goes, what the host's memory-bound work costs; then each part, placement and prediction
+with its formula and source), and as --json gives it."""
 from __future__ import annotations
 
-from .footprint import Part, footprint, params
+import dataclasses
+
+from ..units import quantity
+from .footprint import params
 from .job import Job
+from .place import Plan
+from .timing import LINK_GBS, LINK_SOURCE
 
 GIB = 1 << 30
 
 
-def as_dict(job: Job) -> dict:
-    parts = footprint(job)
-    return {"job": dict(job.__dict__),
-            "parameters": params(job),
-            "device": "pipeline stage 0 of one data-parallel rank",
-            "parts": [p.__dict__ for p in parts],
-            "total": {where: sum(p.bytes for p in parts if p.where == where)
-                      for where in ("gpu", "host")}}
+def _gib(b: float) -> str:
+    return f"{b / GIB:.1f} GiB"
 
 
-def render(job: Job) -> str:
-    parts: list[Part] = footprint(job)
+def _ns(ns: float | None) -> str:
+    return "-" if ns is None else quantity(ns * 1e-9, "s")
+
+
+def shape(job: Job) -> str:
     if job.train:
-        shape = (f"training {job.name}: {params(job) / 1e9:.2f} B parameters, {job.dtype} "
-                 f"(master {job.master}), {job.optimizer}; dp {job.dp} tp {job.tp} pp "
-                 f"{job.pp}, ZeRO {job.zero}, micro-batch {job.micro_batch} x "
-                 f"{job.micro_batches}, seq {job.seq}"
-                 + (", full recompute" if job.recompute else "")
-                 + (f", offload {job.offload}" if job.offload != "none" else ""))
-    else:
-        shape = (f"serving {job.name}: {params(job) / 1e9:.2f} B parameters, {job.dtype}; "
-                 f"tp {job.tp} pp {job.pp}, batch {job.micro_batch} x context {job.context}"
-                 + (f", {job.prefix_shared:.0%} of it a shared prefix"
-                    if job.prefix_shared else ""))
-    width = max(len(p.name) for p in parts)
-    lines = [shape, "per device (pipeline stage 0 of one data-parallel rank):",
-             f"  {'part':<{width}}  {'GiB':>8}  where  formula"]
-    lines += [f"  {p.name:<{width}}  {p.bytes / GIB:8.2f}  {p.where:<5}  {p.formula}"
-              for p in parts]
+        return (f"training {job.name}: {params(job) / 1e9:.2f} B parameters, {job.dtype} "
+                f"(master {job.master}), {job.optimizer}; dp {job.dp} tp {job.tp} pp "
+                f"{job.pp}, ZeRO {job.zero}, micro-batch {job.micro_batch} x "
+                f"{job.micro_batches}, seq {job.seq}"
+                + (", full recompute" if job.recompute else "")
+                + (f", offload {job.offload}" if job.offload != "none" else ""))
+    return (f"serving {job.name}: {params(job) / 1e9:.2f} B parameters, {job.dtype}; "
+            f"tp {job.tp} pp {job.pp}, batch {job.micro_batch} x context {job.context}"
+            + (f", {job.prefix_shared:.0%} of it a shared prefix" if job.prefix_shared else "")
+            + (", KV-cache on the host" if job.offload == "kv" else ""))
+
+
+def answer(plan: Plan) -> list[str]:
+    """The first lines: the GPU's fit, the host's split, the host work's time."""
+    m, job = plan.machine, plan.job
+    lines = []
+    if plan.gpu_total:
+        fit = plan.gpu_fits
+        lines.append(f"GPU: {_gib(plan.gpu_total)} a GPU; " + (
+            m.gpu_source if fit is None else
+            f"fits in its {_gib(m.gpu)} ({m.gpu_source})" if fit else
+            f"does NOT fit in its {_gib(m.gpu)} ({m.gpu_source}): over by "
+            f"{_gib(plan.gpu_total - m.gpu)}; --zero 3, --offload, --recompute or a smaller "
+            "micro-batch would lower it"))
+    host = plan.host("DRAM") + plan.host("slow") + plan.short
+    if host:
+        ranks = job.host_ranks
+        slow = plan.host("slow")
+        lines.append(
+            f"Host: {_gib(host)} for its {ranks} rank{'s' if ranks > 1 else ''}: "
+            f"{_gib(plan.host('DRAM'))} in DRAM"
+            + (f", {_gib(slow)} on the slow tier ({_slow_words(plan)})" if slow else "")
+            + (f"; {_gib(plan.short)} fit nowhere" if plan.short else ""))
+    steps = [t for t in plan.timed if t.work.per != "checkpoint"]
+    if steps and m.timed:
+        placed = sum(t.ns for t in steps)
+        fast = sum(t.fast_ns for t in steps)
+        per = "decode step" if any(t.work.per == "decode step" for t in steps) else "step"
+        lines.append(f"Host memory-bound work: {_ns(placed)} a {per} as placed"
+                     + (f" ({_ns(fast)} were it all in DRAM, {placed / fast:.2f}x)"
+                        if placed > fast * 1.005 else ", all in DRAM"))
+    elif steps:
+        lines.append("Host memory-bound work: not predicted: node "
+                     f"{m.host[0].nodes[0]} has no calibration here (`cxlbench calibrate` "
+                     "measures it, about five minutes)")
+    return lines
+
+
+def _slow_words(plan: Plan) -> str:
+    t = plan.machine.host[1]
+    nodes = f"node{'s' if len(t.nodes) > 1 else ''} {','.join(map(str, t.nodes))}" \
+        if t.nodes else "none here: assumed"
+    return f"{nodes}; {t.speed_source}" if t.cal else nodes
+
+
+def render(plan: Plan) -> str:
+    job, m = plan.job, plan.machine
+    lines = [shape(job), *("  " + line for line in answer(plan)), ""]
+    width = max(len("total, host"), *(len(p.part.name) for p in plan.placed))
+    lines += ["Per device (pipeline stage 0 of one data-parallel rank):",
+              f"  {'part':<{width}}  {'GiB':>8}  where  formula"]
+    lines += [f"  {p.part.name:<{width}}  {p.part.bytes / GIB:8.2f}  {p.part.where:<5}  "
+              f"{p.part.formula}" for p in plan.placed]
     for where in ("gpu", "host"):
-        total = sum(p.bytes for p in parts if p.where == where)
+        total = sum(p.part.bytes for p in plan.placed if p.part.where == where)
         if total:
             lines.append(f"  {'total, ' + where:<{width}}  {total / GIB:8.2f}")
+    host = [p for p in plan.placed if p.part.where == "host"]
+    if host:
+        lines += ["", f"Placement on one host ({job.host_ranks} rank"
+                  f"{'s' if job.host_ranks > 1 else ''}; cheapest in predicted time first):",
+                  f"  {'part':<{width}}  {'GiB':>8}  {'DRAM':>8}  {'slow':>8}  why"]
+        lines += [f"  {p.part.name:<{width}}  {p.total / GIB:8.2f}  {p.fast / GIB:8.2f}  "
+                  f"{p.slow / GIB:8.2f}  {p.reason}" for p in host]
+    if plan.timed:
+        w = max(len(t.work.name) for t in plan.timed)
+        lines += ["", "Predicted time of the host's memory-bound work (calibrated tier model):",
+                  f"  {'work':<{w}}  {'per':<11}  {'placed':>9}  {'all DRAM':>9}  "
+                  f"{'all slow':>9}  what it moves"]
+        lines += [f"  {t.work.name:<{w}}  {t.work.per:<11}  {_ns(t.ns):>9}  "
+                  f"{_ns(t.fast_ns):>9}  {_ns(t.slow_ns):>9}  {t.work.formula}"
+                  + (f"; link {t.work.link_bytes / GIB:.2f} GiB a GPU" if t.work.link_bytes
+                     else "") for t in plan.timed]
+    lines += ["", "Where the figures come from:"]
+    for t in m.host:
+        lines.append(f"  {t.name}: {_gib(t.capacity) if t.capacity != float('inf') else 'unbounded'}"
+                     f" ({t.capacity_source}); speed: {t.speed_source}")
+    lines.append(f"  GPU: {m.gpu_source}")
+    if any(t.work.link_bytes for t in plan.timed):
+        lines.append(f"  host-GPU link: {LINK_GBS:g} GB/s ({LINK_SOURCE})")
     return "\n".join(lines)
+
+
+def as_dict(plan: Plan) -> dict:
+    job, m = plan.job, plan.machine
+    return {
+        "job": dataclasses.asdict(job), "parameters": params(job),
+        "device": "pipeline stage 0 of one data-parallel rank",
+        "parts": [{**dataclasses.asdict(p.part), "host_bytes": p.total if
+                   p.part.where == "host" else 0, "dram": p.fast, "slow": p.slow,
+                   "why": p.reason} for p in plan.placed],
+        "total": {where: sum(p.part.bytes for p in plan.placed if p.part.where == where)
+                  for where in ("gpu", "host")},
+        "gpu": {"capacity": m.gpu, "source": m.gpu_source, "fits": plan.gpu_fits},
+        "host": {"ranks": job.host_ranks, "dram": plan.host("DRAM"),
+                 "slow": plan.host("slow"), "short": plan.short,
+                 "tiers": [{"name": t.name, "nodes": list(t.nodes),
+                            "capacity": None if t.capacity == float("inf") else t.capacity,
+                            "capacity_source": t.capacity_source,
+                            "speed": t.cal.kind if t.cal else None,
+                            "speed_source": t.speed_source} for t in m.host]},
+        "work": [{"name": t.work.name, "per": t.work.per, "formula": t.work.formula,
+                  "dram_share": t.share, "ns": t.ns, "all_dram_ns": t.fast_ns,
+                  "all_slow_ns": t.slow_ns, "link_bytes": t.work.link_bytes}
+                 for t in plan.timed],
+        "curve": [{"slow_share": s, "ns": ns} for s, ns in plan.curve],
+    }

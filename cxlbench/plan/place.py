@@ -1,0 +1,125 @@
+"""Where each part of a planned job lives, and why: the GPU's parts on the GPU (checked to
+fit), the host's on DRAM first and the slow tier after, the part that loses most time a
+byte on the slow tier placed first (the checkpoint's staging copy, touched once a
+checkpoint, last); then each piece of host work's predicted time as placed, beside all in
+DRAM and all on the slow tier."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from .footprint import Part, footprint
+from .job import Job
+from .timing import Work, works
+from .tiers import Machine
+
+SHARES = np.linspace(0.0, 1.0, 11)      # the slow tier's share of host state, for the curve
+
+
+@dataclass(frozen=True)
+class Placed:
+    part: Part
+    total: float        # bytes: on one GPU (gpu parts) or one host (host parts, all its ranks)
+    fast: float         # of a host part, bytes in DRAM; the rest on the slow tier
+    reason: str
+
+    @property
+    def slow(self) -> float:
+        return self.total - self.fast if self.part.where == "host" else 0.0
+
+
+@dataclass(frozen=True)
+class Timed:
+    work: Work
+    share: float        # of its bytes, the share in DRAM as placed
+    ns: float | None    # predicted as placed (None: not calibrated here)
+    fast_ns: float | None
+    slow_ns: float | None
+
+
+@dataclass
+class Plan:
+    job: Job
+    machine: Machine
+    placed: list[Placed]
+    timed: list[Timed]
+    short: float = 0.0          # host bytes no tier had room for
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (slow share, ns a step)
+
+    @property
+    def gpu_total(self) -> float:
+        return sum(p.total for p in self.placed if p.part.where == "gpu")
+
+    @property
+    def gpu_fits(self) -> bool | None:
+        return None if self.machine.gpu is None else self.gpu_total <= self.machine.gpu
+
+    def host(self, tier: str) -> float:
+        return sum(p.fast if tier == "DRAM" else p.slow for p in self.placed
+                   if p.part.where == "host")
+
+
+def host_bytes(job: Job, part: Part) -> float:
+    """A host part's bytes on one host: each of its ranks' copy, but one set of embedding
+    tables a host (the model's, not a rank's)."""
+    return part.bytes if part.name == "embedding tables" else part.bytes * job.host_ranks
+
+
+def _ratio(fast: float, slow: float) -> str:
+    r = Fraction(fast / (fast + slow)).limit_denominator(10)
+    return f"{r.numerator}:{r.denominator - r.numerator}"
+
+
+def plan(job: Job, machine: Machine) -> Plan:
+    parts = footprint(job)
+    items = works(job, parts)
+    home = {name: w for w in items for name in w.parts}
+    sizes = {p.name: host_bytes(job, p) for p in parts if p.where == "host"}
+
+    def cost(p: Part) -> tuple:
+        """Checkpoints last; then the most time lost a byte on the slow tier first."""
+        w = home.get(p.name)
+        if w is None or not machine.timed:
+            return (w is not None and w.per == "checkpoint", 0.0)
+        own = sum(sizes.get(n, 0) for n in w.parts)
+        return (w.per == "checkpoint", -(w.ns(machine, 0.0) - w.ns(machine, 1.0)) / own)
+
+    fast_tier, slow_tier = machine.host
+    room = [fast_tier.capacity, slow_tier.capacity]
+    short = 0.0
+    where: dict[str, tuple[float, str]] = {}
+    for p in sorted((p for p in parts if p.where == "host"), key=cost):
+        b = sizes[p.name]
+        fast = min(b, max(room[0], 0.0))
+        slow = min(b - fast, max(room[1], 0.0))
+        room = [room[0] - fast, room[1] - slow]
+        short += b - fast - slow
+        if fast == b:
+            why = "fits in DRAM"
+        elif fast == 0:
+            why = "DRAM is full: all on the slow tier"
+        else:
+            why = (f"DRAM is full: {slow / b:.0%} on the slow tier, interleaved "
+                   f"{_ratio(fast, slow)} (DRAM:slow)")
+        if b - fast - slow > 0:
+            why += f"; {(b - fast - slow) / 2 ** 30:.1f} GiB fit nowhere"
+        where[p.name] = (fast, why)
+    placed = [Placed(p, sizes[p.name], *where[p.name]) if p.where == "host" else
+              Placed(p, p.bytes, 0.0, "on the GPU") for p in parts]
+    by_name = {p.part.name: p for p in placed}
+    timed = []
+    for w in items:
+        own = [by_name[n] for n in w.parts if n in by_name]
+        share = sum(p.fast for p in own) / max(sum(p.total for p in own), 1.0)
+        if machine.timed:
+            timed.append(Timed(w, share, w.ns(machine, share), w.ns(machine, 1.0),
+                               w.ns(machine, 0.0)))
+        else:
+            timed.append(Timed(w, share, None, None, None))
+    curve = []
+    if machine.timed:
+        steps = [w for w in items if w.per != "checkpoint"]
+        curve = [(float(s), sum(w.ns(machine, 1.0 - s) for w in steps)) for s in SHARES]
+    return Plan(job, machine, placed, timed, short, curve)

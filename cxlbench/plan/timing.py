@@ -1,0 +1,145 @@
+"""The host's memory-bound work in a planned job, and its predicted time from the calibrated
+tier model (tiering/model.predict_ns) with any share of it on the slow tier. Each item is
+what one of cxlbench's workloads measures, so each prediction can be checked against the
+kernel (plan/check.py):
+
+- the optimizer step on the CPU (offloaded state): every array streamed once, in place;
+- embedding lookups: a random row read from memory per lookup forward, again backward, and
+  the row written back (the tables far beyond the caches: hot rows the caches would hold
+  are not credited, so this bounds the time from above); the hottest rows on the fast tier;
+- a decode step over a host-resident KV-cache: every block of every sequence read, the
+  attention computed where the cache is (on the CPUs), the new token's K and V written;
+- the checkpoint's staging copy, written with streaming stores, once a checkpoint;
+- copies between host and GPU (offload) at the link's rate, or the host tier's if lower."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..tiering import model
+from ..workloads.epochs import Demand
+from .footprint import MOMENTS, Part
+from .job import DTYPE_BYTES, Job
+from .tiers import Machine
+
+SAMPLE = 1 << 16        # random accesses the model charges; the rest scale with them
+# One GPU's host link where no run of this machine measured one: assumed, and said so.
+LINK_GBS = 53.0
+LINK_SOURCE = ("assumed: PCIe 5.0 x16, 64 GB/s a direction on the wire (32 GT/s x 16 "
+               "lanes, 128b/130b), of which pinned copies reach about 83 %")
+
+
+@dataclass(frozen=True)
+class Work:
+    name: str
+    parts: tuple[str, ...]      # the parts it reads and writes (its placement is theirs)
+    per: str                    # "step", "decode step" or "checkpoint"
+    formula: str
+    demand: Callable[[float], tuple[Demand, np.ndarray, float]]
+    link_bytes: float = 0.0     # bytes one GPU's link carries for it (0: none)
+
+    def ns(self, machine: Machine, fast_share: float) -> float:
+        """Predicted ns with `fast_share` of its bytes on the fast tier, the rest slow."""
+        d, fast, scale = self.demand(fast_share)
+        host = model.predict_ns(d, tuple(t.cal for t in machine.host), machine.threads,
+                                fast=fast) * scale
+        return max(host, self.link_bytes / LINK_GBS)
+
+
+def _split(units: int, fast_share: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pages for `units` accesses, the first fast_share of them on page 0 (fast)."""
+    pages = (np.arange(units) >= round(fast_share * units)).astype(np.int64)
+    return pages, np.array([True, False])
+
+
+def _streamed(read: float, write: float, fast_share: float, nt=False, in_place=False):
+    streamed = read + write
+    return (Demand(units=1, read=read, write=write, nt=nt, in_place=in_place,
+                   stream_pages=np.array([fast_share, 1 - fast_share]) * streamed),
+            np.array([True, False]), 1.0)
+
+
+def _gathers(lookups: float, row: int, written: float, on_fast: Callable[[float], float]):
+    """`lookups` random reads of `row` bytes from memory (a sample charged, scaled), and
+    `written` bytes streamed back, on_fast(share) of them on the fast tier."""
+    k = int(min(max(lookups, 1), SAMPLE))
+
+    def demand(fast_share: float):
+        hit = on_fast(fast_share)
+        pages, fast = _split(k, hit)
+        w = written * k / lookups
+        return (Demand(units=k, block=row, reuse=np.full(k, np.inf), pages=pages, write=w,
+                       stream_pages=np.array([hit, 1 - hit]) * w),
+                fast, lookups / k)
+    return demand
+
+
+def hot_share(byte_share: float, rows: int, skew: float) -> float:
+    """Of Zipf(skew) lookups over `rows` rows, the share that hits the hottest byte_share
+    of them: H(m) / H(rows), H the generalized harmonic number (its integral form)."""
+    def h(x: float) -> float:
+        x = max(x, 0.0)
+        if x < 1:
+            return x
+        return 1 + (math.log(x) if abs(skew - 1) < 1e-9 else (x ** (1 - skew) - 1) / (1 - skew))
+    return h(byte_share * rows) / h(rows) if rows else 0.0
+
+
+def works(job: Job, parts: list[Part]) -> list[Work]:
+    """The host's memory-bound work for the host-side parts, for one host (its ranks')."""
+    host = {p.name: p for p in parts if p.where == "host"}
+    r = job.host_ranks
+    out = []
+    if "optimizer moments" in host:
+        n = host["optimizer moments"].bytes // (4 * MOMENTS[job.optimizer]) * r
+        k = MOMENTS[job.optimizer]
+        read, write = n * (8 + 4 * k), n * (4 + 4 * k)     # grad, weights, states; in place
+        out.append(Work(
+            "optimizer step (CPU)", ("master weights", "optimizer moments", "host gradients"),
+            "step", f"{n / 1e9:.2f} G parameters on {r} rank{'s' if r > 1 else ''}' host "
+            f"state: {8 + 4 * k} B read, {4 + 4 * k} B written a parameter, in place",
+            lambda f: _streamed(read, write, f, in_place=True),
+            link_bytes=2 * DTYPE_BYTES[job.dtype] * n / r))
+    if "parameters" in host:
+        b = host["parameters"].bytes
+        out.append(Work("parameters to the GPU", ("parameters",), "step",
+                        "each rank's parameters read twice a step (forward, backward) and "
+                        "sent over its link", lambda f: _streamed(2 * b * r, 0, f, nt=True),
+                        link_bytes=2 * b))
+    if "embedding tables" in host:
+        row = job.table_dim * DTYPE_BYTES[job.table_dtype]
+        pooling = job.pooling or (1,) * len(job.tables)
+        lookups = job.micro_batch * job.micro_batches * r * sum(pooling)
+
+        def on_fast(share: float) -> float:
+            return sum(p * hot_share(share, rows, job.table_zipf)
+                       for p, rows in zip(pooling, job.tables)) / sum(pooling)
+        out.append(Work("embedding lookups", ("embedding tables",), "step",
+                        f"{lookups:,} lookups a step of {row} B rows, read forward and "
+                        f"backward and written back; Zipf {job.table_zipf:g}, the hottest "
+                        "rows on the fast tier",
+                        _gathers(2 * lookups, row, lookups * row, on_fast)))
+    if "KV-cache" in host:
+        w = DTYPE_BYTES[job.dtype]
+        kv_split = min(job.tp, job.kv_heads)
+        block = job.kv_block * job.kv_heads // kv_split * job.head_dim * w
+        total = host["KV-cache"].bytes * r
+        token = total // max(job.context, 1) // max(job.micro_batch, 1)
+        out.append(Work("KV decode step", ("KV-cache",), "decode step",
+                        f"every {block} B block of the {total / 2 ** 30:.1f} GiB cache read "
+                        f"once a step ({job.micro_batch} sequence"
+                        f"{'s' if job.micro_batch > 1 else ''}, one token each)",
+                        _gathers(total / block, block, token * job.micro_batch,
+                                 lambda s: s)))
+    if "checkpoint staging" in host:
+        b = host["checkpoint staging"].bytes * r
+        out.append(Work("checkpoint staging copy", ("checkpoint staging",), "checkpoint",
+                        f"{b / 2 ** 30:.1f} GiB written with streaming stores"
+                        + ("" if "optimizer moments" in host else
+                           ", from the GPUs over their links"),
+                        lambda f: _streamed(0, b, f, nt=True),
+                        link_bytes=0 if "optimizer moments" in host else b / r))
+    return out
