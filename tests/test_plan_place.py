@@ -1,0 +1,192 @@
+"""`cxlbench plan`'s placement and predicted times: parts placed on DRAM first by the time a
+byte loses on the slow tier, bytes conserved, each work's prediction against the tier
+model's own arithmetic and the workloads' own demands, and the plan's words."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cxlbench.errors import UserError
+from cxlbench.plan import check, place, tiers, timing
+from cxlbench.plan import job as plan_job
+from cxlbench.plan.text import render
+from cxlbench.tiering import calibration, model
+from cxlbench.topology import Topology
+from cxlbench.workloads import kvcache, optimizer
+
+from .conftest import cxlbench
+from .test_model_calibration import synthetic
+
+GIB = 1 << 30
+
+
+def machine(dram=10 * GIB, slow=math.inf, calibrated=True, gpu=None) -> tiers.Machine:
+    fast = synthetic() if calibrated else None
+    slow_cal = calibration.profile_tier(fast, "cxl-asic", None) if calibrated else None
+    return tiers.Machine(gpu, "test", (tiers.Tier("DRAM", (0,), dram, "test", fast),
+                                       tiers.Tier("slow", (), slow, "test", slow_cal)), 2)
+
+
+def offload(**kw):
+    return plan_job.make("llama-3-8b", zero=2, dp=8, offload="optimizer", **kw)
+
+
+def test_dram_fills_first_and_no_byte_is_lost():
+    p = place.plan(offload(), machine())
+    host = [x for x in p.placed if x.part.where == "host"]
+    assert sum(x.fast for x in host) == pytest.approx(10 * GIB)
+    for x in host:
+        assert x.fast + x.slow == x.total == x.part.bytes * 8      # 8 ranks a host
+    # touched once a checkpoint: last, so all of it on the slow tier
+    staging = next(x for x in host if x.part.name == "checkpoint staging")
+    assert staging.fast == 0 and "all on the slow tier" in staging.reason
+    assert p.short == 0 and p.host("DRAM") + p.host("slow") == sum(x.total for x in host)
+
+
+def test_a_bounded_slow_tier_says_what_fit_nowhere():
+    p = place.plan(offload(), machine(slow=100 * GIB))
+    host_total = sum(x.total for x in p.placed if x.part.where == "host")
+    assert p.short == pytest.approx(host_total - 110 * GIB)
+    assert "fit nowhere" in render(p)
+
+
+def test_the_part_losing_most_a_byte_goes_to_dram_first():
+    # a KV-cache read every step against a staging copy written once a checkpoint: only
+    # the former earns DRAM; among step work, the order is by ns lost a byte
+    job = plan_job.make("llama-3-8b", train=False, context=8192, micro_batch=8, offload="kv")
+    p = place.plan(job, machine(dram=GIB))
+    kv = next(x for x in p.placed if x.part.name == "KV-cache")
+    assert kv.fast == GIB and "interleaved" in kv.reason
+    timed = p.timed[0]
+    assert timed.fast_ns < timed.ns < timed.slow_ns
+
+
+def test_optimizer_work_is_the_workloads_own_step():
+    """The CPU step over fp32 master and gradients moves what the optimizer workload's
+    fp32 step moves (28 B a parameter, in place), and predicts what the model does."""
+    job = offload()
+    p = place.plan(job, machine(dram=1e15))
+    work = next(t for t in p.timed if t.work.name == "optimizer step (CPU)")
+    n = next(x for x in p.placed if x.part.name == "optimizer moments").total // 8
+    d, fast, scale = work.work.demand(1.0)
+    ref = optimizer.step_demand(n, "fp32")
+    assert (d.read, d.write, d.in_place) == (ref.read, ref.write, True)
+    cal = synthetic()
+    assert work.fast_ns == pytest.approx(model.predict_ns(ref, (cal, cal), 2))
+    assert work.ns == work.fast_ns             # all of it in DRAM
+    one, limit = cal.stream_rates(ref.read, ref.write, False, True)
+    assert work.fast_ns == pytest.approx(max(ref.read / one / 2, (ref.read + ref.write) / limit))
+
+
+def test_kv_decode_work_is_the_kvcache_workloads_demand():
+    """A decode step over the host's cache charges what the kvcache workload's cold decode
+    does for the same shape: every block from memory, the new tokens written."""
+    job = plan_job.make("llama-3-8b", train=False, context=4096, micro_batch=2, offload="kv")
+    p = place.plan(job, machine(dram=1e15))
+    (work,) = p.timed
+    params = {k: o.default for k, o in kvcache.OPTIONS.items()}
+    # one step from 4095 tokens reads the blocks of 4096, as the plan's cache holds
+    ref = kvcache.demand({**params, "op": "decode", "preset": "custom", "layers": 32,
+                          "kv_heads": 8, "head_dim": 128, "block": 16, "batch": 2,
+                          "seq_len": 4096 - 1, "steps": 1, "cold": True})
+    d, _, scale = work.work.demand(1.0)
+    assert d.block == ref.block
+    assert len(d.reuse) * scale == pytest.approx(len(ref.reuse), rel=1e-9)
+    assert np.isinf(d.reuse).all()
+
+
+def test_predictions_scale_with_the_work_past_the_sample():
+    short = place.plan(plan_job.make("llama-3-8b", train=False, context=65536, micro_batch=4,
+                                     offload="kv"), machine(dram=1e15)).timed[0]
+    long = place.plan(plan_job.make("llama-3-8b", train=False, context=131072, micro_batch=4,
+                                    offload="kv"), machine(dram=1e15)).timed[0]
+    assert long.fast_ns == pytest.approx(2 * short.fast_ns, rel=0.01)
+
+
+def test_hot_share_closed_forms():
+    assert timing.hot_share(0.25, 1000, 0.0) == pytest.approx(0.25)      # uniform
+    assert timing.hot_share(0.1, 10 ** 6, 1.0) == pytest.approx(
+        (1 + math.log(10 ** 5)) / (1 + math.log(10 ** 6)))
+    skewed = timing.hot_share(0.01, 10 ** 6, 1.05)
+    assert 0.6 < skewed < 1 and timing.hot_share(1.0, 10 ** 6, 1.05) == pytest.approx(1.0)
+
+
+def test_embedding_tables_put_their_hottest_rows_in_dram():
+    job = plan_job.make("dlrm-dcnv2", micro_batch=8192, dp=8)
+    p = place.plan(job, machine(dram=10 * GIB))
+    tables = next(x for x in p.placed if x.part.name == "embedding tables")
+    assert tables.total == tables.part.bytes            # one set of tables a host
+    look = next(t for t in p.timed if t.work.name == "embedding lookups")
+    # a tenth of the bytes in DRAM holds well over a tenth of the Zipf lookups
+    d, fast, _ = look.work.demand(tables.fast / tables.total)
+    assert (d.pages == 0).mean() > 2 * tables.fast / tables.total
+    assert look.fast_ns < look.ns < look.slow_ns
+
+
+def test_the_curve_runs_from_all_dram_to_all_slow():
+    p = place.plan(offload(), machine())
+    steps = [t for t in p.timed if t.work.per != "checkpoint"]
+    assert p.curve[0] == (0.0, pytest.approx(sum(t.fast_ns for t in steps)))
+    assert p.curve[-1] == (1.0, pytest.approx(sum(t.slow_ns for t in steps)))
+
+
+def test_without_a_calibration_nothing_is_timed_and_the_plan_says_so():
+    p = place.plan(offload(), machine(calibrated=False))
+    assert all(t.ns is None for t in p.timed) and p.curve == []
+    assert "not predicted: node 0 has no calibration here" in render(p)
+
+
+def test_gpu_fit_is_judged_only_against_a_known_gpu():
+    job = plan_job.make("llama-3-8b", zero=3, dp=8, micro_batch=1)
+    assert place.plan(job, machine(gpu=80 * GIB)).gpu_fits is True
+    small = place.plan(job, machine(gpu=4 * GIB))
+    assert small.gpu_fits is False and "does NOT fit" in render(small)
+    assert place.plan(job, machine()).gpu_fits is None
+
+
+def test_capacities_come_from_the_topology_with_their_source():
+    topo = Topology.read()
+    m = tiers.machine(topo, dram="64G", slow_mem="1T", gpu_mem="80G")
+    assert m.host[0].capacity == 64 * GIB and m.host[1].capacity == 1024 * GIB
+    assert m.gpu == 80 * GIB
+    auto = tiers.machine(topo)
+    node = next(n for n in topo.nodes if n.cpus)
+    if not topo.far_memory_nodes:
+        assert auto.host[1].capacity == math.inf and "assumed" in auto.host[1].capacity_source
+    assert auto.host[0].capacity == pytest.approx(node.mem_total * (1 - tiers.RESERVE)) or \
+        len([n for n in topo.nodes if n.cpus]) > 1
+    with pytest.raises(UserError, match="--dram lots"):
+        tiers.machine(topo, dram="lots")
+
+
+def test_check_suite_holds_the_plans_work_at_a_checkable_size():
+    import tomllib
+    job = plan_job.make("llama-3-8b", zero=2, dp=8, offload="optimizer")
+    text = check.suite_text(place.plan(job, machine()))
+    data = tomllib.loads(text)
+    assert data["optimizer_dram"]["params"] * 16 <= check.CHECK_BYTES
+    assert data["optimizer_dram"]["mem"] == "bind:0"
+    assert data["checkpoint_dram"]["size"] <= check.CHECK_BYTES
+    serve = plan_job.make("llama-3-8b", train=False, context=131072, micro_batch=4,
+                          offload="kv")
+    kv = tomllib.loads(check.suite_text(place.plan(serve, machine())))["kvcache_dram"]
+    assert kv["layers"] * 2 * 8 * 128 * 2 * kv["seq_len"] * kv["batch"] <= check.CHECK_BYTES
+
+
+def test_plan_json_carries_placement_and_times():
+    r = cxlbench("plan", "--model", "llama-3-8b", "--zero", "2", "--dp", "8", "--offload",
+                 "optimizer", "--dram", "64G", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    host = [p for p in data["parts"] if p["where"] == "host"]
+    assert sum(p["dram"] for p in host) == pytest.approx(64 * GIB)
+    assert all(p["dram"] + p["slow"] == pytest.approx(p["host_bytes"]) for p in host)
+    assert data["host"]["tiers"][0]["capacity_source"] == "given (--dram)"
+
+
+def test_check_without_a_calibration_is_refused_with_the_way_out(tmp_path):
+    r = cxlbench("plan", "--model", "llama-3-8b", "--zero", "2", "--dp", "8", "--offload",
+                 "optimizer", "--check", "--results-dir", str(tmp_path))
+    assert r.returncode != 0 and "cxlbench calibrate" in r.stderr
+    assert not list(tmp_path.glob("*/*/run.json"))
