@@ -609,10 +609,12 @@ FORCE_HELP = ("write into a non-empty folder that is not a cxlbench report, over
 @click.option("--suite", "suite_name", help="only runs of this suite")
 @click.option("--latest", is_flag=True, help="only the newest run of each machine")
 @click.option("--force", is_flag=True, help=FORCE_HELP)
+@click.option("--plan", "plan_path", type=click.Path(), metavar="PLAN.json",
+              help="add a plan's section (cxlbench plan ... --json > PLAN.json)")
 @click.option("--json", "as_json", is_flag=True,
               help="print the summary as JSON (each machine's headline, every case's median)")
 @_errors
-def report(runs, output, title, suite_name, latest, force, as_json):
+def report(runs, output, title, suite_name, latest, force, plan_path, as_json):
     """Report on RUNS (run folders, or folders holding runs such as results/): the headline
     first, the machine, a figure per benchmark family with captions, and every case's
     median and CI."""
@@ -621,7 +623,8 @@ def report(runs, output, title, suite_name, latest, force, as_json):
     click.echo("building the report ...", err=True)
     html_path, md_path = rep.build(
         runs, output, title=title, suite=suite_name, latest=latest, force=force,
-        on_skip=lambda path, why: click.echo(f"skipped {path}: {why}", err=True))
+        on_skip=lambda path, why: click.echo(f"skipped {path}: {why}", err=True),
+        plan=plan_path)
     if as_json:
         click.echo(json.dumps({"report": str(html_path), "markdown": str(md_path),
                                **rep.json_summary(runs, suite_name, latest)}, indent=1,

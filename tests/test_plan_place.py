@@ -15,7 +15,7 @@ from cxlbench.tiering import calibration, model
 from cxlbench.topology import Topology
 from cxlbench.workloads import kvcache, optimizer
 
-from .conftest import cxlbench
+from .conftest import REPO, cxlbench
 from .test_model_calibration import synthetic
 
 GIB = 1 << 30
@@ -190,3 +190,32 @@ def test_check_without_a_calibration_is_refused_with_the_way_out(tmp_path):
                  "optimizer", "--check", "--results-dir", str(tmp_path))
     assert r.returncode != 0 and "cxlbench calibrate" in r.stderr
     assert not list(tmp_path.glob("*/*/run.json"))
+
+
+def test_report_shows_a_plan_with_its_figures(tmp_path):
+    from cxlbench.plan.text import as_dict
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(as_dict(place.plan(offload(), machine()))))
+    run = sorted((REPO / "tests/data/first-look/vm").glob("*/run.json"))[0].parent
+    out = tmp_path / "report"
+    r = cxlbench("report", str(run), "-o", str(out), "--plan", str(plan))
+    assert r.returncode == 0, r.stderr
+    md = (out / "report.md").read_text()
+    assert "## Plan: training llama-3-8b" in md and "host gradients" in md
+    assert {"plan-bytes.png", "plan-time.png"} <= {p.name for p in (out / "figures").iterdir()}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"parts": []}')
+    r = cxlbench("report", str(run), "-o", str(tmp_path / "r2"), "--plan", str(bad))
+    assert r.returncode != 0 and "not a plan" in r.stderr
+
+
+def test_a_split_faster_than_all_dram_is_named():
+    """Streams on both tiers at once can beat DRAM alone (the curve's dip at 20 %): the
+    plan names the split and its time, the model's own for that share."""
+    m = machine(dram=1e15)
+    t = next(t for t in place.plan(offload(), m).timed if t.work.name.startswith("optimizer"))
+    assert t.share == 1.0 and t.best is not None
+    share, ns = t.best
+    assert share < 1 and ns < t.ns * (1 - place.BETTER)
+    assert ns == pytest.approx(t.work.ns(m, share))
+    assert "both tiers' bandwidth at once" in render(place.plan(offload(), m))

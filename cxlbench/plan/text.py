@@ -8,7 +8,7 @@ import dataclasses
 from ..units import quantity
 from .footprint import params
 from .job import Job
-from .place import Plan
+from .place import Plan, ratio
 from .timing import LINK_GBS, LINK_SOURCE
 
 GIB = 1 << 30
@@ -107,6 +107,10 @@ def render(plan: Plan) -> str:
                   f"{_ns(t.fast_ns):>9}  {_ns(t.slow_ns):>9}  {t.work.formula}"
                   + (f"; link {t.work.link_bytes / GIB:.2f} GiB a GPU" if t.work.link_bytes
                      else "") for t in plan.timed]
+        lines += [f"  {t.work.name}: {_ns(t.best[1])} with {t.best[0]:.0%} in DRAM "
+                  f"(interleaved {ratio(t.best[0], 1 - t.best[0])} DRAM:slow), "
+                  f"{1 - t.best[1] / t.ns:.0%} less than as placed: both tiers' bandwidth "
+                  "at once" for t in plan.timed if t.best]
     lines += ["", "Where the figures come from:"]
     for t in m.host:
         lines.append(f"  {t.name}: {_gib(t.capacity) if t.capacity != float('inf') else 'unbounded'}"
@@ -120,6 +124,7 @@ def render(plan: Plan) -> str:
 def as_dict(plan: Plan) -> dict:
     job, m = plan.job, plan.machine
     return {
+        "shape": shape(job), "answer": answer(plan),
         "job": dataclasses.asdict(job), "parameters": params(job),
         "device": "pipeline stage 0 of one data-parallel rank",
         "parts": [{**dataclasses.asdict(p.part), "host_bytes": p.total if
@@ -137,7 +142,8 @@ def as_dict(plan: Plan) -> dict:
                             "speed_source": t.speed_source} for t in m.host]},
         "work": [{"name": t.work.name, "per": t.work.per, "formula": t.work.formula,
                   "dram_share": t.share, "ns": t.ns, "all_dram_ns": t.fast_ns,
-                  "all_slow_ns": t.slow_ns, "link_bytes": t.work.link_bytes}
+                  "all_slow_ns": t.slow_ns, "link_bytes": t.work.link_bytes,
+                  "better": {"dram_share": t.best[0], "ns": t.best[1]} if t.best else None}
                  for t in plan.timed],
         "curve": [{"slow_share": s, "ns": ns} for s, ns in plan.curve],
     }

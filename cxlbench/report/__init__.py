@@ -17,6 +17,7 @@ from ..errors import ResultsError, UserError
 from ..paramtext import NOT_MEASURED
 from ..units import format_list, format_size
 from . import fleet, headline, model
+from . import plan as plan_section
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
@@ -248,7 +249,7 @@ def _predicts(frame) -> bool:
     return bool(frame["predicted"].any()) or any(i.get("model") for i in frame["info"])
 
 
-def report_blocks(runs: list[LoadedRun], skipped=()) -> list:
+def report_blocks(runs: list[LoadedRun], skipped=(), plan: dict | None = None) -> list:
     frame = summary(runs)
     blocks: list = [Para(f"Made by cxlbench {__version__} on "
                          f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from "
@@ -261,6 +262,8 @@ def report_blocks(runs: list[LoadedRun], skipped=()) -> list:
                     *model.headline(frame, runs),
                     run_table(runs) if len(runs) <= fleet.FLEET else
                     Folded(f"The {len(runs)} runs", [run_table(runs)])]
+    if plan:
+        blocks.extend(plan_section.section(plan))
     if skipped:
         blocks += [Heading(2, "Runs left out"),
                    Para("These runs were found but could not be read; nothing below comes "
@@ -452,10 +455,13 @@ def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) ->
 
 
 def build(paths, out_dir, title: str | None = None, suite: str | None = None,
-          latest: bool = False, force: bool = False, on_skip=None) -> tuple[Path, Path]:
-    """Report on the runs paths name or hold (see write for out_dir and force). Runs found
-    by searching that cannot be read are left out, listed in the report, and each passed to
-    on_skip(path, why) before the figures are made (the CLI prints them)."""
+          latest: bool = False, force: bool = False, on_skip=None,
+          plan: str | None = None) -> tuple[Path, Path]:
+    """Report on the runs paths name or hold (see write for out_dir and force), with the
+    plan's section where a plan's JSON is given. Runs found by searching that cannot be
+    read are left out, listed in the report, and each passed to on_skip(path, why) before
+    the figures are made (the CLI prints them)."""
+    planned = plan_section.load(plan) if plan else None
     with _os_errors(Path(out_dir)):
         _previous(Path(out_dir), force)     # refuse before minutes of figures, not after
     runs = load_runs(paths, suite=suite, latest=latest)
@@ -469,7 +475,7 @@ def build(paths, out_dir, title: str | None = None, suite: str | None = None,
             what = [f"{', '.join(suites)} on {len(machines)} machines ({machines[0]} to "
                     f"{machines[-1]})"]
         title = "cxlbench report: " + ", ".join(what)
-    return write(out_dir, title, report_blocks(runs, runs.skipped), force)
+    return write(out_dir, title, report_blocks(runs, runs.skipped, planned), force)
 
 
 def headlines(paths, suite: str | None = None, latest: bool = False) -> list:
