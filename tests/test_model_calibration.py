@@ -804,3 +804,21 @@ def test_a_block_under_a_line_costs_a_line():
     cal = synthetic()
     at = np.array([np.inf, 16 * K])
     assert np.array_equal(cal.access_ns(32, at), cal.access_ns(64, at))
+
+
+@pytest.mark.slow
+def test_readme_plan_check_commands_put_predictions_beside_measurements(calibrated):
+    """README's `cxlbench plan ... --check` as written, against the tiny calibration: the
+    plan's host work run by the kernels, each with a prediction beside its measurement."""
+    from .test_plan import readme_plans
+    for command in readme_plans(check=True):
+        p = cxlbench(*command.split()[1:], cwd=calibrated["home"], timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        table = p.stdout[p.stdout.index("Predicted against measured"):]
+        rows = re.findall(r"^  (\S+/000)\s+(.+?)\s{2,}\S+=\d+\s+([\d.e+]+)\s+([\d.e+]+)\s+"
+                          r"([+-]\d+)%", table, re.M)
+        assert {case.split("_")[0] for case, *_ in rows} == {"optimizer", "checkpoint"}
+        for case, work, predicted, measured, error in rows:
+            assert float(predicted) > 0 and float(measured) > 0
+            # the printed figures are rounded: their error within a point of the one shown
+            assert abs(int(error) - (float(predicted) / float(measured) - 1) * 100) <= 1

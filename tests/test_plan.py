@@ -139,8 +139,10 @@ def test_bad_jobs_are_refused_with_the_reason(tmp_path):
     assert plan_job.make(toml_path=str(toml)).zero == 3
 
 
-def readme_plans() -> list[str]:
-    return re.findall(r"^(cxlbench plan [^\n#]*)", (REPO / "README.md").read_text(), re.M)
+def readme_plans(check: bool = False) -> list[str]:
+    """README's plan commands; with --check (they need a calibration) or without."""
+    found = re.findall(r"^\s*(cxlbench plan [^\n#]*)", (REPO / "README.md").read_text(), re.M)
+    return [c.strip() for c in found if ("--check" in c) == check]
 
 
 @pytest.mark.parametrize("command", readme_plans())
@@ -148,10 +150,12 @@ def test_readme_plan_commands_print_a_plan(command):
     args = command.split()[1:]
     r = cxlbench(*args)
     assert r.returncode == 0, r.stderr
-    assert re.search(r"total, gpu\s+[\d.]+", r.stdout)
+    assert re.match(r"(training|serving) ", r.stdout)
+    assert re.search(r"total, (gpu|host)\s+[\d.]+", r.stdout)
     data = json.loads(cxlbench(*args, "--json").stdout)
     assert data["total"]["gpu"] == sum(p["bytes"] for p in data["parts"] if p["where"] == "gpu")
+    assert data["answer"] and data["answer"][0] in r.stdout
 
 
 def test_readme_shows_plan_commands():
-    assert len(readme_plans()) >= 2
+    assert len(readme_plans()) >= 2 and readme_plans(check=True)

@@ -5,7 +5,7 @@ slow node; each case's prediction from the same calibrated model beside its meas
 A slow tier assumed from a profile has no node to run on: its share stays the model's."""
 from __future__ import annotations
 
-from .job import Job
+from .job import DTYPE_BYTES, Job
 from .place import Plan
 
 CHECK_BYTES = 512 << 20     # each case's working set at most (half the calibration's streams)
@@ -32,6 +32,16 @@ def _jobs(job: Job, plan: Plan, node: int, tag: str) -> dict[str, dict]:
             "bench": "kvcache", "preset": "custom", "layers": job.layers // job.pp,
             "kv_heads": kv_heads, "head_dim": job.head_dim, "block": job.kv_block,
             "batch": job.micro_batch, "seq_len": seq, "steps": 2, "mem.cache": bind}
+    if "embedding lookups" in names:
+        # One table of the job's rows as large as a case may be, looked up uniformly: every
+        # lookup from memory, as the plan charges them (its Zipf decides only which tier).
+        row = job.table_dim * DTYPE_BYTES[job.table_dtype]
+        pooling = job.pooling or (1,) * len(job.tables)
+        out[f"embedding_{tag}"] = {
+            "bench": "embedding", "rows": int(min(sum(job.tables), CHECK_BYTES // row)),
+            "dim": job.table_dim, "dtype": job.table_dtype,
+            "pooling": max(1, round(sum(pooling) / len(pooling))), "dist": "uniform",
+            "mem.table": bind}
     if "checkpoint staging copy" in names:
         size = next(p.total for p in plan.placed if p.part.name == "checkpoint staging")
         out[f"checkpoint_{tag}"] = {
@@ -41,7 +51,9 @@ def _jobs(job: Job, plan: Plan, node: int, tag: str) -> dict[str, dict]:
 
 
 WORK_OF = {"optimizer": "optimizer step (CPU)", "kvcache": "KV decode step",
-           "checkpoint": "checkpoint staging copy"}
+           "checkpoint": "checkpoint staging copy", "embedding": "embedding lookups"}
+SIZE_OF = {"optimizer": "params", "kvcache": "seq_len", "checkpoint": "size",
+           "embedding": "rows"}
 
 
 def suite_text(plan: Plan) -> str:
@@ -75,10 +87,13 @@ def table(checks: dict | None) -> list[str]:
     rows = checks["rows"]
     width = max(len(r["case"]) for r in rows)
     lines = ["Predicted against measured, the plan's work at a checkable size:",
-             f"  {'case':<{width}}  {'work':<24}  {'predicted':>11}  {'measured':>11}  error"]
+             f"  {'case':<{width}}  {'work':<24}  {'size':<18}  {'predicted':>11}  "
+             f"{'measured':>11}  error"]
     for r in rows:
         work = WORK_OF.get(r["benchmark"], r["benchmark"])
-        lines.append(f"  {r['case']:<{width}}  {work:<24}  {r['predicted']:>11.4g}  "
+        key = SIZE_OF.get(r["benchmark"], "")
+        size = f"{key}={r['parameters'].get(key)}" if key else ""
+        lines.append(f"  {r['case']:<{width}}  {work:<24}  {size:<18}  {r['predicted']:>11.4g}  "
                      f"{r['measured']:>11.4g}  {r['error']:+.0%}  ({r['unit']}"
                      f"{', noisy' if r['noisy'] else ''})")
     lines.append(f"  median |error| {checks['median_error']:.0%}, worst "

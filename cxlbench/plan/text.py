@@ -23,6 +23,11 @@ def _ns(ns: float | None) -> str:
 
 
 def shape(job: Job) -> str:
+    if not job.layers:          # embedding tables alone (a recommender's sparse part)
+        return (f"{'training' if job.train else 'serving'} {job.name}: {len(job.tables)} "
+                f"embedding tables, {sum(job.tables) / 1e6:.1f} M rows x {job.table_dim} "
+                f"{job.table_dtype}; batch {job.micro_batch} a rank x {job.host_ranks} "
+                f"rank{'s' if job.host_ranks > 1 else ''} a host")
     if job.train:
         return (f"training {job.name}: {params(job) / 1e9:.2f} B parameters, {job.dtype} "
                 f"(master {job.master}), {job.optimizer}; dp {job.dp} tp {job.tp} pp "
@@ -73,10 +78,16 @@ def answer(plan: Plan) -> list[str]:
 
 
 def _slow_words(plan: Plan) -> str:
+    """The slow tier in a few words: its nodes, or none, and where its speed came from
+    (a profile by its name and factors; the whole source is under the tables)."""
     t = plan.machine.host[1]
     nodes = f"node{'s' if len(t.nodes) > 1 else ''} {','.join(map(str, t.nodes))}" \
-        if t.nodes else "none here: assumed"
-    return f"{nodes}; {t.speed_source}" if t.cal else nodes
+        if t.nodes else "none here"
+    if t.cal is None:
+        return nodes
+    if t.cal.kind == "profile":
+        return f"{nodes}; {t.cal.source.split(' (')[0]}, {t.cal.source.split('; ')[-1].rstrip(')')}"
+    return f"{nodes}; {t.cal.kind}"
 
 
 def render(plan: Plan) -> str:
