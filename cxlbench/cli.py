@@ -498,7 +498,8 @@ def topology(as_json, sys_root, proc_root):
 
 
 @main.command()
-@click.option("--model", "preset", help="a preset: llama-3-8b, llama-3-70b, dlrm-dcnv2")
+@click.option("--model", "preset",
+              help="a preset: llama-3-8b, llama-3-70b, dlrm-dcnv2, meta-2022-like")
 @click.option("--config", "toml_path", type=click.Path(exists=True, dir_okay=False),
               help="a TOML file of the job's fields (flags given win)")
 @click.option("--train/--serve", "train", default=None, help="training (default) or serving")
@@ -518,7 +519,8 @@ def topology(as_json, sys_root, proc_root):
 @click.option("--dram", metavar="SIZE", help="host DRAM the job may use (default: the CPU "
               "nodes' MemTotal less 10 %)")
 @click.option("--slow-mem", "slow_mem", metavar="SIZE",
-              help="the slow tier's size (default: the CPU-less nodes'; none: unbounded)")
+              help="the slow tier's size (default: the CPU-less nodes'; where there are "
+              "none, as large as the job needs)")
 @click.option("--slow-tier", "profile", default="", metavar="PROFILE",
               help="the slow tier's figures from this profile (cxlbench/tiering/profiles.toml)")
 @click.option("--calibration", "calibration_path", default="", metavar="RUN",
@@ -539,6 +541,9 @@ def plan(preset, toml_path, gpu_mem, dram, slow_mem, profile, calibration_path, 
     mach = tiers.machine(Topology.read(), gpu_mem=gpu_mem, dram=dram, slow_mem=slow_mem,
                          profile=profile, calibration_path=calibration_path,
                          results_dir=results_dir)
+    if check and as_json:
+        raise UserError("plan: --check prints a run's summary and table; without --json "
+                        "(or write the plan's JSON first, then check)")
     planned = place.plan(the_job, mach)
     click.echo(json.dumps(plan_text.as_dict(planned), indent=1) if as_json
                else plan_text.render(planned))
@@ -557,15 +562,24 @@ def _plan_check(planned, results_dir: str) -> None:
         raise UserError(f"plan --check: node {planned.machine.host[0].nodes[0]} has no "
                         "calibration here, so nothing to check a measurement against "
                         "(`cxlbench calibrate` measures it, about five minutes)")
+    text = plan_check.suite_text(planned)
+    if text is None:
+        raise UserError("plan --check: no kernel here runs this plan's host work "
+                        f"({', '.join(t.work.name for t in planned.timed)})")
     with tempfile.TemporaryDirectory() as folder:     # the run keeps the suite's text
         path = pathlib.Path(folder) / "plan-check.toml"
-        path.write_text(plan_check.suite_text(planned))
+        path.write_text(text)
         loaded = suite.load(str(path))
     run_ = _start(loaded, results_dir, False, suite.DEFAULT_MAX_CASES, one_node=False)
     _execute(run_, False, exit_on_failure=False)
-    records = runner.summary_records(run_, run_.finished())
+    journal = run_.finished()
+    records = runner.summary_records(run_, journal)
     for line in plan_check.table(analysis.model_checks(records)):
         click.echo(line)
+    failed = [c for c, e in journal.items() if e["status"] != "ok"]
+    if failed or len(journal) < len(run_.meta["cases"]):
+        raise UserError(f"plan --check: {len(failed) or 'some'} case(s) did not finish ok "
+                        f"({', '.join(failed)}); see {run_.path}")
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -10,7 +10,7 @@ import pytest
 from cxlbench.errors import UserError
 from cxlbench.plan import check, place, tiers, timing
 from cxlbench.plan import job as plan_job
-from cxlbench.plan.text import render
+from cxlbench.plan.text import as_dict, render
 from cxlbench.tiering import calibration, model
 from cxlbench.topology import Topology
 from cxlbench.workloads import kvcache, optimizer
@@ -41,25 +41,55 @@ def test_dram_fills_first_and_no_byte_is_lost():
     # touched once a checkpoint: last, so all of it on the slow tier
     staging = next(x for x in host if x.part.name == "checkpoint staging")
     assert staging.fast == 0 and "all on the slow tier" in staging.reason
-    assert p.short == 0 and p.host("DRAM") + p.host("slow") == sum(x.total for x in host)
+    assert p.host("short") == 0
+    assert p.host("DRAM") + p.host("slow") == sum(x.total for x in host)
 
 
 def test_a_bounded_slow_tier_says_what_fit_nowhere():
     p = place.plan(offload(), machine(slow=100 * GIB))
     host_total = sum(x.total for x in p.placed if x.part.where == "host")
-    assert p.short == pytest.approx(host_total - 110 * GIB)
-    assert "fit nowhere" in render(p)
+    assert p.host("DRAM") == pytest.approx(10 * GIB)
+    assert p.host("slow") == pytest.approx(100 * GIB)       # what it holds, no more
+    assert p.host("short") == pytest.approx(host_total - 110 * GIB)
+    for x in p.placed:
+        if x.part.where == "host":
+            assert x.fast + x.slow + x.short == x.total
+    text = render(p)
+    assert f"Host: {host_total / GIB:.1f} GiB" in text and "fit nowhere" in text
+    data = as_dict(p)
+    assert data["host"]["slow"] == pytest.approx(100 * GIB)
+    assert sum(x["short"] for x in data["parts"]) == pytest.approx(data["host"]["short"])
 
 
 def test_the_part_losing_most_a_byte_goes_to_dram_first():
-    # a KV-cache read every step against a staging copy written once a checkpoint: only
-    # the former earns DRAM; among step work, the order is by ns lost a byte
+    """A job with offloaded optimizer state and embedding tables: the part whose bytes
+    lose the most predicted time on the slow tier gets DRAM first, the other what is left,
+    and the staging copy (once a checkpoint) is last."""
+    job = plan_job.make("llama-3-8b", zero=2, dp=8, offload="optimizer",
+                        tables=(50_000_000,) * 4, table_dim=128, pooling=(20,) * 4,
+                        micro_batch=4)
+    m = machine(dram=40 * GIB)
+    p = place.plan(job, m)
+    host = sorted((x for x in p.placed if x.part.where == "host"), key=lambda x: x.order)
+    loss = {t.work.parts: (t.slow_ns - t.fast_ns) for t in p.timed}
+    def per_byte(x):
+        ((parts, ns),) = [(k, v) for k, v in loss.items() if x.part.name in k]
+        return ns / sum(y.total for y in host if y.part.name in parts)
+    steps = [x for x in host if x.part.name != "checkpoint staging"]
+    assert [per_byte(x) for x in steps] == sorted((per_byte(x) for x in steps), reverse=True)
+    assert host[-1].part.name == "checkpoint staging"
+    first = host[0]
+    assert first.fast == min(first.total, 40 * GIB)     # the first takes DRAM whole
+
+
+def test_serving_kv_cache_splits_and_costs_between_the_tiers():
     job = plan_job.make("llama-3-8b", train=False, context=8192, micro_batch=8, offload="kv")
     p = place.plan(job, machine(dram=GIB))
     kv = next(x for x in p.placed if x.part.name == "KV-cache")
     assert kv.fast == GIB and "interleaved" in kv.reason
     timed = p.timed[0]
     assert timed.fast_ns < timed.ns < timed.slow_ns
+    assert p.step_slow == pytest.approx(kv.slow / kv.total)
 
 
 def test_optimizer_work_is_the_workloads_own_step():
@@ -79,10 +109,13 @@ def test_optimizer_work_is_the_workloads_own_step():
     assert work.fast_ns == pytest.approx(max(ref.read / one / 2, (ref.read + ref.write) / limit))
 
 
-def test_kv_decode_work_is_the_kvcache_workloads_demand():
+@pytest.mark.parametrize("shared", [0.0, 0.9])
+def test_kv_decode_work_is_the_kvcache_workloads_demand(shared):
     """A decode step over the host's cache charges what the kvcache workload's cold decode
-    does for the same shape: every block from memory, the new tokens written."""
-    job = plan_job.make("llama-3-8b", train=False, context=4096, micro_batch=2, offload="kv")
+    does for the same shape: every block of every sequence from memory (a shared prefix's
+    blocks once a sequence), the new tokens written."""
+    job = plan_job.make("llama-3-8b", train=False, context=4096, micro_batch=2, offload="kv",
+                        prefix_shared=shared)
     p = place.plan(job, machine(dram=1e15))
     (work,) = p.timed
     params = {k: o.default for k, o in kvcache.OPTIONS.items()}
@@ -93,7 +126,39 @@ def test_kv_decode_work_is_the_kvcache_workloads_demand():
     d, _, scale = work.work.demand(1.0)
     assert d.block == ref.block
     assert len(d.reuse) * scale == pytest.approx(len(ref.reuse), rel=1e-9)
+    assert d.write * scale == pytest.approx(ref.write)
     assert np.isinf(d.reuse).all()
+
+
+def test_serving_reads_once_what_training_reads_twice():
+    train = place.plan(plan_job.make("dlrm-dcnv2", micro_batch=1024), machine(dram=1e15))
+    serve = place.plan(plan_job.make("dlrm-dcnv2", micro_batch=1024, train=False),
+                       machine(dram=1e15))
+    (t,), (s_,) = train.timed, serve.timed
+    dt, _, kt = t.work.demand(1.0)
+    ds, _, ks = s_.work.demand(1.0)
+    assert len(dt.reuse) * kt == pytest.approx(2 * len(ds.reuse) * ks)
+    assert ds.write == 0 and dt.write > 0 and "read once" in s_.work.formula
+
+
+def test_checkpoint_staging_is_each_ranks_share_at_every_zero_stage():
+    from cxlbench.plan import footprint as fp
+    P = fp.stage_params(plan_job.make("llama-3-8b"))
+    for zero in range(4):
+        job = plan_job.make("llama-3-8b", zero=zero, dp=8)
+        staging = next(p for p in fp.footprint(job) if p.name == "checkpoint staging")
+        # 2 B parameters, 4 B master, 8 B moments, each rank an eighth of them
+        assert staging.bytes == pytest.approx(14 * P / 8, abs=16), zero
+
+
+def test_offload_always_keeps_the_cpu_steps_weights_on_the_host():
+    from cxlbench.plan import footprint as fp
+    for master in ("fp32", "none"):
+        job = plan_job.make("llama-3-8b", dtype="fp32", master=master, zero=2, dp=8,
+                            offload="optimizer")
+        parts = {p.name: p for p in fp.footprint(job)}
+        assert parts["master weights"].where == "host"
+        assert parts["master weights"].bytes == 4 * fp.stage_params(job) // 8
 
 
 def test_predictions_scale_with_the_work_past_the_sample():
@@ -193,7 +258,6 @@ def test_check_without_a_calibration_is_refused_with_the_way_out(tmp_path):
 
 
 def test_report_shows_a_plan_with_its_figures(tmp_path):
-    from cxlbench.plan.text import as_dict
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(as_dict(place.plan(offload(), machine()))))
     run = sorted((REPO / "tests/data/first-look/vm").glob("*/run.json"))[0].parent

@@ -5,6 +5,7 @@ tables and the checkpoint's staging copy. Where each part lives (GPU or host) fo
 offload asked; which host node or tier it then takes is the placement's job."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .job import DTYPE_BYTES, Job
@@ -62,13 +63,15 @@ def activation_bytes(job: Job) -> tuple[int, str]:
     if job.recompute:
         return w * s * b * h, f"{w} s b h (full recompute: the layer's input only)"
     whole = 4 * w * h + 8
-    split = w * (2 * a * d + 2 * kv * d + 4 * job.ffn * job.top_k) + 4 * a \
+    # k and v split as the KV heads do: past kv_heads ranks, each holds a whole head
+    split = w * (2 * a * d + 4 * job.ffn * job.top_k) + 4 * a \
         + (0 if job.flash else w * a * s)
-    per_token = whole + split // t
+    per_token = whole + split // t + 2 * w * kv * d // min(t, kv)
     return s * b * per_token, (
-        f"s b ({4 * w} h + 8 + ({w} (2 a d + 2 kv d + 4 ffn"
+        f"s b ({4 * w} h + 8 + ({w} (2 a d + 4 ffn"
         + (" top_k" if job.top_k > 1 else "") + ") + 4 a" + ("" if job.flash else f" + {w} a s")
-        + (f") / {t}" if t > 1 else ")") + f") = {per_token / h:.1f} s b h"
+        + (f") / {t}" if t > 1 else ")") + f" + {2 * w} kv d"
+        + (f" / {min(t, kv)}" if t > 1 else "") + f") = {per_token / h:.1f} s b h"
         + (" (flash)" if job.flash else " (scores kept)"))
 
 
@@ -79,6 +82,13 @@ def output_bytes(job: Job) -> tuple[int, str]:
     s, b, h, w = job.seq, job.micro_batch, job.hidden, DTYPE_BYTES[job.dtype]
     return s * b * (2 * w * h + 4 + w * job.vocab // job.tp), \
         f"s b ({2 * w} h + 4 + {w} vocab / tp): final norm, projection input, log-softmax"
+
+
+def kv_token_bytes(job: Job) -> int:
+    """A token's K and V in every layer of stage 0, on one rank: the KV heads split by tp
+    (past kv_heads ranks, each holds a whole head)."""
+    return 2 * (job.layers // job.pp) * job.kv_heads * job.head_dim * \
+        DTYPE_BYTES[job.dtype] // min(job.tp, job.kv_heads)
 
 
 def footprint(job: Job) -> list[Part]:
@@ -98,10 +108,13 @@ def footprint(job: Job) -> list[Part]:
                         f"{w} B x stage parameters / tp" + (" / dp (ZeRO-2+)" if shard > 1
                                                            else "")))
         shard, note = (n, " / dp (ZeRO-1+)") if job.zero >= 1 else (1, "")
-        if job.master != "none" and job.master != job.dtype:
-            m = DTYPE_BYTES[job.master]
+        if optim_host or (job.master != "none" and job.master != job.dtype):
+            # offloaded, the CPU step updates a copy of its own (fp32 where none is named)
+            m = DTYPE_BYTES[job.master] if job.master != "none" else 4
             out.append(Part("master weights", p * m // shard, "host" if optim_host else "gpu",
-                            f"{m} B x stage parameters / tp{note}"))
+                            f"{m} B x stage parameters / tp{note}"
+                            + (" (the CPU step's copy)" if job.master in ("none", job.dtype)
+                               else "")))
         k = MOMENTS[job.optimizer]
         out.append(Part("optimizer moments", p * 4 * k // shard, "host" if optim_host else "gpu",
                         f"{4 * k} B x stage parameters / tp{note} ({job.optimizer}: {k} fp32 "
@@ -115,21 +128,24 @@ def footprint(job: Job) -> list[Part]:
     if job.train and job.layers:
         per, formula = activation_bytes(job)
         in_flight = min(job.pp, job.micro_batches)      # 1F1B: stage 0 holds pp of them
-        out.append(Part("activations", per * (job.layers // job.pp) * in_flight, "gpu",
-                        f"{formula} x {job.layers // job.pp} layers x {in_flight} micro-"
+        held = per * (job.layers // job.pp) * in_flight
+        if job.recompute:       # and, in backward, the one layer being recomputed, whole
+            held += activation_bytes(dataclasses.replace(job, recompute=False))[0]
+            formula += " + one layer's whole set, recomputed in backward"
+        out.append(Part("activations", held, "gpu",
+                        f"{formula}; x {job.layers // job.pp} layers x {in_flight} micro-"
                         f"batch{'es' if in_flight > 1 else ''} in flight (1F1B, stage 0)"))
         if job.pp == 1:         # the output layer is the last stage's, here stage 0 too
             per, formula = output_bytes(job)
             out.append(Part("output activations", per, "gpu", formula))
     if job.context and job.layers:
-        kv_split = min(job.tp, job.kv_heads)
-        per_token = 2 * (job.layers // job.pp) * job.kv_heads * job.head_dim * w // kv_split
         tokens = round(job.context * (job.micro_batch - (job.micro_batch - 1) *
                                       job.prefix_shared))
-        out.append(Part("KV-cache", per_token * -(-tokens // job.kv_block) * job.kv_block,
-                        "host" if job.offload == "kv" else "gpu", f"2 x {job.layers // job.pp} layers x {job.kv_heads} KV heads x "
-                        f"{job.head_dim} x {w} B / {kv_split} (tp) a token, x {tokens} tokens "
-                        f"in {job.kv_block}-token blocks"))
+        out.append(Part("KV-cache", kv_token_bytes(job) * -(-tokens // job.kv_block) *
+                        job.kv_block, "host" if job.offload == "kv" else "gpu",
+                        f"2 x {job.layers // job.pp} layers x {job.kv_heads} KV heads x "
+                        f"{job.head_dim} x {w} B / {min(job.tp, job.kv_heads)} (tp) a token, "
+                        f"x {tokens} tokens in {job.kv_block}-token blocks"))
     if job.tables:
         tb = DTYPE_BYTES[job.table_dtype]
         out.append(Part("embedding tables", sum(job.tables) * job.table_dim * tb, "host",
@@ -138,11 +154,13 @@ def footprint(job: Job) -> list[Part]:
     if job.train and p:
         # A sharded checkpoint (DeepSpeed's, torch DCP's): each rank writes its share of
         # the parameters, and its own master weights and moments.
-        states = sum(x.bytes // (1 if x.name != "parameters" or job.zero >= 3 else n)
-                     for x in out if x.name in STATES)
+        sharded = {"parameters": job.zero >= 3, "master weights": job.zero >= 1,
+                   "optimizer moments": job.zero >= 1}
+        states = sum(x.bytes // (1 if sharded[x.name] else n) for x in out
+                     if x.name in STATES)
         out.append(Part("checkpoint staging", states, "host",
-                        "a copy of this rank's master weights and moments, and its 1/dp of "
-                        "the parameters (a sharded checkpoint)"))
+                        "this rank's 1/dp of the parameters, master weights and moments (a "
+                        "sharded checkpoint)"))
     return out
 
 

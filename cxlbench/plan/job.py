@@ -19,18 +19,24 @@ DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 OPTIMIZERS = ("adam", "adamw", "sgd", "adagrad")
 OFFLOADS = ("none", "optimizer", "optimizer+params", "kv")      # kv: serving's KV-cache
 
+
+def _tables(preset: str) -> dict:
+    """A recommender's sparse part as the embedding workload's preset has it (fp32 rows):
+    MLPerf DLRM-DCNv2's 26 tables, or the 788 of Meta's 2022 traces (their sizes assumed,
+    as that preset says). The dense part (the MLPs, the cross network) is small beside
+    them and left out."""
+    p = embedding.PRESETS[preset]
+    return dict(tables=tuple(p["rows"]), table_dim=p["dim"], table_dtype="fp32",
+                pooling=tuple(p["pooling"]))
+
+
 # From the models' config.json; vocabulary and FFN as published (Llama 3: 128256 tokens).
 PRESETS = {
     "llama-3-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128,
                        ffn=14336, vocab=128256),
     "llama-3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, head_dim=128,
                         ffn=28672, vocab=128256),
-    # MLPerf DLRM-DCNv2's 26 tables (the embedding workload's preset), fp32 rows; its dense
-    # part (bottom and top MLPs, the cross network) is small beside them and left out.
-    "dlrm-dcnv2": dict(layers=0, hidden=0, heads=0, kv_heads=0, head_dim=0, ffn=0, vocab=0,
-                       tables=tuple(embedding.PRESETS["dlrm-dcnv2"]["rows"]),
-                       table_dim=embedding.PRESETS["dlrm-dcnv2"]["dim"], table_dtype="fp32",
-                       pooling=tuple(embedding.PRESETS["dlrm-dcnv2"]["pooling"])),
+    **{name: _tables(name) for name in ("dlrm-dcnv2", "meta-2022-like")},
 }
 
 
@@ -101,6 +107,34 @@ def _check(job: Job) -> Job:
         bad.append("zero: 0, 1, 2 or 3")
     if job.offload == "kv" and job.train:
         bad.append("offload: kv is serving's (--serve)")
+    if job.offload in ("optimizer", "optimizer+params") and not job.train:
+        bad.append(f"offload: {job.offload} is training's (serving has no optimizer)")
+    if job.offload == "optimizer" and job.zero < 1:
+        bad.append("offload: optimizer needs ZeRO 1 or more (DeepSpeed offloads the "
+                   "partitioned state)")
+    if job.offload == "optimizer+params" and job.zero < 3:
+        bad.append("offload: optimizer+params needs ZeRO 3 (parameters are offloaded "
+                   "partitioned)")
+    if job.layers and not job.train and job.context < 1:
+        bad.append("context: serving needs the tokens each sequence's KV-cache holds "
+                   "(--context)")
+    if job.train and job.context:
+        bad.append("context: serving's (training has seq)")
+    if job.global_batch < 0 or (job.global_batch and
+                                job.global_batch % (job.micro_batch * job.dp)):
+        bad.append(f"global_batch: a multiple of micro_batch x dp "
+                   f"({job.micro_batch * job.dp})")
+    if job.ranks_per_host > job.dp * job.tp * job.pp:
+        bad.append(f"ranks_per_host: at most the job's ranks (dp x tp x pp = "
+                   f"{job.dp * job.tp * job.pp})")
+    if job.layers:
+        for name in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
+            if getattr(job, name) < 1:
+                bad.append(f"{name}: at least 1 for a model with layers")
+    if job.tables and (min(job.tables) < 1 or job.table_dim < 1):
+        bad.append("tables: rows at least 1 a table, and table_dim at least 1")
+    if job.pooling and min(job.pooling) < 1:
+        bad.append("pooling: at least 1 lookup a table")
     if job.pooling and len(job.pooling) != len(job.tables):
         bad.append(f"pooling: one a table ({len(job.tables)}), not {len(job.pooling)}")
     if job.ranks_per_host < 0:
@@ -151,5 +185,23 @@ def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Jo
         values = {**PRESETS[preset], "name": preset, **values}
     for name in ("tables", "pooling"):
         if name in values:
-            values[name] = tuple(values[name])
+            values[name] = tuple(values[name]) if isinstance(values[name], (list, tuple)) \
+                else values[name]
+    wrong = [f"{k} = {v!r} (want {FIELDS[k].type})" for k, v in values.items()
+             if not _typed(v, FIELDS[k].type)]
+    if wrong:
+        raise UserError("plan: " + "; ".join(wrong))
     return _check(Job(**values))
+
+
+def _typed(value, kind: str) -> bool:
+    """Whether a field's value has its annotated type (the annotations are text here):
+    ints for int (not bools), numbers for float, a tuple of ints for tuple."""
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "tuple":
+        return isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                for v in value)
+    return isinstance(value, {"bool": bool, "str": str}.get(kind, object))

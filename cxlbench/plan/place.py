@@ -6,13 +6,11 @@ DRAM and all on the slow tier."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
-
 import numpy as np
 
 from .footprint import Part, footprint
 from .job import Job
-from .timing import Work, works
+from .timing import Work, host_bytes, works
 from .tiers import Machine
 
 SHARES = np.linspace(0.0, 1.0, 11)      # the slow tier's share of host state, for the curve
@@ -23,12 +21,11 @@ BETTER = 0.03                           # a split named where it beats the place
 class Placed:
     part: Part
     total: float        # bytes: on one GPU (gpu parts) or one host (host parts, all its ranks)
-    fast: float         # of a host part, bytes in DRAM; the rest on the slow tier
+    fast: float         # of a host part: bytes in DRAM,
+    slow: float         # on the slow tier,
+    short: float        # and that no tier had room for
     reason: str
-
-    @property
-    def slow(self) -> float:
-        return self.total - self.fast if self.part.where == "host" else 0.0
+    order: int = -1     # of a host part, its turn in the placement (0: first)
 
 
 @dataclass(frozen=True)
@@ -48,8 +45,8 @@ class Plan:
     machine: Machine
     placed: list[Placed]
     timed: list[Timed]
-    short: float = 0.0          # host bytes no tier had room for
     curve: list[tuple[float, float]] = field(default_factory=list)  # (slow share, ns a step)
+    step_slow: float = 0.0      # of the step work's bytes, the share on the slow tier
 
     @property
     def gpu_total(self) -> float:
@@ -60,19 +57,15 @@ class Plan:
         return None if self.machine.gpu is None else self.gpu_total <= self.machine.gpu
 
     def host(self, tier: str) -> float:
-        return sum(p.fast if tier == "DRAM" else p.slow for p in self.placed
-                   if p.part.where == "host")
-
-
-def host_bytes(job: Job, part: Part) -> float:
-    """A host part's bytes on one host: each of its ranks' copy, but one set of embedding
-    tables a host (the model's, not a rank's)."""
-    return part.bytes if part.name == "embedding tables" else part.bytes * job.host_ranks
+        """Host bytes in DRAM, on the slow tier, or (short) on neither."""
+        key = {"DRAM": "fast", "slow": "slow", "short": "short"}[tier]
+        return sum(getattr(p, key) for p in self.placed if p.part.where == "host")
 
 
 def ratio(fast: float, slow: float) -> str:
-    r = Fraction(fast / (fast + slow)).limit_denominator(10)
-    return f"{r.numerator}:{r.denominator - r.numerator}"
+    """An interleave's weights, DRAM:slow, in percent (never 0 for a tier that has some)."""
+    a = max(1, round(100 * fast / (fast + slow)))
+    return f"{min(a, 99)}:{100 - min(a, 99)}"
 
 
 def _better(work: Work, machine: Machine, share: float, ns: float) -> tuple | None:
@@ -96,36 +89,40 @@ def plan(job: Job, machine: Machine) -> Plan:
         w = home.get(p.name)
         if w is None or not machine.timed:
             return (w is not None and w.per == "checkpoint", 0.0)
-        own = sum(sizes.get(n, 0) for n in w.parts)
+        own = max(sum(sizes.get(n, 0) for n in w.parts), 1.0)
         return (w.per == "checkpoint", -(w.ns(machine, 0.0) - w.ns(machine, 1.0)) / own)
 
-    fast_tier, slow_tier = machine.host
-    room = [fast_tier.capacity, slow_tier.capacity]
-    short = 0.0
-    where: dict[str, tuple[float, str]] = {}
-    for p in sorted((p for p in parts if p.where == "host"), key=cost):
+    room = [t.capacity for t in machine.host]
+    placed = []
+    for p in sorted((p for p in parts if p.where == "host"), key=cost):   # placement order
         b = sizes[p.name]
         fast = min(b, max(room[0], 0.0))
         slow = min(b - fast, max(room[1], 0.0))
         room = [room[0] - fast, room[1] - slow]
-        short += b - fast - slow
         if fast == b:
             why = "fits in DRAM"
         elif fast == 0:
-            why = "DRAM is full: all on the slow tier"
+            why = "DRAM is full: " + ("all on the slow tier" if slow == b - fast else
+                                      f"{slow / b:.0%} on the slow tier")
         else:
             why = (f"DRAM is full: {slow / b:.0%} on the slow tier, interleaved "
                    f"{ratio(fast, slow)} (DRAM:slow)")
         if b - fast - slow > 0:
             why += f"; {(b - fast - slow) / 2 ** 30:.1f} GiB fit nowhere"
-        where[p.name] = (fast, why)
-    placed = [Placed(p, sizes[p.name], *where[p.name]) if p.where == "host" else
-              Placed(p, p.bytes, 0.0, "on the GPU") for p in parts]
+        placed.append(Placed(p, b, fast, slow, b - fast - slow, why, len(placed)))
+    placed += [Placed(p, p.bytes, 0.0, 0.0, 0.0, "on the GPU") for p in parts
+               if p.where == "gpu"]
+    placed.sort(key=lambda x: parts.index(x.part))      # the footprint's order
     by_name = {p.part.name: p for p in placed}
     timed = []
+    step_bytes = [0.0, 0.0]
     for w in items:
         own = [by_name[n] for n in w.parts if n in by_name]
-        share = sum(p.fast for p in own) / max(sum(p.total for p in own), 1.0)
+        total = max(sum(p.total for p in own), 1.0)
+        # bytes that fit nowhere are charged as the slow tier's (the plan says they do not fit)
+        share = sum(p.fast for p in own) / total
+        if w.per != "checkpoint":
+            step_bytes = [step_bytes[0] + total - total * share, step_bytes[1] + total]
         if machine.timed:
             ns = w.ns(machine, share)
             timed.append(Timed(w, share, ns, w.ns(machine, 1.0), w.ns(machine, 0.0),
@@ -136,4 +133,5 @@ def plan(job: Job, machine: Machine) -> Plan:
     if machine.timed:
         steps = [w for w in items if w.per != "checkpoint"]
         curve = [(float(s), sum(w.ns(machine, 1.0 - s) for w in steps)) for s in SHARES]
-    return Plan(job, machine, placed, timed, short, curve)
+    return Plan(job, machine, placed, timed, curve,
+                step_bytes[0] / step_bytes[1] if step_bytes[1] else 0.0)

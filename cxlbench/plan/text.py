@@ -53,23 +53,24 @@ def answer(plan: Plan) -> list[str]:
             f"does NOT fit in its {_gib(m.gpu)} ({m.gpu_source}): over by "
             f"{_gib(plan.gpu_total - m.gpu)}; --zero 3, --offload, --recompute or a smaller "
             "micro-batch would lower it"))
-    host = plan.host("DRAM") + plan.host("slow") + plan.short
+    short, slow = plan.host("short"), plan.host("slow")
+    host = plan.host("DRAM") + slow + short
     if host:
         ranks = job.host_ranks
-        slow = plan.host("slow")
         lines.append(
             f"Host: {_gib(host)} for its {ranks} rank{'s' if ranks > 1 else ''}: "
             f"{_gib(plan.host('DRAM'))} in DRAM"
             + (f", {_gib(slow)} on the slow tier ({_slow_words(plan)})" if slow else "")
-            + (f"; {_gib(plan.short)} fit nowhere" if plan.short else ""))
+            + (f"; {_gib(short)} fit nowhere: the host is too small" if short else ""))
     steps = [t for t in plan.timed if t.work.per != "checkpoint"]
     if steps and m.timed:
         placed = sum(t.ns for t in steps)
         fast = sum(t.fast_ns for t in steps)
         per = "decode step" if any(t.work.per == "decode step" for t in steps) else "step"
-        lines.append(f"Host memory-bound work: {_ns(placed)} a {per} as placed"
-                     + (f" ({_ns(fast)} were it all in DRAM, {placed / fast:.2f}x)"
-                        if placed > fast * 1.005 else ", all in DRAM"))
+        lines.append(f"Host memory-bound work: {_ns(placed)} a {per} as placed" + (
+            ", all in DRAM" if plan.step_slow == 0 else
+            f" with {plan.step_slow:.0%} of its bytes on the slow tier ({_ns(fast)} were "
+            f"it all in DRAM, {placed / fast:.2f}x)"))
     elif steps:
         lines.append("Host memory-bound work: not predicted: node "
                      f"{m.host[0].nodes[0]} has no calibration here (`cxlbench calibrate` "
@@ -102,10 +103,11 @@ def render(plan: Plan) -> str:
         total = sum(p.part.bytes for p in plan.placed if p.part.where == where)
         if total:
             lines.append(f"  {'total, ' + where:<{width}}  {total / GIB:8.2f}")
-    host = [p for p in plan.placed if p.part.where == "host"]
+    host = sorted((p for p in plan.placed if p.part.where == "host"), key=lambda p: p.order)
     if host:
         lines += ["", f"Placement on one host ({job.host_ranks} rank"
-                  f"{'s' if job.host_ranks > 1 else ''}; cheapest in predicted time first):",
+                  f"{'s' if job.host_ranks > 1 else ''}), in turn: DRAM first to the part "
+                  "losing the most predicted time a byte on the slow tier:",
                   f"  {'part':<{width}}  {'GiB':>8}  {'DRAM':>8}  {'slow':>8}  why"]
         lines += [f"  {p.part.name:<{width}}  {p.total / GIB:8.2f}  {p.fast / GIB:8.2f}  "
                   f"{p.slow / GIB:8.2f}  {p.reason}" for p in host]
@@ -140,12 +142,13 @@ def as_dict(plan: Plan) -> dict:
         "device": "pipeline stage 0 of one data-parallel rank",
         "parts": [{**dataclasses.asdict(p.part), "host_bytes": p.total if
                    p.part.where == "host" else 0, "dram": p.fast, "slow": p.slow,
-                   "why": p.reason} for p in plan.placed],
+                   "short": p.short, "why": p.reason} for p in plan.placed],
         "total": {where: sum(p.part.bytes for p in plan.placed if p.part.where == where)
                   for where in ("gpu", "host")},
         "gpu": {"capacity": m.gpu, "source": m.gpu_source, "fits": plan.gpu_fits},
         "host": {"ranks": job.host_ranks, "dram": plan.host("DRAM"),
-                 "slow": plan.host("slow"), "short": plan.short,
+                 "slow": plan.host("slow"), "short": plan.host("short"),
+                 "step_slow_share": plan.step_slow,
                  "tiers": [{"name": t.name, "nodes": list(t.nodes),
                             "capacity": None if t.capacity == float("inf") else t.capacity,
                             "capacity_source": t.capacity_source,

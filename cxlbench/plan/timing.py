@@ -21,12 +21,12 @@ import numpy as np
 
 from ..tiering import model
 from ..workloads.epochs import Demand
-from .footprint import MOMENTS, Part
+from .footprint import MOMENTS, Part, kv_token_bytes
 from .job import DTYPE_BYTES, Job
 from .tiers import Machine
 
 SAMPLE = 1 << 16        # random accesses the model charges; the rest scale with them
-# One GPU's host link where no run of this machine measured one: assumed, and said so.
+# One GPU's host link: assumed, and said so (measured GPU copies are not read yet).
 LINK_GBS = 53.0
 LINK_SOURCE = ("assumed: PCIe 5.0 x16, 64 GB/s a direction on the wire (32 GT/s x 16 "
                "lanes, 128b/130b), of which pinned copies reach about 83 %")
@@ -88,27 +88,40 @@ def hot_share(byte_share: float, rows: int, skew: float) -> float:
     return h(byte_share * rows) / h(rows) if rows else 0.0
 
 
+OPTIMIZER, PARAMS, LOOKUPS, DECODE, STAGING = (
+    "optimizer step (CPU)", "parameters to the GPU", "embedding lookups", "KV decode step",
+    "checkpoint staging copy")
+
+
+def host_bytes(job: Job, part: Part) -> float:
+    """A host part's bytes on one host: each of its ranks' copy, but one set of embedding
+    tables a host (the model's, not a rank's)."""
+    return part.bytes if part.name == "embedding tables" else part.bytes * job.host_ranks
+
+
 def works(job: Job, parts: list[Part]) -> list[Work]:
     """The host's memory-bound work for the host-side parts, for one host (its ranks')."""
-    host = {p.name: p for p in parts if p.where == "host"}
+    host = {p.name: host_bytes(job, p) for p in parts if p.where == "host"}
     r = job.host_ranks
     out = []
     if "optimizer moments" in host:
-        n = host["optimizer moments"].bytes // (4 * MOMENTS[job.optimizer]) * r
         k = MOMENTS[job.optimizer]
+        n = host["optimizer moments"] // (4 * k)
         read, write = n * (8 + 4 * k), n * (4 + 4 * k)     # grad, weights, states; in place
         out.append(Work(
-            "optimizer step (CPU)", ("master weights", "optimizer moments", "host gradients"),
+            OPTIMIZER, ("master weights", "optimizer moments", "host gradients"),
             "step", f"{n / 1e9:.2f} G parameters on {r} rank{'s' if r > 1 else ''}' host "
             f"state: {8 + 4 * k} B read, {4 + 4 * k} B written a parameter, in place",
             lambda f: _streamed(read, write, f, in_place=True),
             link_bytes=2 * DTYPE_BYTES[job.dtype] * n / r))
+    passes = 2 if job.train else 1      # forward and backward, or forward alone
     if "parameters" in host:
-        b = host["parameters"].bytes
-        out.append(Work("parameters to the GPU", ("parameters",), "step",
-                        "each rank's parameters read twice a step (forward, backward) and "
-                        "sent over its link", lambda f: _streamed(2 * b * r, 0, f, nt=True),
-                        link_bytes=2 * b))
+        b = host["parameters"]
+        out.append(Work(PARAMS, ("parameters",), "step",
+                        f"each rank's parameters read {'twice' if job.train else 'once'} a "
+                        "step and sent over its link",
+                        lambda f: _streamed(passes * b, 0, f, nt=True),
+                        link_bytes=passes * b / r))
     if "embedding tables" in host:
         row = job.table_dim * DTYPE_BYTES[job.table_dtype]
         pooling = job.pooling or (1,) * len(job.tables)
@@ -117,29 +130,32 @@ def works(job: Job, parts: list[Part]) -> list[Work]:
         def on_fast(share: float) -> float:
             return sum(p * hot_share(share, rows, job.table_zipf)
                        for p, rows in zip(pooling, job.tables)) / sum(pooling)
-        out.append(Work("embedding lookups", ("embedding tables",), "step",
-                        f"{lookups:,} lookups a step of {row} B rows, read forward and "
-                        f"backward and written back; Zipf {job.table_zipf:g}, the hottest "
-                        "rows on the fast tier",
-                        _gathers(2 * lookups, row, lookups * row, on_fast)))
+        out.append(Work(LOOKUPS, ("embedding tables",), "step",
+                        f"{lookups:,} lookups a step of {row} B rows, "
+                        + ("read forward and backward and written back" if job.train else
+                           "read once") + f"; Zipf {job.table_zipf:g}, the hottest rows on "
+                        "the fast tier",
+                        _gathers(passes * lookups, row, lookups * row if job.train else 0,
+                                 on_fast)))
     if "KV-cache" in host:
-        w = DTYPE_BYTES[job.dtype]
-        kv_split = min(job.tp, job.kv_heads)
-        block = job.kv_block * job.kv_heads // kv_split * job.head_dim * w
-        total = host["KV-cache"].bytes * r
-        token = total // max(job.context, 1) // max(job.micro_batch, 1)
-        out.append(Work("KV decode step", ("KV-cache",), "decode step",
-                        f"every {block} B block of the {total / 2 ** 30:.1f} GiB cache read "
-                        f"once a step ({job.micro_batch} sequence"
-                        f"{'s' if job.micro_batch > 1 else ''}, one token each)",
-                        _gathers(total / block, block, token * job.micro_batch,
-                                 lambda s: s)))
+        token = kv_token_bytes(job)
+        block = token // (2 * (job.layers // job.pp)) * job.kv_block   # a layer's K or V
+        # every sequence reads all its blocks, a shared prefix's too (their one copy is
+        # read once a sequence)
+        reads = r * job.micro_batch * -(-job.context // job.kv_block) * 2 * \
+            (job.layers // job.pp)
+        out.append(Work(DECODE, ("KV-cache",), "decode step",
+                        f"{reads:,} blocks of {block} B read a step, every block of each of "
+                        f"the {job.micro_batch} sequence{'s' if job.micro_batch > 1 else ''}"
+                        ", from memory; a token each written",
+                        _gathers(reads, block, r * token * job.micro_batch, lambda s: s)))
     if "checkpoint staging" in host:
-        b = host["checkpoint staging"].bytes * r
-        out.append(Work("checkpoint staging copy", ("checkpoint staging",), "checkpoint",
+        b = host["checkpoint staging"]
+        local = "optimizer moments" in host     # the states are in host memory: a copy
+        out.append(Work(STAGING, ("checkpoint staging",), "checkpoint",
                         f"{b / 2 ** 30:.1f} GiB written with streaming stores"
-                        + ("" if "optimizer moments" in host else
+                        + (", read from the host's state" if local else
                            ", from the GPUs over their links"),
-                        lambda f: _streamed(0, b, f, nt=True),
-                        link_bytes=0 if "optimizer moments" in host else b / r))
+                        lambda f: _streamed(b if local else 0, b, f, nt=True),
+                        link_bytes=0 if local else b / r))
     return out

@@ -15,6 +15,9 @@ from .figures.layout import FONTS, grid, png
 
 GIB = 1 << 30
 KEYS = ("shape", "answer", "parts", "host", "work", "curve")
+PART_KEYS = ("name", "bytes", "where", "dram", "slow", "why", "formula")
+WORK_KEYS = ("name", "per", "ns", "all_dram_ns", "all_slow_ns", "formula")
+HOST_KEYS = ("ranks", "dram", "slow", "step_slow_share", "tiers")
 COLOURS = {"GPU": "#4c72b0", "DRAM": "#55a868", "slow tier": "#dd8452"}
 
 
@@ -26,6 +29,12 @@ def load(path: str) -> dict:
     except (OSError, ValueError) as e:
         raise UserError(f"--plan {path}: {e}") from None
     missing = [k for k in KEYS if k not in (data if isinstance(data, dict) else {})]
+    if not missing:     # and each part, work and the host with what the section reads
+        missing = [f"{where}.{k}" for where, rows, keys in (
+            ("parts", data["parts"], PART_KEYS), ("work", data["work"], WORK_KEYS),
+            ("host", [data["host"]], HOST_KEYS))
+            for row in (rows if isinstance(rows, list) else [None])
+            for k in keys if not isinstance(row, dict) or k not in row]
     if missing:
         raise UserError(f"--plan {path}: not a plan (no {', '.join(missing)}; write one "
                         "with cxlbench plan ... --json > PLAN.json)")
@@ -70,9 +79,8 @@ def _time_figure(plan: dict) -> Figure | None:
     ax.plot(xs, ys, marker="o", color=COLOURS["slow tier"], label="predicted")
     host = plan["host"]
     steps = [w for w in plan["work"] if w["per"] != "checkpoint" and w["ns"] is not None]
-    total = host["dram"] + host["slow"]
-    if steps and total:
-        ax.plot([host["slow"] / total * 100], [sum(w["ns"] for w in steps) / 1e6], "k*",
+    if steps:           # the step work's own share on the slow tier, as the curve's x
+        ax.plot([host["step_slow_share"] * 100], [sum(w["ns"] for w in steps) / 1e6], "k*",
                 markersize=12, label="as placed")
     ax.set_xlabel("host state on the slow tier (%)")
     ax.set_ylabel("ms a step")
