@@ -54,3 +54,36 @@ def test_speed_of_a_report_over_100_runs(benchmark, tmp_path):
     html_path, _ = benchmark.pedantic(build, rounds=2, iterations=1)
     print(f"\nreport over 100 runs: {benchmark.stats.stats.median:.1f} s (median of 2), "
           f"report.html {html_path.stat().st_size / 1e6:.2f} MB")
+
+
+def synthetic_run(cases: int, metrics=("bandwidth", "latency")):
+    """A run in memory of `cases` cases, each with 2, 3 or 5 repetitions of each metric, as
+    a fleet's results load (rows, journal): what the report's summary is timed on."""
+    import numpy as np
+    import pandas as pd
+    from pathlib import Path
+    from cxlbench.report.runs import LoadedRun
+    rng = np.random.default_rng(0)
+    reps = rng.choice((2, 3, 5), cases)
+    case = np.tile(np.repeat(np.arange(cases), reps), len(metrics))
+    ids = np.array([f"job{c % 50}/{c:06d}" for c in range(cases)], dtype=object)
+    rows = pd.DataFrame({"case": ids[case], "metric": np.repeat(metrics, reps.sum()),
+                         "value": rng.lognormal(3, 0.2, len(case)),
+                         "job": [f"job{c % 50}" for c in case], "benchmark": "bandwidth",
+                         "kernel": "read", "isa": "avx512", "cpus_used": "0-1",
+                         "placement_ok": True, "verified": "ok", "unit": "GB/s"})
+    journal = {i: {"status": "ok", "params": {"size": c * 4096}, "info": {}}
+               for c, i in enumerate(ids)}
+    return LoadedRun(Path("synthetic/vm/run"), {"run_id": "run", "machine_id": "vm"}, rows,
+                     journal, "vm")
+
+
+@pytest.mark.slow
+def test_speed_of_summarising_a_million_rows(benchmark):
+    from cxlbench.report.runs import summary
+    run = synthetic_run(180_000)
+    out = benchmark.pedantic(summary, args=([run],), rounds=2, iterations=1)
+    assert len(out) == 360_000 and len(run.rows) >= MILLION
+    assert (out["n"] >= 2).all()
+    print(f"\n{len(run.rows)} rows over 180000 cases ({len(out)} case-metric groups) "
+          f"summarised in {benchmark.stats.stats.median:.2f} s (median of 2)")

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import results, stats
@@ -233,36 +234,60 @@ def case_params(run: LoadedRun, case: str) -> dict:
     return {}
 
 
+TEXT = ("case", "job", "benchmark", "kernel", "isa", "verified", "metric", "unit")
+SUMMARY_COLUMNS = ["label", "machine", "run", "case", "job", "benchmark", "kernel", "isa",
+                   "cpus_used", "placement_ok", "verified", "params", "info", "metric",
+                   "predicted", "unit", "values", "median", "ci_low", "ci_high", "n", "cv",
+                   "noisy"]
+
+
+def _run_summary(run: LoadedRun) -> pd.DataFrame:
+    """summary()'s rows of one run: its (case, metric) groups in the order they first
+    appear, each group's statistics computed for all groups at once (stats.summarize_groups)
+    and each case's parameters looked up once."""
+    rows = run.rows
+    codes, _ = pd.factorize(pd.MultiIndex.from_frame(rows[["case", "metric"]]))
+    keep = codes >= 0                               # a row without a case or metric: none
+    rows, codes = rows[keep], codes[keep]
+    values = rows["value"].to_numpy(dtype=float)
+    s = stats.summarize_groups(values, codes)
+    first = rows.drop_duplicates(["case", "metric"])     # the groups' order, as codes'
+    by_id = {c["id"]: c["params"] for c in run.meta.get("cases", [])}
+    params = {case: (run.journal.get(case) or {}).get("params", by_id.get(case, {}))
+              for case in first["case"].unique()}
+    order = np.argsort(codes, kind="stable")            # each group's values in row order
+    split = np.split(values[order], np.cumsum(s["n"].to_numpy())[:-1])
+    predicted = {key: is_prediction(*key)
+                 for key in set(zip(first["metric"], first["kernel"]))}
+    # A folder's name may stand in for machine or run id: an undecodable byte in it
+    # cannot be held as Arrow text (UTF-8), so it is shown as \xNN.
+    col = {k: first[k].tolist() for k in TEXT}
+    return pd.DataFrame({
+        "label": run.label, "machine": printable(run.machine), "run": printable(run.run_id),
+        **{k: col[k] for k in ("case", "job", "benchmark", "kernel", "isa")},
+        "cpus_used": [str(c) for c in first["cpus_used"]],
+        "placement_ok": first["placement_ok"].astype(bool).to_numpy(),
+        "verified": col["verified"],
+        "params": [params[c] for c in first["case"]],
+        "info": [(run.journal.get(c) or {}).get("info") or {} for c in first["case"]],
+        "metric": col["metric"],
+        "predicted": [predicted[k] for k in zip(first["metric"], first["kernel"])],
+        "unit": col["unit"], "values": [v.tolist() for v in split],
+        **{k: s[k].to_numpy() for k in ("median", "ci_low", "ci_high", "n", "cv", "noisy")}},
+        columns=SUMMARY_COLUMNS)
+
+
 def summary(runs: list[LoadedRun]) -> pd.DataFrame:
     """One row per run, case and metric: median, CI, n and CV of the repetitions, with the
     case's parameters (column `params`, a dict) and where it ran; `predicted` where the
     value is a prediction (is_prediction)."""
-    out = []
-    for run in runs:
-        if run.rows.empty:
-            continue
-        for (case, metric), g in run.rows.groupby(["case", "metric"], sort=False):
-            first = g.iloc[0]
-            s = stats.summarize(g["value"].astype(float).tolist())
-            entry = run.journal.get(case, {})
-            # A folder's name may stand in for machine or run id: an undecodable byte
-            # in it cannot be held as Arrow text (UTF-8), so it is shown as \xNN.
-            out.append({"label": run.label, "machine": printable(run.machine),
-                        "run": printable(run.run_id),
-                        "case": case, "job": first["job"], "benchmark": first["benchmark"],
-                        "kernel": first["kernel"], "isa": first["isa"],
-                        "cpus_used": str(first["cpus_used"]),
-                        "placement_ok": bool(first["placement_ok"]),
-                        "verified": first["verified"], "params": case_params(run, case),
-                        "info": entry.get("info") or {}, "metric": metric,
-                        "predicted": is_prediction(metric, first["kernel"]),
-                        "unit": first["unit"], "values": g["value"].astype(float).tolist(),
-                        **{k: s[k] for k in ("median", "ci_low", "ci_high", "n", "cv",
-                                             "noisy")}})
-    columns = ["label", "machine", "run", "case", "job", "benchmark", "kernel", "isa",
-               "cpus_used", "placement_ok", "verified", "params", "info", "metric", "predicted",
-               "unit", "values", "median", "ci_low", "ci_high", "n", "cv", "noisy"]
-    return pd.DataFrame(out, columns=columns)
+    frames = [_run_summary(run) for run in runs if not run.rows.empty]
+    if not frames:
+        return pd.DataFrame([], columns=SUMMARY_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    for k in TEXT:      # a column's type from all runs' values (text, where one run has none)
+        out[k] = pd.Series(out[k].tolist())
+    return out
 
 
 def not_ok(runs: list[LoadedRun]) -> list[dict]:
