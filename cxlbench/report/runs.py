@@ -224,16 +224,6 @@ def _label(runs: list[LoadedRun]) -> None:
         r.label = printable(label)      # shown in figures and held in pandas' Arrow text
 
 
-def case_params(run: LoadedRun, case: str) -> dict:
-    entry = run.journal.get(case)
-    if entry and "params" in entry:
-        return entry["params"]
-    for c in run.meta.get("cases", []):
-        if c["id"] == case:
-            return c["params"]
-    return {}
-
-
 TEXT = ("case", "job", "benchmark", "kernel", "isa", "verified", "metric", "unit")
 SUMMARY_COLUMNS = ["label", "machine", "run", "case", "job", "benchmark", "kernel", "isa",
                    "cpus_used", "placement_ok", "verified", "params", "info", "metric",
@@ -252,7 +242,8 @@ def _run_summary(run: LoadedRun) -> pd.DataFrame:
     values = rows["value"].to_numpy(dtype=float)
     s = stats.summarize_groups(values, codes)
     first = rows.drop_duplicates(["case", "metric"])     # the groups' order, as codes'
-    by_id = {c["id"]: c["params"] for c in run.meta.get("cases", [])}
+    # a case's parameters from its journal line, else from run.json's list of cases
+    by_id = {c["id"]: c["params"] for c in reversed(run.meta.get("cases", []))}
     params = {case: (run.journal.get(case) or {}).get("params", by_id.get(case, {}))
               for case in first["case"].unique()}
     order = np.argsort(codes, kind="stable")            # each group's values in row order
