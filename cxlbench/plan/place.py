@@ -6,6 +6,7 @@ DRAM and all on the slow tier."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from .footprint import Part, footprint

@@ -4,7 +4,9 @@ with its formula and source), and as --json gives it."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
+from ..tiering import calibration
 from ..units import quantity
 from .footprint import params
 from .job import Job
@@ -86,8 +88,11 @@ def _slow_words(plan: Plan) -> str:
         if t.nodes else "none here"
     if t.cal is None:
         return nodes
-    if t.cal.kind == "profile":
-        return f"{nodes}; {t.cal.source.split(' (')[0]}, {t.cal.source.split('; ')[-1].rstrip(')')}"
+    found = re.search(r"profile (\S+)", t.cal.source) if t.cal.kind == "profile" else None
+    if found and found.group(1) in calibration.profiles():
+        p = calibration.profiles()[found.group(1)]
+        return (f"{nodes}; assumed: profile {found.group(1)}, {p['latency']:g}x latency, "
+                f"{p['bandwidth']:g}x bandwidth")
     return f"{nodes}; {t.cal.kind}"
 
 
