@@ -45,7 +45,7 @@ def _bytes_figure(plan: dict) -> Figure:
     parts = plan["parts"]
     g = grid(1, 7.5, [list(COLOURS)], panel_height=0.45 * len(parts) + 1.2,
              title="Each part's bytes on its tiers: GPU parts a GPU, host parts a host "
-                   f"({plan['host']['ranks']} ranks)")
+                   f"({plan['host']['ranks']} rank{'s' if plan['host']['ranks'] > 1 else ''})")
     ax = g.axes[0]
     names = [p["name"] for p in parts][::-1]
     for y, p in enumerate(parts[::-1]):
