@@ -771,32 +771,61 @@ RESULTS_HELP = "the shared results folder (on a file system every machine mounts
 @click.option("--nodelist", "-w", help="these machines (a SLURM node list: a,b or n[1-4])")
 @click.option("--nodes", "-N", type=int, help="any N machines")
 @click.option("--constraint", "-C", help="only machines with this SLURM feature")
+@click.option("--max-running", type=int,
+              help="at most K machines measuring at once (the array's %K)")
+@click.option("--gang", is_flag=True,
+              help="one job holding every machine at once, not an array of one task a "
+                   "machine (for suites that need the machines together)")
 @click.option("--results", "--results-dir", "results_dir", default="results",
               show_default=True, help=RESULTS_HELP)
-@click.option("--time", "-t", "time_limit", help="SLURM time limit, e.g. 2:00:00")
+@click.option("--local-results", is_flag=True,
+              help="allow a node-local results folder (/tmp ...): this machine is the "
+                   "whole cluster")
+@click.option("--time", "-t", "time_limit",
+              help="SLURM time limit for each machine's run, e.g. 2:00:00 (default: "
+                   "estimated from the suite, shown by --dry-run)")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE",
+              help="a variable for the runs (repeatable); the job gets only these, PATH, "
+                   "LANG and HOME beside SLURM's own")
 @click.option("--var", "variables", multiple=True, metavar="KEY=VALUE",
               help="a suite variable from its [vars] (repeatable)")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
               help="any other sbatch option, e.g. --sbatch-arg=--qos=lab (repeatable)")
 @click.option("--dry-run", is_flag=True, help="print the sbatch script and stop")
 @_errors
-def fleet_submit(suite_name, partition, nodelist, nodes, constraint, results_dir,
-                 time_limit, variables, sbatch_args, dry_run):
-    """Run SUITE_NAME once on each machine, each allocated whole, through sbatch; print
-    the job id. The script is kept in RESULTS/fleet/<stamp>/."""
+def fleet_submit(suite_name, partition, nodelist, nodes, constraint, max_running, gang,
+                 results_dir, local_results, time_limit, env, variables, sbatch_args,
+                 dry_run):
+    """Run SUITE_NAME once on each machine, each allocated whole, through sbatch: an array
+    of one task a machine (or one --gang job); print the job id. The script is kept in
+    RESULTS/fleet/<stamp>/."""
     from .fleet import script, submit
 
     options = script.Options(nodes=nodes, nodelist=nodelist, partition=partition,
                              constraint=constraint, time=time_limit,
-                             sbatch_args=list(sbatch_args))
+                             sbatch_args=list(sbatch_args), gang=gang,
+                             max_running=max_running, env=suite.parse_pairs(env, "--env"))
     fleet_, text = submit.prepare(suite_name, suite.parse_pairs(variables, "--var"), options,
-                                  results_dir, dry_run=dry_run)
+                                  results_dir, dry_run=dry_run, local_results=local_results)
     if fleet_ is None:
         click.echo(text, nl=False)
         return
     job = submit.submit(fleet_, text)
     click.echo(f"fleet {fleet_.path}: job {job}", err=True)
     click.echo(job)
+
+
+@fleet.command("task", hidden=True)
+@click.argument("fleet_dir")
+@_errors
+def fleet_task(fleet_dir):
+    """Inside a fleet's array job: become this task's run (fleet/task.py)."""
+    from .fleet import task
+
+    argv = task.main(fleet_dir)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)
 
 
 def _fleet(job, results_dir):
@@ -836,7 +865,8 @@ def _print_machines(found) -> None:
             what = counts + failed
         else:
             what = m.reason or ""
-        click.echo(f"  {m.node:<{width}}  {m.state:<8} job {m.job:<8} {what}"
+        job = m.job if m.task is None else f"{m.job}_{m.task}"
+        click.echo(f"  {m.node:<{width}}  {m.state:<8} job {job:<8} {what}"
                    + (f"  {m.run}" if m.run and m.state != "failed" else ""))
         if m.state == "failed":
             if m.run:
@@ -852,26 +882,35 @@ def _print_machines(found) -> None:
 @click.option("--results", "--results-dir", "results_dir", default="results",
               show_default=True, help=RESULTS_HELP)
 @click.option("--time", "-t", "time_limit", help="a new SLURM time limit for the resume")
+@click.option("--same-machines", is_flag=True,
+              help="an array's tasks on the machines they ran on, each finishing its run "
+                   "(one job holding them together); by default each goes to any machine "
+                   "the fleet has not measured")
 @click.option("--dry-run", is_flag=True, help="print the sbatch script and stop")
 @click.option("--force", is_flag=True,
               help="resume machines SLURM does not answer for too (their job has ended)")
 @_errors
-def fleet_resume(job, results_dir, time_limit, dry_run, force):
-    """Submit JOB's fleet again on the machines whose runs are unfinished: each finishes
-    its run with `cxlbench run --resume`; print the new job id."""
+def fleet_resume(job, results_dir, time_limit, same_machines, dry_run, force):
+    """Submit JOB's fleet again for the machines (an array's tasks) that failed: each
+    finishes its run with `cxlbench run --resume` where it lands on the machine of its
+    run, or runs the suite afresh; print the new job id."""
     from .fleet import submit
 
     fleet_ = _fleet(job, results_dir)
     with fleet_.locked():       # two resumes at once would run the same machines twice
-        machines = submit.resumable(fleet_, force)
-        if not machines:
-            click.echo("nothing to resume: every machine's run finished", err=True)
+        chosen = submit.resumable(fleet_, force)
+        if not chosen:
+            click.echo("nothing to resume: every machine's run finished or is under way",
+                       err=True)
             return
         if dry_run:
-            click.echo(submit.resume_script(fleet_, machines, time_limit), nl=False)
+            click.echo(submit.resume_script(fleet_, chosen, time_limit, same_machines),
+                       nl=False)
             return
-        new_job = submit.resume(fleet_, machines, time_limit)
-    click.echo(f"fleet {fleet_.path}: job {new_job} resumes {', '.join(machines)}", err=True)
+        new_job = submit.resume(fleet_, chosen, time_limit, same_machines)
+    what = ", ".join(f"task {m.task}" + (f" ({m.node})" if m.allocated else "")
+                     if m.task is not None else m.node for m in chosen)
+    click.echo(f"fleet {fleet_.path}: job {new_job} resumes {what}", err=True)
     click.echo(new_job)
 
 

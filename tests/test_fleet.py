@@ -71,7 +71,7 @@ def sbatch_lines(text: str) -> list[str]:
 
 def test_dry_run_script_options_and_quoting(tmp_path):
     suite_file = write_suite(tmp_path)
-    r = cxlbench("fleet", "submit", str(suite_file), "--nodelist", "n[1-2],gpu7",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(suite_file), "--nodelist", "n[1-2],gpu7",
                  "--partition", "lab", "--constraint", "cxl&ddr5", "--time", "1:30:00",
                  "--var", f"note={NASTY}", "--sbatch-arg=--qos=high",
                  "--results", str(tmp_path / "shared"), "--dry-run")
@@ -163,6 +163,9 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
     assert sbatch_lines(text) == ["--job-name=cxlbench-quick", "--nodes=3",
                                   "--ntasks-per-node=1", "--exclusive", "--mem=0",
                                   "--no-kill", "--no-requeue",
+                                  "--export=" + ",".join(
+                                      f"{k}={v}" for k, v in script.job_env(
+                                          script.Options(nodes=3)).items()),
                                   f"--chdir={PACKAGE_PARENT}",
                                   "--output=/r/fleet/x/job-%j.out"]
 
@@ -188,7 +191,15 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
     ({"nodes": 1, "sbatch_args": ["--oversubscribe"]}, {}, "whole to one task"),
     ({"nodes": 1, "sbatch_args": ["--mem-per-cpu=1G"]}, {}, "whole to one task"),
     ({"nodes": 1, "sbatch_args": ["--cpus-per-task=4"]}, {}, "whole to one task"),
-    ({"nodes": 1, "sbatch_args": ["--export=NONE"]}, {}, "needs the job's environment"),
+    ({"nodes": 1, "sbatch_args": ["--export=NONE"]}, {}, "use --env KEY=VALUE"),
+    ({"nodes": 1, "sbatch_args": ["--get-user-env"]}, {}, "use --env KEY=VALUE"),
+    ({"nodes": 1, "sbatch_args": ["--array=0-3"]}, {}, "use --max-running"),
+    ({"nodes": 1, "sbatch_args": ["--exclude=n1"]}, {}, "excludes machines itself"),
+    ({"nodes": 1, "max_running": 0}, {}, "--max-running 0: at least 1"),
+    ({"nodes": 1, "max_running": 2, "gang": True}, {}, "a --gang job runs on every"),
+    ({"nodes": 1, "env": {"SLURM_X": "1"}}, {}, "not SLURM_*"),
+    ({"nodes": 1, "env": {"A-B": "1"}}, {}, "not a variable name"),
+    ({"nodes": 1, "env": {"OMP": "1,2"}}, {}, "cannot hold commas"),
     ({"nodes": 1, "sbatch_args": ["--requeue"]}, {}, "never requeued"),
     ({"nodes": 1, "sbatch_args": ["--clusters=other"]}, {}, "this cluster's controller"),
     ({"nodes": 1, "sbatch_args": ["--comment=two words"]}, {}, "without spaces"),
@@ -203,7 +214,7 @@ def test_bad_input_is_refused(tmp_path, options, variables, message):
 
 def test_other_sbatch_options_pass(tmp_path):
     options = script.Options(nodes=1, sbatch_args=[
-        "--qos=high", "--gpus-per-node=1", "--mem-bind=local", "--exclude=n3",
+        "--qos=high", "--gpus-per-node=1", "--mem-bind=local", "--reservation=lab",
         "--begin=now+1hour", "--hold", "--account=lab"]).validate()
     text = script.sbatch_script(name="t", options=options, fleet_dir="/r/fleet/x",
                                 results_dir="/r", commands={None: ["true"]}, comment="t")
@@ -211,21 +222,21 @@ def test_other_sbatch_options_pass(tmp_path):
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
                  "--nodelist", "a,b", "--dry-run")
     assert r.returncode == 2 and r.stderr.startswith("error: give --nodes N or --nodelist")
     assert r.stderr.count("\n") == 1                 # one line, no traceback
 
 
 def test_unknown_suite(tmp_path):
-    r = cxlbench("fleet", "submit", "no-such-suite", "--nodes", "1", "--dry-run")
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", "no-such-suite", "--nodes", "1", "--dry-run")
     assert r.returncode == 2 and "no suite 'no-such-suite'" in r.stderr
 
 
 def test_submit_without_slurm_says_so(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "1",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "1",
                  "--results", str(tmp_path / "r"), env={"PATH": str(empty)})
     assert r.returncode == 2 and "SLURM is not installed here: no sbatch" in r.stderr
     assert not (tmp_path / "r").exists()              # nothing made for a job never queued
@@ -235,7 +246,7 @@ def test_a_refused_job_leaves_no_fleet(tmp_path):
     bin_dir = tmp_path / "bin"
     fake(bin_dir, "sbatch", 'sys.exit("sbatch: error: Batch job submission failed: '
                             'Invalid partition name specified")')
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "1", "-p", "nope",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "1", "-p", "nope",
                  "--results", str(tmp_path / "r"),
                  env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert r.returncode == 1 and "Invalid partition name specified" in r.stderr
@@ -340,7 +351,7 @@ def test_status_and_resume_over_slurms_answers(tmp_path):
     env, jobs = fake_slurm(tmp_path)
     bin_dir = tmp_path / "bin"
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "vm",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "vm",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "100\n"
@@ -411,7 +422,7 @@ def test_collect_compares_each_machine_with_the_reference(tmp_path):
     reports both, each against the one --against names, with their SLURM fields."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     for node in ("n1", "n2"):
@@ -488,7 +499,7 @@ def test_a_controller_that_does_not_answer_ends_nothing(tmp_path, monkeypatch):
     run them twice; collect asks again until SLURM answers."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "vm",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "vm",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     env["FAKE_DOWN"] = "1"
@@ -528,7 +539,7 @@ def test_a_steps_end_is_read_from_the_jobs_output(tmp_path):
         "srun: error: Node failure on n2\n"
         "srun: error: Task launch for StepId=7.2 failed on node n3: Invalid node name\n"
         "cxlbench fleet: n4: srun exit code 1\n")
-    assert status._task_ends(fleet, "7") == {
+    assert status._task_ends(fleet.path / "job-7.out") == {
         "n1": "Exited with exit code 2", "n2": "Node failure on n2",
         "n3": "Task launch for StepId=7.2 failed on node n3: Invalid node name",
         "n4": "srun exit code 1"}
@@ -549,7 +560,7 @@ def test_machines_stay_known_after_slurm_forgets_the_job(tmp_path):
     missing."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     (fleet_dir,) = (shared / "fleet").iterdir()
@@ -580,7 +591,7 @@ def test_status_writes_down_machines_slurm_gave(tmp_path):
     SLURM knows the job, writes them down for later."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     jobs.write_text(json.dumps({"100": ["NODE_FAIL", "n1,n2"]}))
@@ -636,7 +647,7 @@ def test_a_link_at_the_fleet_lock_or_a_script_is_not_written_through(tmp_path, m
 def test_collect_waits_for_a_resume_submitted_meanwhile(tmp_path, monkeypatch):
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "vm",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "vm",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     for key, value in env.items():
@@ -660,8 +671,9 @@ def test_sbatch_that_does_not_answer_keeps_the_fleet(tmp_path, monkeypatch):
     fake(bin_dir, "sbatch", "import time; time.sleep(5)")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setattr(slurm, "TIMEOUT", 0.5)
-    fleet, text = submit.prepare(str(write_suite(tmp_path)), {}, script.Options(nodes=1),
-                                 str(tmp_path / "r"))
+    fleet, text = submit.prepare(str(write_suite(tmp_path)), {},
+                                 script.Options(nodes=1, gang=True), str(tmp_path / "r"),
+                                 local_results=True)
     with pytest.raises(slurm.SlurmError, match="may be queued all the same"):
         submit.submit(fleet, text)
     assert (fleet.path / "job.sbatch").read_text() == text
@@ -693,7 +705,7 @@ def test_force_resumes_no_machine_it_does_not_know(tmp_path):
     nothing --force could resume."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     env["FAKE_DOWN"] = "1"
@@ -709,7 +721,7 @@ def test_a_machine_whose_step_ended_while_the_job_runs_on(tmp_path):
     failed at once, in srun's word, with the job's state (RUNNING, or COMPLETING)."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", str(write_suite(tmp_path)), "--nodelist", "n1,n2",
+    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "n1,n2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     (fleet_dir,) = (shared / "fleet").iterdir()

@@ -176,7 +176,7 @@ def status(cluster, job, shared) -> list[dict]:
 
 def test_dry_run_is_a_script_sbatch_accepts(cluster, tmp_path):
     (tmp_path / "tiny.toml").write_text(SUITE)
-    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
+    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
               "--partition", "debug", "--time", "5", "--results", str(tmp_path / "r"),
               "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -190,7 +190,7 @@ def test_dry_run_is_a_script_sbatch_accepts(cluster, tmp_path):
 def test_submit_runs_each_machine_and_collect_reports(cluster, tmp_path):
     (tmp_path / "tiny.toml").write_text(SUITE)
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodes", "1",
+    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodes", "1",
               "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
@@ -231,7 +231,7 @@ def test_timeout_is_shown_failed_then_resumed(cluster, tmp_path):
     (TIMEOUT), status says so with the log's end, and resume finishes the same run."""
     (tmp_path / "tiny.toml").write_text(SUITE)
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
+    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
               "--time", "1", "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
@@ -275,7 +275,7 @@ def test_pending_then_cancelled(cluster, tmp_path):
     waits for it; cancelled before it started, it shows failed with no run."""
     (tmp_path / "tiny.toml").write_text(SUITE)
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", str(tmp_path / "tiny.toml"), "--nodes", "1",
+    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodes", "1",
               "--sbatch-arg=--begin=now+1hour", "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
@@ -297,7 +297,7 @@ def test_a_machine_that_refuses_the_suite_shows_why(cluster, tmp_path):
     (tmp_path / "far.toml").write_text(SUITE.replace('bench = "chase"',
                                                      'bench = "chase"\nmem = "bind:7"'))
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", str(tmp_path / "far.toml"), "--nodes", "1",
+    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "far.toml"), "--nodes", "1",
               "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()

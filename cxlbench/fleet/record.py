@@ -3,7 +3,12 @@ submitted, each job's sbatch script, fleet.json (the suite, the options, and eve
 submitted for it, the first and each resume; changed under fleet.lock), nodes-<job>, the
 machines each job was given, and logs/<node>-<job>.log, each machine's output. The runs
 themselves are ordinary run folders, RESULTS/<machine>/<run-id>/, whose run.json names
-the SLURM job and node that made them."""
+the SLURM job and node that made them.
+
+An array fleet (fleet.json's "form") also keeps tasks/<task>-<job>.json: each task's start
+on a machine (which machine, whether it resumed a run, the names of the variables it saw),
+written by the task itself, so that a task is known by its machine before its run exists
+and a resume can tell the machine it ran on from the one it lands on."""
 from __future__ import annotations
 
 import contextlib
@@ -42,6 +47,28 @@ class Fleet:
 
     def job_ids(self) -> list[str]:
         return [j["job"] for j in self.jobs]
+
+    @property
+    def array(self) -> bool:
+        """One array task per machine (else one gang job on every machine at once)."""
+        return self.data.get("form") == "array"
+
+    def attempt(self, task: int, job: str, fields: dict) -> None:
+        """Write down a task's start on its machine (fields: node, resumed, env ...)."""
+        (self.path / "tasks").mkdir(exist_ok=True)
+        results._write_atomic(self.path / "tasks" / f"{task}-{job}.json",
+                              json.dumps({"task": task, "job": job, **fields}))
+
+    def attempts(self) -> list[dict]:
+        """Every task start written down, in the order the jobs were submitted."""
+        order = {j: i for i, j in enumerate(self.job_ids())}
+        found = []
+        for path in (self.path / "tasks").glob("*.json"):
+            try:
+                found.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue                    # a start half written: its run still counts
+        return sorted(found, key=lambda a: (order.get(a.get("job"), -1), a.get("task", -1)))
 
     def log(self, node: str, job: str) -> Path:
         return self.path / "logs" / f"{node}-{job}.log"
@@ -93,12 +120,14 @@ class Fleet:
             self._lock = None
 
     def add_job(self, job: str, cluster: str | None, script: str,
-                machines: dict[str, str | None] | None) -> None:
-        """Record a submitted job; machines: for a resume, each node with the run it
-        finishes (None: none started there, it runs the suite afresh)."""
+                machines: dict[str, str | None] | None,
+                tasks: list[int] | None = None) -> None:
+        """Record a submitted job; machines: for a resume on named machines, each node with
+        the run it finishes (None: none started there, it runs the suite afresh); tasks:
+        in an array fleet, the tasks the job runs."""
         with self.locked():
             self.jobs.append({"job": job, "cluster": cluster, "script": script,
-                              "machines": machines,
+                              "machines": machines, "tasks": tasks,
                               "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
             self._save()
 
@@ -108,22 +137,41 @@ class Fleet:
     def runs(self) -> dict[str, Path]:
         """Each node's run started by a job of this fleet (its run.json names the job), by
         node name; where a node has several, the newest."""
+        return {slurm["node"]: path for path, slurm in self.started_runs()}
+
+    def task_runs(self, machine: str = "*") -> dict[int, list[tuple[str, Path]]]:
+        """An array fleet's runs by task: each (node, run folder), oldest first; machine:
+        only those filed under RESULTS/<machine>/."""
+        found: dict[int, list[tuple[str, Path]]] = {}
+        for path, slurm in self.started_runs(machine):
+            try:
+                found.setdefault(int(slurm.get("array_task_id")), []).append(
+                    (slurm["node"], path))
+            except (TypeError, ValueError):
+                continue                    # started by a gang job of the fleet
+        return found
+
+    def started_runs(self, machine: str = "*") -> list[tuple[Path, dict]]:
+        """Every run a job of this fleet started (its run.json names the job, or the
+        array job), with run.json's SLURM fields, oldest first."""
         # A job id names one job within one cluster only (None: not known, not checked).
         clusters = {j["job"]: j.get("cluster") for j in self.jobs}
         since = self._day_before()
-        found: dict[str, Path] = {}
-        for meta_path in sorted(self.results_dir.glob("*/*/run.json")):
+        found = []
+        # Run folders are named by when they began: oldest first, whichever machine.
+        for meta_path in sorted(self.results_dir.glob(f"{machine}/*/run.json"),
+                                key=lambda p: (p.parent.name, str(p))):
             if since and meta_path.parent.name[:8] < since:
                 continue                   # named (by the time it began) before the fleet
             try:
                 slurm = results.read_meta(meta_path.parent).get("slurm") or {}
             except ResultsError:
                 continue                   # not a run of ours to judge here
-            job = slurm.get("job_id")
+            job = slurm.get("array_job_id") or slurm.get("job_id")
             if job in clusters and slurm.get("node") and (
                     None in (clusters[job], slurm.get("cluster"))
                     or clusters[job] == slurm.get("cluster")):
-                found[slurm["node"]] = meta_path.parent
+                found.append((meta_path.parent, slurm))
         return found
 
     def _day_before(self) -> str | None:

@@ -1,14 +1,26 @@
-"""The sbatch script of a fleet job: each selected machine allocated whole (--exclusive,
-all its memory), one task on each, every task an ordinary `cxlbench run` writing
-RESULTS/<machine>/<run-id>/ as a local run does. The script is kept in the fleet's folder,
+"""The sbatch script of a fleet job, in one of two forms:
+
+- an array (the default): one task per machine, each allocated whole (--exclusive, all
+  its memory), at most --max-running at once, each with its own time limit, so machines
+  start as they free up and a failure ends one task. Each task runs `cxlbench fleet task`,
+  which picks the run it makes or finishes (fleet/task.py);
+- a gang: one job holding every machine at once, one step on each (suites that need
+  several machines together).
+
+Either way every machine's run is an ordinary `cxlbench run` writing
+RESULTS/<machine>/<run-id>/ as a local run does. The job gets only the environment named
+in its script (--export with a list), so a submitting shell's PYTHONPATH, OMP_* or
+LD_PRELOAD does not reach the measurements. The script is kept in the fleet's folder,
 so what ran is what the user reads.
 
 sbatch reads #SBATCH lines word by word, so their values are checked rather than quoted;
 the commands are shell words, quoted with shlex."""
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import sys
 from dataclasses import asdict, dataclass, field
 
 from .. import PACKAGE_PARENT, __version__
@@ -35,9 +47,12 @@ _REFUSED = {
                     "fleet names the job, its output files and its folder"),
     **dict.fromkeys(("--requeue", "--no-requeue"), "a fleet job is never requeued (its "
                     "script run again would start every machine's run afresh)"),
-    **dict.fromkeys(("--export", "--export-file"),
-                    "each machine's step needs the job's environment"),
-    **dict.fromkeys(("--wrap", "--array"), "fleet writes the script: one run per machine"),
+    **dict.fromkeys(("--export", "--export-file", "--get-user-env"),
+                    "fleet passes the job exactly the environment it records: use --env "
+                    "KEY=VALUE"),
+    "--array": "fleet makes the array: use --max-running for its %K",
+    "--exclude": "fleet excludes machines itself (those outside --nodelist)",
+    "--wrap": "fleet writes the script: one run per machine",
     "--no-kill": "a machine that fails leaves the others running",
     "--clusters": "fleet asks this cluster's controller about its jobs",
 }
@@ -52,6 +67,9 @@ class Options:
     constraint: str | None = None
     time: str | None = None
     sbatch_args: list[str] = field(default_factory=list)
+    gang: bool = False                  # one job on every machine at once, not an array
+    max_running: int | None = None      # an array's tasks running at once (%K)
+    env: dict[str, str] = field(default_factory=dict)   # passed to the job beside BASE_ENV
 
     def validate(self) -> "Options":
         """Refuse what sbatch would misread, or what fleet sets itself (UserError)."""
@@ -62,6 +80,19 @@ class Options:
             raise UserError("give --nodes N (any N machines) or --nodelist a,b,c (these)")
         if self.nodes is not None and self.nodes < 1:
             raise UserError(f"--nodes {self.nodes}: at least 1")
+        if self.max_running is not None:
+            if self.gang:
+                raise UserError("--max-running limits an array's tasks; a --gang job runs "
+                                "on every machine at once")
+            if self.max_running < 1:
+                raise UserError(f"--max-running {self.max_running}: at least 1")
+        for key, value in self.env.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or key.startswith("SLURM"):
+                raise UserError(f"--env {key}=...: not a variable name fleet passes (letters, "
+                                "digits and _, not SLURM_*)")
+            if "," in value or any(c.isspace() or c in "'\"" for c in value):
+                raise UserError(f"--env {key}={value!r}: sbatch's --export list cannot hold "
+                                "commas, spaces or quotes")
         for flag, value, pattern in (("--nodelist", self.nodelist, _NODELIST),
                                      ("--partition", self.partition, _WORD),
                                      ("--constraint", self.constraint, _CONSTRAINT),
@@ -87,40 +118,83 @@ class Options:
         return asdict(self)
 
 
+def job_env(options: Options, environ=None) -> dict[str, str]:
+    """All the environment a fleet job gets beside SLURM's own variables: a PATH to this
+    Python and the system's tools, a fixed locale, HOME, then --env's; recorded in
+    fleet.json and written in the script."""
+    environ = os.environ if environ is None else environ
+    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
+           "LANG": "C.UTF-8"}
+    home = environ.get("HOME", "")
+    if home and not any(c.isspace() or c in ",'\"" for c in home):
+        env["HOME"] = home
+    return {**env, **options.env}
+
+
 def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: str,
-                  commands: dict[str | None, list[str]], comment: str) -> str:
-    """The script's text. commands: the command each machine runs, by node name, or under
-    None the one every machine runs."""
+                  comment: str, env: dict[str, str] | None = None,
+                  notes: tuple[str, ...] = (),
+                  commands: dict[str | None, list[str]] | None = None,
+                  tasks: str | None = None, exclude: str | None = None) -> str:
+    """The script's text. An array (tasks: its task ids, "0-999" or "3,17"; exclude: the
+    machines it may not use) runs `cxlbench fleet task` in each task; a gang runs
+    commands: the command each machine runs, by node name, or under None the one every
+    machine runs."""
     for path in (results_dir, fleet_dir, PACKAGE_PARENT):
         if any(c.isspace() or c in "'\"%\\" for c in path):
             raise UserError(f"{path!r}: sbatch reads #SBATCH lines word by word, and % and "
                             "\\ in their file names as patterns, so the fleet's folders "
                             "cannot hold spaces, quotes, % or \\")
+    array = tasks is not None
+    env = job_env(options) if env is None else env
     lines = ["#!/bin/bash",
              f"# cxlbench fleet ({comment}): one run per machine under "
              f"{results_dir}/<machine>/<run-id>/",
              f"# written by cxlbench {__version__}; kept here so that what ran can be read.",
+             *(f"# {note}" for note in notes),
+             f"# the job's environment: SLURM's variables, and only {', '.join(env)} "
+             "from here",
              f"#SBATCH --job-name=cxlbench-{_name(name)}"]
-    if options.nodelist:
+    if array:
+        limit = f"%{options.max_running}" if options.max_running else ""
+        lines += [f"#SBATCH --array={tasks}{limit}", "#SBATCH --nodes=1"]
+        if exclude:
+            lines.append(f"#SBATCH --exclude={exclude}")
+    elif options.nodelist:
         lines.append(f"#SBATCH --nodelist={options.nodelist}")
     else:
         lines.append(f"#SBATCH --nodes={options.nodes}")
     # One task per machine, the machine to itself: nothing else runs beside a benchmark.
-    lines += ["#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive", "#SBATCH --mem=0",
-              # A node that fails leaves the job running on the others.
-              "#SBATCH --no-kill",
-              # Requeued, the script would start every machine's run again from its first
-              # case, beside the runs it had made.
-              "#SBATCH --no-requeue"]
+    lines += ["#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive", "#SBATCH --mem=0"]
+    if not array:
+        lines.append("#SBATCH --no-kill")     # a node that fails leaves the others running
+    # Requeued, a gang's script would start every machine's run again from its first case;
+    # an array task's would pick its run again, but a requeue is SLURM's choice of when.
+    lines.append("#SBATCH --no-requeue")
     for flag in ("partition", "constraint", "time"):
         value = getattr(options, flag)
         if value:
             lines.append(f"#SBATCH --{flag}={value}")
+    # Only these variables (and SLURM's): not the submitting shell's whole environment.
+    lines.append("#SBATCH --export=" + ",".join(f"{k}={v}" for k, v in env.items()))
     # Tasks start in this cxlbench's folder, as its workers do: `python -m cxlbench` then
     # runs this same cxlbench, installed or a checkout (on a file system every machine sees).
-    lines += [f"#SBATCH --chdir={PACKAGE_PARENT}", f"#SBATCH --output={fleet_dir}/job-%j.out"]
+    lines.append(f"#SBATCH --chdir={PACKAGE_PARENT}")
+    lines.append(f"#SBATCH --output={fleet_dir}/logs/task-%a-%A.log" if array
+                 else f"#SBATCH --output={fleet_dir}/job-%j.out")
     lines += [f"#SBATCH {arg}" for arg in options.sbatch_args]
-    lines += ["", *_RUN.replace("FLEET", shlex.quote(fleet_dir)).splitlines()]
+    # Steps get the job's environment as it is here (the list above), not --export again.
+    lines += ["", "export SLURM_EXPORT_ENV=ALL"]
+    if array:
+        task = [sys.executable, "-m", "cxlbench", "fleet", "task", fleet_dir]
+        # One step on the task's machine, on every CPU and memory node (a site's default
+        # binding would put a one-task step on one core). fleet task checks the fleet's
+        # folder is seen here, picks the run to make or finish, and becomes it.
+        lines += ["exec srun --nodes=1 --ntasks=1 --kill-on-bad-exit=0 --cpu-bind=none "
+                  f"--mem-bind=none {shlex.join(task)}"]
+        return "\n".join(lines) + "\n"
+    lines += _RUN.replace("FLEET", shlex.quote(fleet_dir)).splitlines()
+    assert commands is not None
     if set(commands) == {None}:
         lines += ["for n in $nodes; do", f"  run_on \"$n\" {shlex.join(commands[None])} &",
                   '  pids+=("$!")', "done"]

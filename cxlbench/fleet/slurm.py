@@ -164,3 +164,122 @@ def hostnames(nodelist: str) -> list[str]:
     if out.returncode != 0:
         raise UserError(f"node list {nodelist!r}: {out.stderr.strip()}")
     return out.stdout.split()
+
+
+def task_ids(spec: str) -> list[int]:
+    """An array's task ids as SLURM writes them ("0-9%2", "[3,5-7]", "1-9:2") as a list."""
+    spec = spec.strip().strip("[]").split("%", 1)[0]
+    out: list[int] = []
+    for part in filter(None, spec.split(",")):
+        lo, _, rest = part.partition("-")
+        hi, _, step = rest.partition(":")
+        out += range(int(lo), int(hi or lo) + 1, int(step or 1))
+    return out
+
+
+def task_spec(ids) -> str:
+    """Task ids as sbatch's --array takes them, runs of consecutive ids as ranges."""
+    ids = sorted(set(ids))
+    parts, start = [], None
+    for i, n in enumerate(ids):
+        if start is None:
+            start = n
+        if i + 1 == len(ids) or ids[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ",".join(parts)
+
+
+def array_tasks(job_id: str, cluster: str | None = None, submitted: str | None = None
+                ) -> dict[int, dict] | None:
+    """Each task of an array job as SLURM remembers it, by task id: {state, reason, nodes,
+    exit_code}; pending tasks are kept together by SLURM ("ArrayTaskId=2-9%2") and come
+    back one by one. From scontrol while the controller keeps the array, then sacct; None
+    where neither knows it (or SLURM is not installed); SlurmError where SLURM did not
+    answer."""
+    if shutil.which("scontrol") is None:
+        return None
+    out = _run(["scontrol", "show", "job", "-o", str(job_id)])
+    tasks: dict[int, dict] = {}
+    if out.returncode == 0 and out.stdout.strip():
+        for line in out.stdout.splitlines():
+            rec = parse_show(line)
+            if rec.get("ArrayJobId") != str(job_id) or "ArrayTaskId" not in rec:
+                continue
+            nodes = rec.get("NodeList")
+            info = {"state": rec.get("JobState", "UNKNOWN").split()[0],
+                    "reason": None if rec.get("Reason") in (None, "None") else rec["Reason"],
+                    "nodes": hostnames(nodes) if nodes and nodes != "(null)" else [],
+                    "exit_code": rec.get("ExitCode"), "job_id": rec.get("JobId")}
+            for t in task_ids(rec["ArrayTaskId"]):
+                tasks[t] = info
+        return tasks
+    if "Invalid job id specified" not in out.stderr:
+        raise SlurmError(f"scontrol show job {job_id}: {_said(out)}")
+    if shutil.which("sacct") is None:
+        return None
+    out = _run(["sacct", "-n", "-P", "-X", "-j", str(job_id),
+                *(["-M", cluster] if cluster else []),
+                *(["-S", _local(submitted, -3600)] if submitted else []),
+                "-o", "JobID,State,ExitCode,NodeList,JobIDRaw"])
+    if out.returncode != 0:
+        if "accounting storage is disabled" in out.stderr:
+            return None
+        raise SlurmError(f"sacct -j {job_id}: {_said(out)}")
+    for row in out.stdout.splitlines():
+        jid, state, code, nodes, raw = (row.split("|") + [""] * 5)[:5]
+        head, sep, spec = jid.partition("_")
+        if head != str(job_id) or not sep:
+            continue
+        word = state.split()[0] if state else "UNKNOWN"
+        info = {"state": word, "reason": state if state != word else None,
+                "nodes": hostnames(nodes) if nodes and nodes != "None assigned" else [],
+                "exit_code": code, "job_id": raw}
+        for t in task_ids(spec):
+            tasks[t] = info
+    return tasks or None
+
+
+def nodes_of(partition: str | None) -> list[str]:
+    """The machines of a partition (the default one where None), from sinfo."""
+    out = _run(["sinfo", "-h", "-o", "%P %N", *(["-p", partition] if partition else [])])
+    if out.returncode != 0:
+        raise SlurmError(f"sinfo: {_said(out)}")
+    for line in out.stdout.splitlines():
+        name, _, nodes = line.strip().partition(" ")
+        if partition or name.endswith("*"):
+            return hostnames(nodes) if nodes else []
+    return []
+
+
+def exclude_from_pending(array_job: str, nodes: list[str]) -> str | None:
+    """Keep an array's tasks still pending off these machines; None, or SLURM's refusal
+    (running tasks cannot be changed, and say so: not a failure here)."""
+    out = _run(["scontrol", "update", f"JobId={array_job}", f"ExcNodeList={hostlist(nodes)}"])
+    lines = (out.stderr + out.stdout).splitlines()
+    # "A_0: Job is no longer pending execution" for each task already started or ended.
+    refused = [line for line in lines if line.strip() and not any(
+        ok in line for ok in ("No error", "no longer pending", "already finished"))]
+    return "; ".join(refused) or None if out.returncode else None
+
+
+def nodes_with(partition: str | None, feature: str) -> list[str]:
+    """The machines of a partition (any, where None) that have this feature."""
+    out = _run(["sinfo", "-h", "-N", "-o", "%N %f", *(["-p", partition] if partition else [])])
+    if out.returncode != 0:
+        raise SlurmError(f"sinfo: {_said(out)}")
+    found = []
+    for line in out.stdout.splitlines():
+        node, _, features = line.strip().partition(" ")
+        if feature in features.split(",") and node not in found:
+            found.append(node)
+    return found
+
+
+def hostlist(names: list[str]) -> str:
+    """Names as SLURM's compressed node list (n[1-999]), or joined where it cannot."""
+    if len(names) < 2 or shutil.which("scontrol") is None:
+        return ",".join(names)
+    out = _run(["scontrol", "show", "hostlist", ",".join(names)])
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() \
+        else ",".join(names)

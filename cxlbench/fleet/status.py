@@ -1,7 +1,7 @@
-"""Each machine of a fleet: pending, running (and the case it is on), done, failed (and
-why), or unknown (SLURM did not answer), from what SLURM says of the job that last ran on
-it and from its run folder's journal, which a finished case reaches whole or not at
-all."""
+"""Each machine of a fleet (each task, in an array fleet): pending, running (and the case
+it is on), done, failed (and why), or unknown (SLURM did not answer), from what SLURM says
+of the job that last ran on it and from its run folder's journal, which a finished case
+reaches whole or not at all."""
 from __future__ import annotations
 
 import re
@@ -30,6 +30,7 @@ class Machine:
     log: Path | None = None
     log_tail: list[str] = field(default_factory=list)
     allocated: bool = True          # False: a job's machines SLURM has not chosen yet
+    task: int | None = None         # an array fleet's task
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "run": str(self.run) if self.run else None,
@@ -43,6 +44,8 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     forgets the job; a ResultsWarning says where fewer are known than were asked for."""
     if not fleet.jobs:
         return []                       # its sbatch did not answer: no job known
+    if fleet.array:
+        return _tasks(fleet)
     runs = fleet.runs()
     info = {j["job"]: _ask(j) for j in fleet.jobs}
     last: dict[str, dict] = {}          # node -> the job that last covered it
@@ -80,6 +83,51 @@ def machines(fleet: record.Fleet) -> list[Machine]:
     return out
 
 
+def _tasks(fleet: record.Fleet) -> list[Machine]:
+    """An array fleet's tasks, each as the machine it last ran on (or "(task N)" until
+    SLURM gives it one): the newest job covering the task (the array, or a resume of it)
+    says its state; the task's newest run, its progress."""
+    runs = fleet.task_runs()
+    started = {(a["task"], a["job"]): a for a in fleet.attempts()}
+    last: dict[int, dict] = {}
+    for j in fleet.jobs:
+        for t in j.get("tasks") or []:
+            last[t] = j
+    info = {j["job"]: _ask(j) if j["machines"] is not None else _ask_array(j)
+            for j in fleet.jobs}
+    out = []
+    for t in range(fleet.data["tasks"]):
+        j = last.get(t, fleet.jobs[0])
+        now = info[j["job"]]
+        if isinstance(now, dict) and j["machines"] is None:
+            now = now.get(t)             # this task's record of the array
+        ran = runs.get(t, [])
+        run = ran[-1][1] if ran else None
+        start = started.get((t, j["job"]))
+        if j["machines"] is not None:    # resumed on its own machine by a gang job
+            node = next((n for n, r in j["machines"].items() if r and Path(r) == run),
+                        ran[-1][0] if ran else None)
+        else:
+            node = start["node"] if start else None
+            if node is None and ran and not (isinstance(now, dict) and
+                                             now["state"] in slurm.WAITING):
+                node = ran[-1][0]
+        log = fleet.path / "logs" / f"task-{t}-{j['job']}.log" \
+            if j["machines"] is None else None          # a gang's: found by _machine
+        m = _machine(fleet, node or f"(task {t})", j, now, run, log,
+                     _task_ends(log).get(node or "") if log else None)
+        m.task, m.allocated = t, node is not None
+        out.append(m)
+    return out
+
+
+def _ask_array(job: dict) -> dict | slurm.SlurmError | None:
+    try:
+        return slurm.array_tasks(job["job"], job.get("cluster"), job.get("submitted"))
+    except slurm.SlurmError as e:
+        return e
+
+
 def _ask(job: dict) -> dict | slurm.SlurmError | None:
     """What SLURM says of the job, or why it said nothing (kept apart from an end)."""
     try:
@@ -105,11 +153,11 @@ _TASK_END = [re.compile(r"srun: error: (?P<node>\S+): tasks? [\d,-]+: (?P<how>.+
              re.compile(r"cxlbench fleet: (?P<node>[^\s/]+): (?P<how>srun exit code \d+)")]
 
 
-def _task_ends(fleet: record.Fleet, job: str) -> dict[str, str]:
+def _task_ends(output: Path) -> dict[str, str]:
     """Each node whose step ended badly, with the first word for how ("Exited with exit
-    code 2", "Killed", "Node failure"), from the job's output file."""
+    code 2", "Killed", "Node failure"), from a job's output file."""
     try:
-        text = (fleet.path / f"job-{job}.out").read_text(errors="replace")
+        text = output.read_text(errors="replace")
     except OSError:
         return {}
     ends: dict[str, str] = {}
@@ -128,7 +176,10 @@ def _run_of(job: dict, node: str, runs: dict[str, Path]) -> Path | None:
 
 
 def _machine(fleet: record.Fleet, node: str, job: dict,
-             now: dict | slurm.SlurmError | None, run: Path | None) -> Machine:
+             now: dict | slurm.SlurmError | None, run: Path | None,
+             log: Path | None = None, ended: str | None = None) -> Machine:
+    """One machine's state. log: its output (a gang's: logs/<node>-<job>.log); ended: how
+    its step ended, where its output said (a gang's: from the job's output)."""
     m = Machine(node=node, state="pending", job=job["job"], run=run)
     if run is not None:
         _progress(m, run)
@@ -142,7 +193,8 @@ def _machine(fleet: record.Fleet, node: str, job: dict,
     if now is not None and now["state"] in slurm.WAITING:
         m.state, m.reason = "pending", now["reason"]
         return m
-    ended = _task_ends(fleet, job["job"]).get(node)
+    if log is None:
+        ended = _task_ends(fleet.path / f"job-{job['job']}.out").get(node)
     if now is not None and now["state"] in slurm.ACTIVE and not ended:
         m.state = "running"
         return m
@@ -159,7 +211,7 @@ def _machine(fleet: record.Fleet, node: str, job: dict,
     if ended:
         why += f"; its task: {ended}"
     m.reason = f"{why}; {_progress_words(m)}"
-    m.log = fleet.log(node, job["job"])
+    m.log = log or fleet.log(node, job["job"])
     m.log_tail = _tail(m.log)
     return m
 

@@ -3,27 +3,123 @@ resume, running on the machines whose runs are unfinished `cxlbench run --resume
 (or the suite afresh where no run started)."""
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .. import __version__, results, suite
+from .. import __version__, results, runner, suite
 from . import record, script, slurm, status
-from ..errors import UserError
+from ..errors import ResultsError, UserError
 
 
 def run_command(suite_file: str, variables: dict[str, str], results_dir: str) -> list[str]:
-    """What each machine runs: this cxlbench (this Python, so a virtual environment works;
-    the script starts tasks in this cxlbench's folder) on the suite, into the shared
-    results folder."""
+    """What each machine of a gang runs: this cxlbench (this Python, so a virtual
+    environment works; the script starts tasks in this cxlbench's folder) on the suite,
+    into the shared results folder. An array's tasks run the same (fleet/task.py)."""
     return [sys.executable, "-m", "cxlbench", "run", suite_file,
             *[a for k, v in variables.items() for a in ("--var", f"{k}={v}")],
             "--results-dir", results_dir]
 
 
+# Folders every machine has its own of: runs written there are never seen again.
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+NODE_LOCAL_FS = {"tmpfs", "ramfs", "devtmpfs"}
+
+
+def check_shared(results_dir: str, mounts: str = "/proc/self/mounts") -> None:
+    """Refuse a results folder that is node-local by its path or its file system (a
+    compute node would write its run where the submitter never reads it). Each array
+    task checks again on its machine that it sees the fleet's record."""
+    path = Path(results_dir)
+    under = next((d for d in NODE_LOCAL if path == Path(d) or Path(d) in path.parents), None)
+    fs = None
+    try:
+        best = ""
+        for line in Path(mounts).read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 2 and (str(path) + "/").startswith(fields[1].rstrip("/") + "/") \
+                    and len(fields[1]) >= len(best):
+                best, fs = fields[1], fields[2]
+    except OSError:
+        pass
+    if under or fs in NODE_LOCAL_FS:
+        why = f"under {under}" if under else f"on {fs}"
+        raise UserError(f"results folder {results_dir} is node-local ({why}): each machine "
+                        "would write its run where nobody reads it. Give --results a folder "
+                        "every machine mounts, or --local-results where this machine is "
+                        "the whole cluster")
+
+
+ASSUMED_CASE_S = 20.0       # a case's seconds where no run of the suite recorded its job's
+LOOKED_AT = 50              # newest run folders searched for a run of the suite
+
+
+def time_limit(s: suite.Suite, results_dir: str) -> tuple[str, str]:
+    """A time limit for one machine's run of the suite, and how it was reached: each
+    case as long as its job's cases took in the newest run of this suite here (else
+    ASSUMED_CASE_S), on a machine of two memory nodes, doubled, plus 10 minutes."""
+    cases = suite.expand(s, [0, 1], [0], ["0,1"])
+    left: dict[str, int] = {}
+    for c in cases:
+        left[c.job] = left.get(c.job, 0) + 1
+    took, source = _recorded(s.name, Path(results_dir))
+    est = runner.seconds_left(left, took)
+    if est is None:
+        est = len(cases) * ASSUMED_CASE_S
+        source = f"at {ASSUMED_CASE_S:g} s a case, assumed: no run of {s.name} in {results_dir} yet"
+    minutes = -(-(2 * est + 600) // 300) * 5            # up to the next 5 minutes
+    days, rest = divmod(int(minutes), 24 * 60)
+    limit = (f"{days}-" if days else "") + f"{rest // 60}:{rest % 60:02d}:00"
+    return limit, (f"{len(cases)} cases on a machine of two memory nodes, about "
+                   f"{est / 60:.0f} min {source}; twice that and 10 min")
+
+
+def _recorded(name: str, results_dir: Path) -> tuple[dict[str, list[float]], str]:
+    """Each job's case seconds in the newest run of the suite named, and which run."""
+    metas = sorted(results_dir.glob("*/*/run.json"), key=lambda p: p.parent.name,
+                   reverse=True)[:LOOKED_AT]
+    for meta_path in metas:
+        try:
+            if (results.read_meta(meta_path.parent).get("suite") or {}).get("name") != name:
+                continue
+            entries = results.Run.open(meta_path.parent).finished().values()
+        except ResultsError:
+            continue
+        took: dict[str, list[float]] = {}
+        for e in entries:
+            if isinstance(e.get("seconds"), (int, float)):
+                took.setdefault(e["case"].rsplit("/", 1)[0], []).append(e["seconds"])
+        if took:
+            return took, f"as the cases of run {meta_path.parent} took"
+    return {}, ""
+
+
+def _pool(options: script.Options, dry_run: bool) -> tuple[list[str] | None, list[str]]:
+    """The machines an array may use, and those of its partition it must not: a node
+    list's machines (the rest of the partition excluded), or the partition's (those with
+    a --constraint of one feature); (None, []) where SLURM cannot say."""
+    try:
+        every = slurm.nodes_of(options.partition)
+        if options.nodelist:
+            pool = slurm.hostnames(options.nodelist)
+            return pool, [n for n in every if n not in set(pool)]
+        if options.constraint and not re.fullmatch(r"[A-Za-z0-9_.\-]+", options.constraint):
+            return None, []             # an expression: SLURM alone can tell
+        if options.constraint:
+            every = slurm.nodes_with(options.partition, options.constraint)
+        return every or None, []
+    except (UserError, slurm.SlurmError):
+        if dry_run and not options.nodelist:
+            return None, []
+        if dry_run:
+            return slurm.hostnames(options.nodelist), []
+        raise
+
+
 def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
-            results_dir: str, dry_run: bool = False):
+            results_dir: str, dry_run: bool = False, local_results: bool = False):
     """The fleet (None for a dry run) and the text of its first job's script. The suite is
     loaded here, so a bad name, file, variable or option is refused before anything is
     queued, and copied into the fleet's folder, so that every machine runs the same text
@@ -35,30 +131,54 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     suite.expand(s, [0], [0], ["0,1"])
     source = suite.find(suite_name)
     results_abs = str(Path(results_dir).resolve())
+    if not local_results:
+        check_shared(results_abs)
+    estimate = None
+    if options.time is None:
+        limit, estimate = time_limit(s, results_abs)
+        options = replace(options, time=limit)
+    env = script.job_env(options)
+    pool, exclude = (None, []) if options.gang else _pool(options, dry_run)
+    count = options.nodes if options.nodes is not None else len(pool or [])
+    if not options.gang and count < 1:
+        raise UserError(f"--nodelist {options.nodelist}: no machines")
+    if not dry_run:
+        slurm.require("sbatch")             # before a fleet folder is made for nothing
+    data = {"suite": s.name, "source": str(source), "variables": variables,
+            "options": options.to_dict(), "form": "gang" if options.gang else "array",
+            "tasks": None if options.gang else count, "pool": pool, "exclude": exclude,
+            "environment": env, "time_estimate": estimate, "python": sys.executable,
+            "cxlbench_version": __version__}
     if dry_run:
         fleet, fleet_dir = None, f"{results_abs}/{record.FOLDER}/<stamp>"
     else:
-        slurm.require("sbatch")             # before a fleet folder is made for nothing
-        fleet = record.create(results_abs, {
-            "suite": s.name, "source": str(source), "variables": variables,
-            "options": options.to_dict(), "python": sys.executable,
-            "cxlbench_version": __version__})
+        fleet = record.create(results_abs, data)
         fleet_dir = str(fleet.path)
         shutil.copyfile(source, fleet.path / f"{s.name}.toml")
-    command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs)
-    text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
-                                results_dir=results_abs, commands={None: command},
-                                comment=f"suite {s.name}")
+    comment = f"suite {s.name}"
+    notes = (f"time limit {options.time} a machine: {estimate} (--time sets it)",) \
+        if estimate else ()
+    if options.gang:
+        command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs)
+        text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
+                                    results_dir=results_abs, commands={None: command},
+                                    comment=comment, env=env, notes=notes)
+    else:
+        text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
+                                    results_dir=results_abs, comment=comment, env=env,
+                                    notes=notes, tasks=slurm.task_spec(range(count)),
+                                    exclude=",".join(exclude) or None)
     return fleet, text
 
 
 def submit(fleet: record.Fleet, text: str) -> str:
     """The first job: its script submitted and recorded; its id."""
-    return _submit(fleet, "job.sbatch", text, None)
+    tasks = list(range(fleet.data["tasks"])) if fleet.array else None
+    return _submit(fleet, "job.sbatch", text, None, tasks)
 
 
 def _submit(fleet: record.Fleet, name: str, text: str,
-            machines: dict[str, Path | None] | None) -> str:
+            machines: dict[str, Path | None] | None, tasks: list[int] | None) -> str:
     """Write the script into the fleet's folder, sbatch it, record the job; its id. A
     script sbatch refuses is not kept, nor a fleet folder left without a job."""
     path = fleet.path / name
@@ -76,17 +196,40 @@ def _submit(fleet: record.Fleet, name: str, text: str,
             shutil.rmtree(fleet.path, ignore_errors=True)
         raise
     fleet.add_job(job, cluster, name, None if machines is None else
-                  {node: str(run) if run else None for node, run in machines.items()})
+                  {node: str(run) if run else None for node, run in machines.items()},
+                  tasks)
     return job
 
 
-def resume_script(fleet: record.Fleet, machines: dict[str, Path | None],
-                  time_limit: str | None = None) -> str:
-    """A job on exactly these machines, each finishing its own run."""
+def _options(fleet: record.Fleet, time_limit: str | None, **changes) -> script.Options:
     options = script.Options(**fleet.data["options"])
-    options = replace(options, nodes=None, nodelist=",".join(machines),
-                      time=time_limit or options.time).validate()
+    return replace(options, time=time_limit or options.time, **changes).validate()
+
+
+def resume_script(fleet: record.Fleet, chosen: list[status.Machine],
+                  time_limit: str | None = None, same_machines: bool = False) -> str:
+    """The script resuming these machines (or an array's tasks): in an array fleet, an
+    array of just these tasks, each landing on a machine the fleet has not measured
+    where the pool has one; on the same machines (a gang fleet, or same_machines), a job
+    on exactly those machines, each finishing its own run."""
     results_dir = fleet.data["results"]
+    env = fleet.data.get("environment") or script.job_env(script.Options(
+        **fleet.data["options"]))
+    comment = f"suite {fleet.data['suite']}, resumed"
+    if fleet.array and not same_machines:
+        pool = fleet.data.get("pool") or []
+        measured = {a["node"] for a in fleet.attempts() if a.get("node")} & set(pool)
+        exclude = set(fleet.data.get("exclude") or [])
+        if set(pool) - measured:
+            exclude |= measured
+        return script.sbatch_script(
+            name=fleet.data["suite"], options=_options(fleet, time_limit),
+            fleet_dir=str(fleet.path), results_dir=results_dir, comment=comment, env=env,
+            tasks=slurm.task_spec(m.task for m in chosen),
+            exclude=slurm.hostlist(sorted(exclude)) or None)
+    machines = _machines(chosen)
+    options = _options(fleet, time_limit, nodes=None, nodelist=",".join(machines), gang=True,
+                       max_running=None)
     # This cxlbench finishes the runs, as `cxlbench run --resume` would here; it refuses a
     # run whose benchmarks' options have changed since.
     fresh = run_command(str(fleet.path / f"{fleet.data['suite']}.toml"),
@@ -96,17 +239,32 @@ def resume_script(fleet: record.Fleet, machines: dict[str, Path | None],
                 for node, run in machines.items()}
     return script.sbatch_script(name=fleet.data["suite"], options=options,
                                 fleet_dir=str(fleet.path), results_dir=results_dir,
-                                commands=commands,
-                                comment=f"suite {fleet.data['suite']}, resumed")
+                                commands=commands, comment=comment, env=env)
 
 
-def resumable(fleet: record.Fleet, force: bool = False) -> dict[str, Path | None]:
-    """The machines to resume, each with its unfinished run (None: none started); refuses
-    while a job of the fleet still holds or awaits machines, or (unless forced) while
-    SLURM does not answer how one ended: a job still running would be run twice."""
+def _machines(chosen: list[status.Machine]) -> dict[str, Path | None]:
+    """Each chosen machine by name, with the run it finishes; refused where a task has no
+    machine yet, or two tasks the same one (an array may measure a machine twice)."""
+    machines: dict[str, Path | None] = {}
+    for m in chosen:
+        if not m.allocated:
+            raise UserError(f"task {m.task} never started on a machine: resume it without "
+                            "--same-machines")
+        if m.node in machines:
+            raise UserError(f"two tasks ran on {m.node}: resume them without "
+                            "--same-machines, or one at a time")
+        machines[m.node] = m.run
+    return machines
+
+
+def resumable(fleet: record.Fleet, force: bool = False) -> list[status.Machine]:
+    """The machines (an array fleet's tasks) to resume: those that failed, and with force
+    those SLURM does not answer for. A gang fleet waits while any of its jobs still holds
+    or awaits machines; an array's tasks are resumed while others run, but not while
+    SLURM does not say how one ended (it would run twice)."""
     machines = status.machines(fleet)
     busy = [m for m in machines if m.state in ("pending", "running")]
-    if busy:
+    if busy and not fleet.array:
         raise UserError(f"job {busy[0].job} is still {busy[0].state} on "
                         f"{', '.join(m.node for m in busy)}: wait for it to end (or scancel "
                         "it) before resuming")
@@ -116,16 +274,18 @@ def resumable(fleet: record.Fleet, force: bool = False) -> dict[str, Path | None
                         f"{', '.join(m.node for m in unknown)} ({unknown[0].reason}): try "
                         "again when it answers, or --force if you know the job has ended")
     never = [m for m in machines if m.state in ("failed", "unknown") and not m.allocated]
-    if never:
+    if never and not fleet.array:
         raise UserError(f"job {never[0].job} " + ("ended before SLURM gave it machines"
                         if never[0].state == "failed" else "has no machines known here")
                         + f" ({never[0].reason}): submit the suite again")
-    return {m.node: m.run for m in machines if m.state in ("failed", "unknown")}
+    return [m for m in machines if m.state in ("failed", "unknown")]
 
 
-def resume(fleet: record.Fleet, machines: dict[str, Path | None],
-           time_limit: str | None = None) -> str:
+def resume(fleet: record.Fleet, chosen: list[status.Machine],
+           time_limit: str | None = None, same_machines: bool = False) -> str:
     """The resume job submitted and recorded; its id."""
-    n = sum(1 for j in fleet.jobs if j["machines"] is not None) + 1
-    return _submit(fleet, f"resume-{n}.sbatch", resume_script(fleet, machines, time_limit),
-                   machines)
+    n = len(fleet.jobs)             # the first job, then resume-1, resume-2 ...
+    text = resume_script(fleet, chosen, time_limit, same_machines)
+    gang = not fleet.array or same_machines
+    return _submit(fleet, f"resume-{n}.sbatch", text, _machines(chosen) if gang else None,
+                   [m.task for m in chosen] if fleet.array else None)
