@@ -38,6 +38,8 @@ loads = 20000
 NASTY = """tiny; echo "$HOME" 'it''s' `id` \\ *"""
 
 NO_SLURM_ENV = {k: "" for k in slurm.ENV_FIELDS.values()}
+# The one-job form these tests were written for; tmp_path stands for a shared folder.
+GANG = ("--gang", "--local-results")
 
 
 def write_suite(tmp_path: Path) -> Path:
@@ -71,7 +73,8 @@ def sbatch_lines(text: str) -> list[str]:
 
 def test_dry_run_script_options_and_quoting(tmp_path):
     suite_file = write_suite(tmp_path)
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(suite_file), "--nodelist", "n[1-2],gpu7",
+    r = cxlbench("fleet", "submit", *GANG, str(suite_file),
+                 "--nodelist", "n[1-2],gpu7",
                  "--partition", "lab", "--constraint", "cxl&ddr5", "--time", "1:30:00",
                  "--var", f"note={NASTY}", "--sbatch-arg=--qos=high",
                  "--results", str(tmp_path / "shared"), "--dry-run")
@@ -81,9 +84,12 @@ def test_dry_run_script_options_and_quoting(tmp_path):
     shared = (tmp_path / "shared").resolve()
     assert sbatch_lines(text) == [
         "--job-name=cxlbench-tiny", "--nodelist=n[1-2],gpu7", "--ntasks-per-node=1",
-        "--exclusive", "--mem=0", "--no-kill", "--no-requeue", "--partition=lab", "--constraint=cxl&ddr5",
-        "--time=1:30:00", f"--chdir={PACKAGE_PARENT}",
-        f"--output={shared}/fleet/<stamp>/job-%j.out",
+        "--exclusive", "--mem=0", "--no-kill", "--no-requeue", "--partition=lab",
+        "--constraint=cxl&ddr5",
+        "--time=1:30:00",
+        "--export=" + ",".join(f"{k}={v}" for k, v in script.job_env(
+            script.Options(nodes=1)).items()),
+        f"--chdir={PACKAGE_PARENT}", f"--output={shared}/fleet/<stamp>/job-%j.out",
         "--qos=high"]
     assert not (tmp_path / "shared").exists()          # a dry run writes nothing
     # bash itself reads the srun line: the variable arrives as one word, untouched.
@@ -222,21 +228,21 @@ def test_other_sbatch_options_pass(tmp_path):
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodes", "2",
                  "--nodelist", "a,b", "--dry-run")
     assert r.returncode == 2 and r.stderr.startswith("error: give --nodes N or --nodelist")
     assert r.stderr.count("\n") == 1                 # one line, no traceback
 
 
 def test_unknown_suite(tmp_path):
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", "no-such-suite", "--nodes", "1", "--dry-run")
+    r = cxlbench("fleet", "submit", *GANG, "no-such-suite", "--nodes", "1", "--dry-run")
     assert r.returncode == 2 and "no suite 'no-such-suite'" in r.stderr
 
 
 def test_submit_without_slurm_says_so(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "1",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodes", "1",
                  "--results", str(tmp_path / "r"), env={"PATH": str(empty)})
     assert r.returncode == 2 and "SLURM is not installed here: no sbatch" in r.stderr
     assert not (tmp_path / "r").exists()              # nothing made for a job never queued
@@ -246,7 +252,8 @@ def test_a_refused_job_leaves_no_fleet(tmp_path):
     bin_dir = tmp_path / "bin"
     fake(bin_dir, "sbatch", 'sys.exit("sbatch: error: Batch job submission failed: '
                             'Invalid partition name specified")')
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "1", "-p", "nope",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodes", "1",
+                 "-p", "nope",
                  "--results", str(tmp_path / "r"),
                  env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert r.returncode == 1 and "Invalid partition name specified" in r.stderr
@@ -351,7 +358,7 @@ def test_status_and_resume_over_slurms_answers(tmp_path):
     env, jobs = fake_slurm(tmp_path)
     bin_dir = tmp_path / "bin"
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "vm",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodelist", "vm",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "100\n"
@@ -422,7 +429,7 @@ def test_collect_compares_each_machine_with_the_reference(tmp_path):
     reports both, each against the one --against names, with their SLURM fields."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     for node in ("n1", "n2"):
@@ -499,7 +506,7 @@ def test_a_controller_that_does_not_answer_ends_nothing(tmp_path, monkeypatch):
     run them twice; collect asks again until SLURM answers."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "vm",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodelist", "vm",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     env["FAKE_DOWN"] = "1"
@@ -560,7 +567,7 @@ def test_machines_stay_known_after_slurm_forgets_the_job(tmp_path):
     missing."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     (fleet_dir,) = (shared / "fleet").iterdir()
@@ -591,7 +598,7 @@ def test_status_writes_down_machines_slurm_gave(tmp_path):
     SLURM knows the job, writes them down for later."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     jobs.write_text(json.dumps({"100": ["NODE_FAIL", "n1,n2"]}))
@@ -647,7 +654,7 @@ def test_a_link_at_the_fleet_lock_or_a_script_is_not_written_through(tmp_path, m
 def test_collect_waits_for_a_resume_submitted_meanwhile(tmp_path, monkeypatch):
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "vm",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodelist", "vm",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     for key, value in env.items():
@@ -705,7 +712,7 @@ def test_force_resumes_no_machine_it_does_not_know(tmp_path):
     nothing --force could resume."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodes", "2",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodes", "2",
                  "--results", str(shared), env=env)
     assert r.returncode == 0, r.stderr
     env["FAKE_DOWN"] = "1"
@@ -721,7 +728,7 @@ def test_a_machine_whose_step_ended_while_the_job_runs_on(tmp_path):
     failed at once, in srun's word, with the job's state (RUNNING, or COMPLETING)."""
     env, jobs = fake_slurm(tmp_path)
     shared = tmp_path / "shared"
-    r = cxlbench("fleet", "submit", "--gang", "--local-results", str(write_suite(tmp_path)), "--nodelist", "n1,n2",
+    r = cxlbench("fleet", "submit", *GANG, str(write_suite(tmp_path)), "--nodelist", "n1,n2",
                  "--results", str(shared), env={**env, "FAKE_NODES": "n1,n2"})
     assert r.returncode == 0, r.stderr
     (fleet_dir,) = (shared / "fleet").iterdir()

@@ -19,7 +19,7 @@ from cxlbench import results
 from cxlbench.units import parse_list
 
 from .conftest import cxlbench
-from .test_fleet import NO_SLURM_ENV, sbatch_lines
+from .test_fleet import GANG, NO_SLURM_ENV, sbatch_lines
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -176,7 +176,7 @@ def status(cluster, job, shared) -> list[dict]:
 
 def test_dry_run_is_a_script_sbatch_accepts(cluster, tmp_path):
     (tmp_path / "tiny.toml").write_text(SUITE)
-    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
+    r = fleet(cluster, "submit", *GANG, str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
               "--partition", "debug", "--time", "5", "--results", str(tmp_path / "r"),
               "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -190,7 +190,7 @@ def test_dry_run_is_a_script_sbatch_accepts(cluster, tmp_path):
 def test_submit_runs_each_machine_and_collect_reports(cluster, tmp_path):
     (tmp_path / "tiny.toml").write_text(SUITE)
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodes", "1",
+    r = fleet(cluster, "submit", *GANG, str(tmp_path / "tiny.toml"), "--nodes", "1",
               "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
@@ -231,7 +231,7 @@ def test_timeout_is_shown_failed_then_resumed(cluster, tmp_path):
     (TIMEOUT), status says so with the log's end, and resume finishes the same run."""
     (tmp_path / "tiny.toml").write_text(SUITE)
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
+    r = fleet(cluster, "submit", *GANG, str(tmp_path / "tiny.toml"), "--nodelist", cluster.node,
               "--time", "1", "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
@@ -275,7 +275,7 @@ def test_pending_then_cancelled(cluster, tmp_path):
     waits for it; cancelled before it started, it shows failed with no run."""
     (tmp_path / "tiny.toml").write_text(SUITE)
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "tiny.toml"), "--nodes", "1",
+    r = fleet(cluster, "submit", *GANG, str(tmp_path / "tiny.toml"), "--nodes", "1",
               "--sbatch-arg=--begin=now+1hour", "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
@@ -297,7 +297,7 @@ def test_a_machine_that_refuses_the_suite_shows_why(cluster, tmp_path):
     (tmp_path / "far.toml").write_text(SUITE.replace('bench = "chase"',
                                                      'bench = "chase"\nmem = "bind:7"'))
     shared = tmp_path / "shared"
-    r = fleet(cluster, "submit", "--gang", "--local-results", str(tmp_path / "far.toml"), "--nodes", "1",
+    r = fleet(cluster, "submit", *GANG, str(tmp_path / "far.toml"), "--nodes", "1",
               "--results", str(shared))
     assert r.returncode == 0, r.stderr
     job = r.stdout.strip()
@@ -308,3 +308,73 @@ def test_a_machine_that_refuses_the_suite_shows_why(cluster, tmp_path):
     assert m["reason"] == ("FAILED (NonZeroExitCode), exit code 2:0; its task: Exited with "
                            "exit code 2; no run started"), m["reason"]
     assert any("error:" in line and "7" in line for line in m["log_tail"]), m["log_tail"]
+
+
+def test_array_runs_a_task_a_machine_in_turn_and_resumes_the_failed_one_alone(
+        cluster, tmp_path):
+    """An array fleet of two tasks, one running at a time, on the one machine here: the
+    script carries the time limit and only the environment fleet records; the first task
+    is made to time out while the second waits; the second then runs and finishes; the
+    resume is an array of the first task alone, which lands on the machine of its run and
+    finishes that run."""
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    shared = tmp_path / "shared"
+    leaky = {**cluster.env, "OMP_NUM_THREADS": "3", "PYTHONPATH": str(tmp_path / "leak")}
+    r = cxlbench("fleet", "submit", str(tmp_path / "tiny.toml"), "--nodes", "2",
+                 "--max-running", "1", "--local-results", "--env", "CXLBENCH_MARK=7",
+                 "--results", str(shared), env=leaky, timeout=120)
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip()
+    (fleet_dir,) = (shared / "fleet").iterdir()
+    lines = sbatch_lines((fleet_dir / "job.sbatch").read_text())
+    assert "--array=0-1%1" in lines and "--nodes=1" in lines and "--exclusive" in lines
+    # No --time given: the estimate (4 cases, none recorded: 20 s each, x2 + 10 min).
+    assert "--time=0:15:00" in lines
+    export = next(line for line in lines if line.startswith("--export="))
+    assert "CXLBENCH_MARK=7" in export and "PYTHONPATH" not in export
+
+    def first_started():
+        dirs = [p.parent for p in shared.glob("*/*/cases.jsonl")]
+        return len(dirs) == 1 and (dirs[0] / "cases.jsonl").read_text().count("\n") >= 1 \
+            and dirs[0]
+    first = _wait(first_started, 60, "task 0 finished no case", 0.05)
+    holder = (first / results.LOCK).read_text().split()
+    os.kill(int(holder[1]), signal.SIGSTOP)
+    found = status(cluster, job, shared)
+    assert [(m["task"], m["state"]) for m in found] == [(0, "running"), (1, "pending")]
+    assert found[1]["node"] == "(task 1)" and found[1]["reason"] == "JobArrayTaskLimit"
+    cluster.scontrol("update", f"JobId={job}_0", "TimeLimit=0")
+
+    found = _wait(lambda: [m for m in status(cluster, job, shared)
+                           if m["task"] == 1 and m["state"] == "done"] and
+                  status(cluster, job, shared), 120, "task 1 did not finish", 1)
+    t0, t1 = found
+    assert t0["state"] == "failed" and t0["reason"].startswith("TIMEOUT"), t0
+    assert t0["run"] == str(first) and t0["finished"] < 4
+    assert t1["node"] == cluster.node and t1["run"] != str(first)
+    # Each task wrote down its start: the machine, and the names of what it was given.
+    starts = [json.loads(p.read_text()) for p in sorted((fleet_dir / "tasks").iterdir())]
+    assert [(s["task"], s["node"], s["resumed"]) for s in starts] == \
+        [(0, cluster.node, None), (1, cluster.node, None)]
+    assert "CXLBENCH_MARK" in starts[0]["env"]
+    assert not {"OMP_NUM_THREADS", "PYTHONPATH"} & set(starts[0]["env"])
+
+    r = fleet(cluster, "resume", job, "--results", str(shared), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "--array=0%1" in sbatch_lines(r.stdout)       # its limit kept
+    r = fleet(cluster, "resume", job, "--results", str(shared))
+    assert r.returncode == 0, r.stderr
+    again = r.stdout.strip()
+    assert f"resumes task 0 ({cluster.node})" in r.stderr
+    found = _wait(lambda: [m for m in status(cluster, job, shared) if m["task"] == 0
+                           and m["state"] == "done"], 120, "the resumed task did not finish", 1)
+    assert found[0]["run"] == str(first) and found[0]["job"] == again
+    run = results.Run.open(first)
+    assert len(run.finished()) == 4
+    assert run.meta["slurm"]["array_task_id"] == "0"
+    assert [s["array_job_id"] for s in run.meta["slurm_resumed"]] == [again]
+    assert len(results.Run.open(Path(t1["run"])).finished()) == 4      # untouched
+    r = fleet(cluster, "resume", job, "--results", str(shared))
+    assert r.returncode == 0 and "nothing to resume" in r.stderr
+    r = fleet(cluster, "status", job, "--results", str(shared))
+    assert f"job {again}_0" in r.stdout and f"job {job}_1" in r.stdout

@@ -68,7 +68,8 @@ def time_limit(s: suite.Suite, results_dir: str) -> tuple[str, str]:
     est = runner.seconds_left(left, took)
     if est is None:
         est = len(cases) * ASSUMED_CASE_S
-        source = f"at {ASSUMED_CASE_S:g} s a case, assumed: no run of {s.name} in {results_dir} yet"
+        source = (f"at {ASSUMED_CASE_S:g} s a case, assumed: no run of {s.name} in "
+                  f"{results_dir} yet")
     minutes = -(-(2 * est + 600) // 300) * 5            # up to the next 5 minutes
     days, rest = divmod(int(minutes), 24 * 60)
     limit = (f"{days}-" if days else "") + f"{rest // 60}:{rest % 60:02d}:00"

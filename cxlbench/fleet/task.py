@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import results
 from ..errors import UserError
-from . import record, slurm
+from . import record, slurm, submit
 
 
 def command(fleet: record.Fleet, task: int, job: str, array_job: str, node: str,
@@ -37,9 +37,8 @@ def command(fleet: record.Fleet, task: int, job: str, array_job: str, node: str,
         _spread(fleet, array_job)
     if resumed is not None:
         return [sys.executable, "-m", "cxlbench", "run", "--resume", str(resumed)]
-    return [sys.executable, "-m", "cxlbench", "run", str(fleet.path / f"{fleet.data['suite']}.toml"),
-            *[a for k, v in fleet.data["variables"].items() for a in ("--var", f"{k}={v}")],
-            "--results-dir", fleet.data["results"]]
+    return submit.run_command(str(fleet.path / f"{fleet.data['suite']}.toml"),
+                              fleet.data["variables"], fleet.data["results"])
 
 
 def _finished(path: Path) -> bool:
