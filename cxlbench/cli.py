@@ -202,6 +202,9 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True,
         sys.exit(1)
     finally:
         signal.signal(signal.SIGTERM, before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResultsWarning)     # said as the cases ran
+        run_.frame()        # read whole once, which leaves its columnar copy for reports
     records = runner.summary_records(run_, journal)
     # An instruction the CPU lacks is a finding, not a failure.
     failed = sum(1 for e in journal.values() if e["status"] not in ("ok", "unsupported"))

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import columnar
 from .errors import ResultsError, ResultsWarning, StorageError
 
 FORMAT_VERSION = 3
@@ -193,14 +194,20 @@ class Run:
         journal of finished cases ('journal')."""
         import pandas as pd
 
-        fast = self._frame_whole()
+        fast = columnar.read(self.path) if self.stored_version == FORMAT_VERSION else None
+        if fast is None:
+            taken = columnar.stamp(self.path)
+            fast = self._frame_whole()
+            # A whole run's copy, for the next reader (a run still going would outdate it).
+            if fast is not None and taken and len(fast[1]) == len(self.meta["cases"]):
+                columnar.write(self.path, *fast, taken)
         if fast is not None:
             df, journal = fast
         else:
             journal, header, rows, notes = self._consistent()
             for note in notes:
                 warnings.warn(f"{self.path}: left out {note}", ResultsWarning, stacklevel=3)
-            df = pd.read_csv(io.StringIO(_csv_text([header, *rows])))
+            df = pd.read_csv(io.StringIO(_csv_text([header, *rows])), low_memory=False)
         df.attrs.update(run=self.meta, journal=journal)
         return df
 
@@ -224,7 +231,10 @@ class Run:
         if not data.endswith(b"\n") or data.startswith(b"\xef\xbb\xbf"):
             return None                     # cut short, or a spreadsheet's BOM
         try:        # (a blank line kept, as a row of NaN: the careful path judges it)
-            df = pd.read_csv(io.BytesIO(data), on_bad_lines="error", skip_blank_lines=False)
+            # (the whole file typed at once: in chunks a column could come out part
+            # numbers, part text, and pandas warn of it)
+            df = pd.read_csv(io.BytesIO(data), on_bad_lines="error", skip_blank_lines=False,
+                             low_memory=False)
         except (ValueError, UnicodeDecodeError, pd.errors.ParserError):
             return None
         if list(df.columns) != self.columns:
