@@ -64,17 +64,21 @@ def write(path: Path, rows, journal: dict[str, dict], taken: str) -> bool:
     return True
 
 
-def read(path: Path):
+def read(path: Path, columns: list[str] | None = None):
     """(rows, journal) from the copy where it matches the sources as they are now; None
-    where there is none, or it is stale or unreadable."""
+    where there is none, or it is stale or unreadable. columns: only these of the rows
+    (those the run has)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     now = stamp(path)
     if now is None:
         return None
-    try:
-        tables = [pq.read_table(path / name) for name in (ROWS, JOURNAL)]
+    try:        # (ParquetFile: a third of read_table's cost on a fleet's small files)
+        rows_file = pq.ParquetFile(path / ROWS)
+        if columns is not None:
+            columns = [c for c in columns if c in rows_file.schema_arrow.names]
+        tables = [rows_file.read(columns=columns), pq.ParquetFile(path / JOURNAL).read()]
     except (OSError, pa.ArrowException):
         return None
     if any((t.schema.metadata or {}).get(b"cxlbench.stamp") != now.encode()

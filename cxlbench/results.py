@@ -188,13 +188,14 @@ class Run:
         """Journal entries of the cases that finished, whole, by case id."""
         return self._consistent()[0]
 
-    def frame(self):
+    def frame(self, columns: list[str] | None = None):
         """The rows of finished cases as a pandas DataFrame, upgraded to this format; what is
         left out is said in a ResultsWarning. df.attrs holds run.json ('run') and the
-        journal of finished cases ('journal')."""
+        journal of finished cases ('journal'). columns: only these (those the run has)."""
         import pandas as pd
 
-        fast = columnar.read(self.path) if self.stored_version == FORMAT_VERSION else None
+        fast = columnar.read(self.path, columns) \
+            if self.stored_version == FORMAT_VERSION else None
         if fast is None:
             taken = columnar.stamp(self.path)
             fast = self._frame_whole()
@@ -208,6 +209,8 @@ class Run:
             for note in notes:
                 warnings.warn(f"{self.path}: left out {note}", ResultsWarning, stacklevel=3)
             df = pd.read_csv(io.StringIO(_csv_text([header, *rows])), low_memory=False)
+        if columns is not None:
+            df = df[[c for c in columns if c in df.columns]]
         df.attrs.update(run=self.meta, journal=journal)
         return df
 
@@ -611,10 +614,11 @@ def read_meta(path: str | os.PathLike) -> dict:
     return _upgrade_meta(*_read_stored(_run_dir(path)))
 
 
-def load(path: str | os.PathLike):
-    """A run's results as a pandas DataFrame (one row per repetition and metric); the
-    run's metadata is in df.attrs['run']. Older formats are upgraded in memory."""
-    return Run.open(path).frame()
+def load(path: str | os.PathLike, columns: list[str] | None = None):
+    """A run's results as a pandas DataFrame (one row per repetition and metric; only
+    `columns`, where given); the run's metadata is in df.attrs['run']. Older formats are
+    upgraded in memory."""
+    return Run.open(path).frame(columns)
 
 
 # ---- upgrade steps -------------------------------------------------------------------

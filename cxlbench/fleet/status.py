@@ -102,16 +102,22 @@ def _tasks(fleet: record.Fleet) -> list[Machine]:
         if isinstance(now, dict) and j["machines"] is None:
             now = now.get(t)             # this task's record of the array
         ran = runs.get(t, [])
-        run = ran[-1][1] if ran else None
         start = started.get((t, j["job"]))
         if j["machines"] is not None:    # resumed on its own machine by a gang job
+            run = ran[-1][1] if ran else None
             node = next((n for n, r in j["machines"].items() if r and Path(r) == run),
                         ran[-1][0] if ran else None)
         else:
+            # Where the task last ran: as it wrote down, else as SLURM says, else where
+            # its newest run is (SLURM and the task both forgot); its run is its newest
+            # there (a resume that landed elsewhere and failed early made none).
             node = start["node"] if start else None
+            if node is None and isinstance(now, dict) and now["nodes"]:
+                node = now["nodes"][0]
             if node is None and ran and not (isinstance(now, dict) and
                                              now["state"] in slurm.WAITING):
                 node = ran[-1][0]
+            run = next((r for n, r in reversed(ran) if n == node), None)
         log = fleet.path / "logs" / f"task-{t}-{j['job']}.log" \
             if j["machines"] is None else None          # a gang's: found by _machine
         m = _machine(fleet, node or f"(task {t})", j, now, run, log,

@@ -108,8 +108,9 @@ def _pool(options: script.Options, dry_run: bool) -> tuple[list[str] | None, lis
             return pool, [n for n in every if n not in set(pool)]
         if options.constraint and not re.fullmatch(r"[A-Za-z0-9_.\-]+", options.constraint):
             return None, []             # an expression: SLURM alone can tell
-        if options.constraint:
-            every = slurm.nodes_with(options.partition, options.constraint)
+        if options.constraint:         # of the partition the array runs in
+            having = set(slurm.nodes_with(options.partition, options.constraint))
+            every = [n for n in every if n in having]
         return every or None, []
     except (UserError, slurm.SlurmError):
         if dry_run and not options.nodelist:

@@ -147,8 +147,14 @@ def find_runs(paths) -> dict[Path, bool]:
     return found
 
 
+# The columns of a run's rows the report reads (summary's): a fleet's other columns, a
+# case's parameters on every repetition, would hold most of its memory for nothing.
+ROW_COLUMNS = ["case", "metric", "value", "job", "benchmark", "kernel", "isa", "cpus_used",
+               "placement_ok", "verified", "unit"]
+
+
 def _load(path: Path) -> LoadedRun:
-    rows = results.load(path)
+    rows = results.load(path, ROW_COLUMNS)
     meta, journal = rows.attrs["run"], rows.attrs["journal"]
     # Kept on the LoadedRun, not the frame: pandas deep-copies attrs into every frame derived
     # from it (each groupby group, each column), which made a report over 100 runs spend
