@@ -8,9 +8,9 @@ appended, a file was edited) is not read, and is written again when the run is n
 read whole. A copy that cannot be written (a read-only folder) is simply not kept.
 
 The journal's nested fields (params, summary, placement, info ...) are kept as JSON text,
-one column each, and decoded through a memo per column: a fleet's machines run the same
-cases, so most texts repeat. Equal texts therefore give the same object: readers treat
-journal entries as read-only, as they treat every loaded result."""
+one column each, and decoded through a memo per column (kept across runs for the fields
+a fleet's machines share, params above all). Equal texts therefore give the same
+object: readers treat journal entries as read-only, as they treat every loaded result."""
 from __future__ import annotations
 
 import json
@@ -91,12 +91,23 @@ def read(path: Path, columns: list[str] | None = None):
     return rows, _entries(tables[1])
 
 
+# Decoded texts kept across runs, by field: a fleet's machines share their cases'
+# parameters, so a thousand runs hold one dict per case rather than a thousand, and
+# code that works a dict out once (report/figures/params.py) does so once. Not for the
+# fields each case has its own of; emptied where one grows past _KEPT texts.
+_SHARED: dict[str, dict[str, object]] = {}
+_OWN = {"summary", "seconds", "placement"}
+_KEPT = 200_000
+
+
 def _entries(table) -> dict[str, dict]:
     fields = []
     for name in table.column_names:
         values = table.column(name).to_pylist()
         if name not in _SCALARS:
-            memo: dict[str, object] = {}
+            memo = {} if name in _OWN else _SHARED.setdefault(name, {})
+            if len(memo) > _KEPT:
+                memo.clear()
             values = [_ABSENT if v is None else memo[v] if v in memo
                       else memo.setdefault(v, json.loads(v)) for v in values]
         fields.append((name, values))

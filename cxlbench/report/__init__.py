@@ -115,14 +115,16 @@ def results_table(frame) -> Table:
     """Every case's metrics; a prediction's (runs.is_prediction) without CI, n or CV: its
     repetitions are the model's, no sample of the machine."""
     keys = _figures.varying(frame)
+    said: dict[int, str] = {}           # a fleet's runs share their cases' parameter dicts
     rows = []
-    for _, r in frame.iterrows():
-        p = r["params"]
-        spread = ["", r["unit"], "", "", "predicted"] if r["predicted"] else \
-            [f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]", r["unit"], r["n"], f"{r['cv']:.1%}",
-             "noisy" if r["noisy"] else ""]
-        rows.append([r["label"], r["case"], _figures.params_text(p, keys), r["metric"],
-                     r["median"], *spread])
+    for label, case, p, metric, median, lo, hi, unit, n, cv, noisy, predicted in zip(
+            *(frame[k] for k in ("label", "case", "params", "metric", "median", "ci_low",
+                                 "ci_high", "unit", "n", "cv", "noisy", "predicted"))):
+        if id(p) not in said:
+            said[id(p)] = _figures.params_text(p, keys)
+        spread = ["", unit, "", "", "predicted"] if predicted else \
+            [f"[{lo:.4g}, {hi:.4g}]", unit, n, f"{cv:.1%}", "noisy" if noisy else ""]
+        rows.append([label, case, said[id(p)], metric, median, *spread])
     return Table(["run", "case", "parameters", "metric", "median", "95 % CI", "unit", "n",
                   "CV", ""], rows)
 

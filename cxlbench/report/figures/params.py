@@ -19,15 +19,26 @@ def _params(frame: pd.DataFrame) -> list[dict]:
     buffer's mem.<buffer> or page.<buffer> that some rows set filled in on the others
     with the case's mem or page (what that buffer had), and the options the case ignores
     left out."""
-    ps = [resolved(p, cpus) for p, cpus in zip(frame["params"], frame["cpus_used"])]
-    own = {k: split[0] for p in ps for k in p if (split := split_buffer_option(k))}
-    ps = [{**{k: p.get(base) for k, base in own.items()}, **p} for p in ps]
-    families = frame["benchmark"] if "benchmark" in frame else [None] * len(ps)
-    out = []
-    for name, p in zip(families, ps):
-        ignored = _ignored(name, p)
-        out.append({k: v for k, v in p.items() if k not in ignored})
-    return out
+    families = frame["benchmark"] if "benchmark" in frame else [None] * len(frame)
+    # A fleet's rows share few distinct (parameters, CPUs, family): each worked out once,
+    # the rows that share it given the same dict (frame keeps the keys' objects alive).
+    keys = [(id(p), cpus, name)
+            for p, cpus, name in zip(frame["params"], frame["cpus_used"], families)]
+    first = {}
+    for key, p in zip(keys, frame["params"]):
+        first.setdefault(key, p)
+    done = {key: resolved(p, key[1]) for key, p in first.items()}
+    own = {k: split[0] for p in done.values() for k in p if (split := split_buffer_option(k))}
+    for key, p in done.items():
+        p = {**{k: p.get(base) for k, base in own.items()}, **p}
+        ignored = _ignored(key[2], p)
+        done[key] = {k: v for k, v in p.items() if k not in ignored}
+    return [done[key] for key in keys]
+
+
+def _distinct(ps: list[dict]) -> list[dict]:
+    """The rows' parameter dicts, each object once (_params shares them)."""
+    return list({id(p): p for p in ps}.values())
 
 
 def _ignored(family: str, params: dict) -> dict:
@@ -51,12 +62,12 @@ def _moving(ps: list[dict], exclude=()) -> list[str]:
 
 def varying(frame: pd.DataFrame, exclude=()) -> list[str]:
     """Parameters whose value differs between the rows (the legend), in a stable order."""
-    return _moving(_params(frame), QUIET | set(exclude))
+    return _moving(_distinct(_params(frame)), QUIET | set(exclude))
 
 
 def fixed(frame: pd.DataFrame, exclude=()) -> dict:
     """The parameters every row that has them shares, with their value."""
-    ps = _params(frame)
+    ps = _distinct(_params(frame))
     names = sorted({k for p in ps for k in p} - QUIET - set(exclude))
     moving = set(_moving(ps))
     return {k: next(p[k] for p in ps if k in p) for k in names if k not in moving}
@@ -68,9 +79,11 @@ def series_names(frame: pd.DataFrame, exclude=(), runs: bool = True) -> list[str
     keys = varying(frame, exclude)
     multi = runs and frame["label"].nunique() > 1
     family = str(frame["benchmark"].iloc[0]) if "benchmark" in frame and len(frame) else None
-    return [", ".join(filter(None, (label if multi else "",
-                                    words.setting(p, [k for k in keys if k in p], family))))
-            for label, p in zip(frame["label"], _params(frame))]
+    said: dict[int, str] = {}
+    for p in _distinct(ps := _params(frame)):
+        said[id(p)] = words.setting(p, [k for k in keys if k in p], family)
+    return [", ".join(filter(None, (label if multi else "", said[id(p)])))
+            for label, p in zip(frame["label"], ps)]
 
 
 def swept(frame: pd.DataFrame, key: str, least: int = 3) -> pd.Series:
