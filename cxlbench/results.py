@@ -516,17 +516,18 @@ def _journal(path: Path, version: int, known: set[str]) -> tuple[dict[str, dict]
     except OSError as e:
         raise ResultsError(f"{path} cannot be read: {e.strerror}") from None
     done, bad = {}, 0
-    for line in text.splitlines(keepends=True):
-        try:
-            entry = json.loads(line) if line.endswith("\n") else None
-        except (ValueError, RecursionError):
-            entry = None
-        if not _is_entry(entry, known):
-            bad += line.strip() != ""
-            continue
-        for v in range(version, FORMAT_VERSION):
-            entry = UPGRADES[v].journal(entry)
-        done[entry["case"]] = entry
+    with columnar.paused_gc():
+        for line in text.splitlines(keepends=True):
+            try:
+                entry = json.loads(line) if line.endswith("\n") else None
+            except (ValueError, RecursionError):
+                entry = None
+            if not _is_entry(entry, known):
+                bad += line.strip() != ""
+                continue
+            for v in range(version, FORMAT_VERSION):
+                entry = UPGRADES[v].journal(entry)
+            done[entry["case"]] = entry
     return done, bad
 
 
@@ -564,7 +565,8 @@ def _read_stored(path: Path) -> tuple[dict, int]:
     refused."""
     where = path / "run.json"
     try:
-        meta = json.loads(where.read_text(encoding="utf-8"))
+        with columnar.paused_gc():
+            meta = json.loads(where.read_text(encoding="utf-8"))
     except RecursionError:
         raise ResultsError(f"{where} is damaged: nested too deeply") from None
     except ValueError as e:             # JSON, UTF-8, a number too long to read
