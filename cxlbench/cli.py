@@ -692,11 +692,8 @@ def compare(a, b, output, alpha, show_all, force, as_json):
     click.echo(f"A = {runs[0].path}\nB = {runs[1].path}")
     _print_setting_differences(*rep.setting_differences(*runs))
     shown = table if show_all else table.head(20)
-    for _, r in shown.iterrows():
-        change = (f"B/A {r['ratio']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-                  if r["significant"] else r["verdict"])
-        click.echo(f"  {r['case_a']:<22} {r['metric']:<16} {r['median_a']:>10.4g} -> "
-                   f"{r['median_b']:<10.4g} {r['unit']:<8} {change}")
+    for line in _compare_lines(table, shown):
+        click.echo(line)
     if len(table) > len(shown):
         click.echo(f"  ... {len(table) - len(shown)} more (--all)")
     sig = int(table["significant"].sum()) if len(table) else 0
@@ -705,6 +702,32 @@ def compare(a, b, output, alpha, show_all, force, as_json):
         click.echo(f"  left out: {u['side']} {u['case']}: {u['why']}")
     if written:
         click.echo(f"report: {written[0]}\nmarkdown: {written[1]}")
+
+
+def _compare_lines(table, shown) -> list[str]:
+    """compare's rows under a header: each named by its benchmark and the parameters that
+    vary between the compared cases (as the report names them), its case id last."""
+    from .paramtext import NOT_MEASURED, params_text
+
+    ps = [{k: v for k, v in p.items() if k not in NOT_MEASURED} for p in table["params"]]
+    keys: dict[str, list[str]] = {}         # by benchmark: what varies between its cases
+    for bench in set(table["benchmark"]):
+        own = [p for b, p in zip(table["benchmark"], ps) if b == bench]
+        keys[bench] = [k for k in sorted({k for p in own for k in p})
+                       if len({repr(p[k]) for p in own if k in p}) > 1]
+    names = [f"{b} {params_text(p, [k for k in keys[b] if k in p])}".strip()
+             for b, p in zip(shown["benchmark"], ps)]
+    width = min(max([len("measured"), *map(len, names)]), 48)
+    metric = max([len("metric"), *map(len, shown["metric"])])
+    out = [f"  {'measured':<{width}} {'metric':<{metric}} {'A':>10}    {'B':<10} "
+           f"{'unit':<8} {'B/A [95 % CI], or verdict':<34} case"]
+    for name, (_, r) in zip(names, shown.iterrows()):
+        change = (f"B/A {r['ratio']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                  if r["significant"] else r["verdict"])
+        case = r["case_a"] if r["case_a"] == r["case_b"] else f"{r['case_a']} / {r['case_b']}"
+        out.append(f"  {name:<{width}} {r['metric']:<{metric}} {r['median_a']:>10.4g} -> "
+                   f"{r['median_b']:<10.4g} {r['unit']:<8} {change:<34} {case}")
+    return out
 
 
 def _print_setting_differences(diffs: list[tuple[str, str, str]], missing: dict) -> None:
