@@ -2,6 +2,7 @@
 (a real run on a one-node VM), and the statistics on synthetic data."""
 import html.parser
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -252,6 +253,14 @@ def test_compare_cli_writes_a_report_and_labels_machines(tmp_path):
     assert "ACROSS MACHINES: A on vm, B on lab" in r.stdout
     assert "hostname  vm -> lab" in r.stdout
     assert "metrics compared" in r.stdout
+    # A header, then rows named by what varies between the cases, the case id last.
+    lines = r.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["measured",
+                                                                           "metric"])
+    assert lines[head].rstrip().endswith("case")
+    rows = lines[head + 1:head + 4]
+    assert all(re.match(r"  \w+ \S+=\S+", row) and re.search(r" \w+/\d{3}$", row)
+               for row in rows), rows
     page = parse(out / "report.html")
     assert "latency" in page.figures
     assert "ACROSS MACHINES" in (out / "report.html").read_text()
