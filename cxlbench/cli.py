@@ -707,15 +707,14 @@ def compare(a, b, output, alpha, show_all, force, as_json):
 def _compare_lines(table, shown) -> list[str]:
     """compare's rows under a header: each named by its benchmark and the parameters that
     vary between the compared cases (as the report names them), its case id last."""
-    from .paramtext import NOT_MEASURED, params_text
-
-    ps = [{k: v for k, v in p.items() if k not in NOT_MEASURED} for p in table["params"]]
+    ps = [{k: v for k, v in p.items() if k not in paramtext.NOT_MEASURED}
+          for p in table["params"]]
     keys: dict[str, list[str]] = {}         # by benchmark: what varies between its cases
     for bench in set(table["benchmark"]):
         own = [p for b, p in zip(table["benchmark"], ps) if b == bench]
         keys[bench] = [k for k in sorted({k for p in own for k in p})
                        if len({repr(p[k]) for p in own if k in p}) > 1]
-    names = [f"{b} {params_text(p, [k for k in keys[b] if k in p])}".strip()
+    names = [f"{b} {paramtext.params_text(p, [k for k in keys[b] if k in p])}".strip()
              for b, p in zip(shown["benchmark"], ps)]
     width = min(max([len("measured"), *map(len, names)]), 48)
     metric = max([len("metric"), *map(len, shown["metric"])])

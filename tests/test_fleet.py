@@ -740,3 +740,31 @@ def test_a_machine_whose_step_ended_while_the_job_runs_on(tmp_path):
         ("n1", "running", None),
         ("n2", "failed", "job 100 is RUNNING, but this machine's step ended; its task: "
                          "Killed; no run started")]
+
+
+def test_readmes_fleet_commands_as_written(tmp_path):
+    """README's fleet block, word for word: each submit line's script (--dry-run, no SLURM
+    here: lab[1-4] expanded by cxlbench itself), and the other commands' options parsed
+    as far as finding no fleet of job 4242."""
+    text = (Path(PACKAGE_PARENT) / "README.md").read_text()
+    block = text.split("## Fleets: one suite on every machine of a SLURM cluster")[1]
+    block = block.split("```")[1]
+    lines = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert len(lines) == 5 and all(line.startswith("cxlbench fleet ") for line in lines)
+    env = {**NO_SLURM_ENV, "PATH": "/usr/bin:/bin"}     # no sbatch, scontrol or sinfo
+    for line in lines:
+        args = shlex.split(line)[1:]
+        if args[1] == "submit":
+            r = cxlbench(*args, "--dry-run", env=env, cwd=tmp_path)
+            assert r.returncode == 0, (line, r.stderr)
+            found = sbatch_lines(r.stdout)
+            assert "--partition=cxl" in found and "--nodes=1" in found
+            if "--nodelist" in args:
+                assert "--array=0-3" in found and "--time=1:00:00" in found
+            else:
+                assert "--array=0-999%100" in found
+                assert any(x.startswith("--time=") for x in found)
+                assert "# time limit " in r.stdout
+        else:
+            r = cxlbench(*args, env=env, cwd=tmp_path)
+            assert r.returncode == 2 and "no fleet of job 4242" in r.stderr, (line, r.stderr)

@@ -15,7 +15,8 @@ PACKAGE = REPO / "cxlbench"
 # Lowest first. A module belongs to the layer of the longest prefix that names it; the
 # package's own __init__ ("cxlbench") names only itself.
 LAYERS = [
-    ("base", ["cxlbench", "cxlbench.errors", "cxlbench.units", "cxlbench.lifetime"]),
+    ("base", ["cxlbench", "cxlbench.errors", "cxlbench.units", "cxlbench.lifetime",
+              "cxlbench.columnar"]),
     ("values and files", ["cxlbench.placement", "cxlbench.results", "cxlbench.stats",
                           "cxlbench.paramtext", "cxlbench.fleet.slurm"]),
     ("compiled boundaries and options", ["cxlbench.native", "cxlbench._native",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import shutil
 import subprocess
 
@@ -157,13 +158,20 @@ def _said(out: subprocess.CompletedProcess) -> str:
 
 
 def hostnames(nodelist: str) -> list[str]:
-    """A SLURM node list (n[1-3],gpu7) as names; plain comma lists need no SLURM."""
+    """A SLURM node list (n[1-3],gpu7) as names, by scontrol where SLURM is installed
+    (its word is final), else expanded here (one bracket a name, as most lists are)."""
     if "[" not in nodelist:
         return [n for n in nodelist.split(",") if n]
-    out = _run(["scontrol", "show", "hostnames", nodelist])
-    if out.returncode != 0:
-        raise UserError(f"node list {nodelist!r}: {out.stderr.strip()}")
-    return out.stdout.split()
+    said = "not one this host can expand without SLURM's scontrol"
+    if shutil.which("scontrol") is not None:
+        out = _run(["scontrol", "show", "hostnames", nodelist])
+        if out.returncode == 0:
+            return out.stdout.split()
+        said = _said(out)               # (a host without SLURM's configuration, too)
+    names = _expand(nodelist)
+    if names is None:
+        raise UserError(f"node list {nodelist!r}: {said}")
+    return names
 
 
 def task_ids(spec: str) -> list[int]:
@@ -283,3 +291,29 @@ def hostlist(names: list[str]) -> str:
     out = _run(["scontrol", "show", "hostlist", ",".join(names)])
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() \
         else ",".join(names)
+
+
+_ONE = re.compile(r"([^\[\],]*)\[([0-9,\-]+)\]([^\[\],]*)")
+
+
+def _expand(nodelist: str) -> list[str] | None:
+    """lab[01-03,7],gpu9 as SLURM expands it (zero padding kept); None for what it is not
+    sure of (two brackets in one name, a malformed range)."""
+    out: list[str] = []
+    for part in re.findall(r"[^,\[]*(?:\[[^\]]*\][^,\[]*)*", nodelist):
+        if not part:
+            continue
+        if "[" not in part:
+            out.append(part)
+            continue
+        m = _ONE.fullmatch(part)
+        if m is None:
+            return None
+        head, ranges, tail = m.groups()
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                return None
+            width = len(lo)
+            out += [f"{head}{i:0{width}d}{tail}" for i in range(int(lo), int(hi or lo) + 1)]
+    return out
