@@ -131,7 +131,7 @@ def test_fleet_figures_say_what_their_marks_are(fleet_report):
     chase = frame[frame["benchmark"] == "chase"].reset_index(drop=True)
     bw = frame[frame["benchmark"] == "bandwidth"].reset_index(drop=True)
     (lat, *_) = figures.figures_for("chase", chase, [])
-    assert "bands: their range" in lat.caption and "Dashed: runs off the fleet" in lat.caption
+    assert "bands: their interquartile range, whiskers: their range" in lat.caption and "Dashed: runs off the fleet" in lat.caption
     (bars, *_) = figures.figures_for("bandwidth", bw, [])
     assert "boxes: the runs' medians" in bars.caption
     for fig in (lat, bars):

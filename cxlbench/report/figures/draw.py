@@ -30,9 +30,10 @@ class Figure:
 
 # What a fleet view's marks are (a figure of many runs: see fleet.py).
 FLEET_SHOWN = {
-    "fleet-band": "lines: the median of the runs' medians at each point, bands: their range",
-    "fleet-box": "boxes: the runs' medians (quartiles, whiskers to 1.5 interquartile "
-                 "ranges), a dot per run",
+    "fleet-band": "lines: the median of the runs' medians at each point, bands: their "
+                  "interquartile range, whiskers: their range",
+    "fleet-box": "boxes: the runs' medians (quartiles, whiskers to their range), a dot per "
+                 "run where there are at most 200",
     "fleet-range": "points: the median of the runs' medians, whiskers: their range (not a "
                    "confidence interval)",
     "fleet-cells": "cells hold the median of the runs' medians"}
@@ -188,8 +189,12 @@ def _fleet_lines(ax, sub: pd.DataFrame, colour: dict) -> str:
         line, = ax.plot(xs, by_x.median().loc[xs], marker="o", markersize=3,
                         color=colour.get(name),
                         label=f"{name} (fleet median)" if name else "fleet median")
-        ax.fill_between(xs, by_x.min().loc[xs], by_x.max().loc[xs], alpha=0.2,
-                        color=line.get_color())
+        # The band the middle half of the runs (a few slow ones cannot stretch it), the
+        # whiskers every run.
+        ax.fill_between(xs, by_x.quantile(0.25).loc[xs], by_x.quantile(0.75).loc[xs],
+                        alpha=0.25, color=line.get_color())
+        ax.vlines(np.asarray(xs, float), by_x.min().loc[xs], by_x.max().loc[xs],
+                  color=line.get_color(), linewidth=0.8, alpha=0.6)
     outliers = fleet.off(sub, ["_series", "_x"])
     for run in list(dict.fromkeys(outliers["label"]))[:5]:
         for name, g in sub[sub["label"] == run].groupby("_series", sort=False):
@@ -293,6 +298,10 @@ def _group_labels(ax, order: list[str], width: float) -> None:
         ax.set_xticklabels([textwrap.fill(v, 24) for v in order], rotation=30, ha="right")
 
 
+# Runs in a box beyond which their dots are left out (only those off the fleet drawn).
+DOTS = 200
+
+
 def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
                  name: str, color) -> None:
     """One series of many runs: a box of the runs' medians at each group, a dot per run,
@@ -301,12 +310,18 @@ def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
     at = [order.index(v) + offset for v in groups]
     values = [g.loc[g["_group"] == v, "median"].to_numpy(float) for v in groups]
     ax.boxplot(values, positions=at, widths=width * 0.8, showfliers=False, patch_artist=True,
-               boxprops={"facecolor": color, "alpha": 0.35}, medianprops={"color": color})
+               whis=(0, 100), boxprops={"facecolor": color, "alpha": 0.35},
+               medianprops={"color": color})
     for x, v in zip(at, values):
-        ax.scatter(np.full(len(v), x) + np.linspace(-0.3, 0.3, len(v)) * width, v, s=4,
-                   color=color, zorder=3)
+        if len(v) <= DOTS:      # past that, a blob over the box: the off runs are dotted below
+            ax.scatter(np.full(len(v), x) + np.linspace(-0.3, 0.3, len(v)) * width, v, s=4,
+                       color=color, zorder=3)
     ax.scatter([], [], color=color, label=label(name))      # the legend's entry
-    for group, runs in fleet.off(g, ["_group"]).groupby("_group", sort=False):
+    off = fleet.off(g, ["_group"])
+    if len(values) and max(map(len, values)) > DOTS:
+        ax.scatter([order.index(v) + offset for v in off["_group"]], off["median"], s=6,
+                   color=color, edgecolor="black", linewidth=0.5, zorder=3)
+    for group, runs in off.groupby("_group", sort=False):
         # runs within 3 % of each other named in one label, which would otherwise overlap
         notes: list[list] = []
         for _, r in runs.sort_values("median").iterrows():
