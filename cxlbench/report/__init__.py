@@ -225,8 +225,13 @@ def machines_blocks(runs: list[LoadedRun]) -> list:
         kinds.setdefault(repr(blocks), [blocks, []])[1].append(r)
     out = []
     for blocks, alike in kinds.values():
+        names = [r.label for r in alike]
+        many = len(names) > 2 * fleet.FLEET
         out.append(Heading(3, f"{len(alike)} machine{'s' * (len(alike) > 1)} alike: "
-                              f"{', '.join(r.label for r in alike)}"))
+                              + (f"{min(names)} to {max(names)} by name" if many
+                                 else ", ".join(names))))
+        if many:                # every name, folded: a thousand would fill the screen
+            out.append(Folded(f"The {len(names)} machines", [Para(", ".join(names))]))
         out.extend(blocks)
         overheads = [t["clock_overhead_ns"] for r in alike
                      if (t := r.meta.get("timer") or {}).get("clock_overhead_ns") is not None]

@@ -259,7 +259,7 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     if many:
         points = pd.concat([p.rows.assign(_panel=i, _group=p.groups, _series=p.series)
                             for i, p in enumerate(panels)])
-        extra = (" Runs off the fleet are named beside their dots. " + fleet.named(
+        extra = (f" Runs off the fleet are named beside their dots (the {NAMED} furthest off at a box). " + fleet.named(
             fleet.off(points, ["_panel", "_group", "_series"]))).rstrip()
     return Figure(key, family, title,
                   caption(sub, measured, exclude=(*groups, *exclude),
@@ -300,6 +300,7 @@ def _group_labels(ax, order: list[str], width: float) -> None:
 
 # Runs in a box beyond which their dots are left out (only those off the fleet drawn).
 DOTS = 200
+NAMED = 4           # runs off the fleet named beside a box, the furthest off first
 
 
 def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
@@ -322,7 +323,10 @@ def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
         ax.scatter([order.index(v) + offset for v in off["_group"]], off["median"], s=6,
                    color=color, edgecolor="black", linewidth=0.5, zorder=3)
     for group, runs in off.groupby("_group", sort=False):
-        # runs within 3 % of each other named in one label, which would otherwise overlap
+        # the runs furthest off named (the caption names the rest); those within 3 % of
+        # each other in one label, which would otherwise overlap
+        runs = runs.reindex(runs["slower"].abs().sort_values(ascending=False).index)
+        runs = runs.head(NAMED)
         notes: list[list] = []
         for _, r in runs.sort_values("median").iterrows():
             if notes and r["median"] <= notes[-1][0] * 1.03:
