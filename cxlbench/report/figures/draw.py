@@ -259,8 +259,9 @@ def bars(frame: pd.DataFrame, groups, metric: str, *, title: str, measured: str,
     if many:
         points = pd.concat([p.rows.assign(_panel=i, _group=p.groups, _series=p.series)
                             for i, p in enumerate(panels)])
-        extra = (f" Runs off the fleet are named beside their dots (the {NAMED} furthest off at a box). " + fleet.named(
-            fleet.off(points, ["_panel", "_group", "_series"]))).rstrip()
+        extra = (f" Runs off the fleet are named beside their dots (the {NAMED} furthest "
+                 "off at a box). " + fleet.named(
+                     fleet.off(points, ["_panel", "_group", "_series"]))).rstrip()
     return Figure(key, family, title,
                   caption(sub, measured, exclude=(*groups, *exclude),
                           shown="fleet-box" if many else "whiskers") + extra +
