@@ -41,8 +41,11 @@ def write(path: Path, rows, journal: dict[str, dict], taken: str) -> bool:
     """Write the copy of a run read whole when its sources were as `taken` (stamp(),
     before they were read); False where it cannot be (a read-only folder, a value
     Parquet cannot hold): nothing is lost, the sources are read instead."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:             # (a dependency, but a run must end all the same)
+        return False
 
     entries = list(journal.values())
     cols = {k: [e[k] for e in entries] for k in _SCALARS}
@@ -72,8 +75,11 @@ def read(path: Path, columns: list[str] | None = None):
     """(rows, journal) from the copy where it matches the sources as they are now; None
     where there is none, or it is stale or unreadable. columns: only these of the rows
     (those the run has)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
 
     now = stamp(path)
     if now is None:
