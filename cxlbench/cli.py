@@ -202,9 +202,6 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True,
         sys.exit(1)
     finally:
         signal.signal(signal.SIGTERM, before)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResultsWarning)     # said as the cases ran
-        run_.frame()        # read whole once, which leaves its columnar copy for reports
     records = runner.summary_records(run_, journal)
     # An instruction the CPU lacks is a finding, not a failure.
     failed = sum(1 for e in journal.values() if e["status"] not in ("ok", "unsupported"))
@@ -219,6 +216,9 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True,
         for line in [*preface, *analysis_text.analysis_lines(found),
                      *headline.lines(found["headline"])]:
             click.echo(line)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResultsWarning)     # said as the cases ran
+        run_.frame()        # read whole once (run.json final), leaving the columnar copy
     echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
     if failed and exit_on_failure:
         sys.exit(1)
@@ -707,6 +707,8 @@ def compare(a, b, output, alpha, show_all, force, as_json):
 def _compare_lines(table, shown) -> list[str]:
     """compare's rows under a header: each named by its benchmark and the parameters that
     vary between the compared cases (as the report names them), its case id last."""
+    if shown.empty:
+        return []                       # nothing paired: the count line says so
     ps = [{k: v for k, v in p.items() if k not in paramtext.NOT_MEASURED}
           for p in table["params"]]
     keys: dict[str, list[str]] = {}         # by benchmark: what varies between its cases

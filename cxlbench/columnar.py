@@ -1,11 +1,11 @@
 """A run's columnar copy: its rows (results.parquet) and its journal (cases.parquet),
 written once the run is whole and read instead of parsing results.csv and cases.jsonl
-line by line, ten times faster on a fleet's runs.
+line by line: a fleet's runs load twice as fast, a run of 180k cases seven times.
 
-results.csv and cases.jsonl stay the source of truth. The copy records the size and
-modification time of both as it found them; one that no longer matches (a resume
-appended, a file was edited) is not read, and is written again when the run is next
-read whole. A copy that cannot be written (a read-only folder) is simply not kept.
+results.csv and cases.jsonl stay the source of truth. The copy records the size, times
+and inode of both, and of run.json, as it found them; one that no longer matches (a
+resume appended, a file was edited) is not read, and is written again when the run is
+next read whole. A copy that cannot be written (a read-only folder) is simply not kept.
 
 The journal's nested fields (params, summary, placement, info ...) are kept as JSON text,
 one column each, and decoded through a memo per column (kept across runs for the fields
@@ -17,22 +17,23 @@ import contextlib
 import gc
 import json
 import os
+import tempfile
 from pathlib import Path
 
 ROWS = "results.parquet"
 JOURNAL = "cases.parquet"
-SOURCES = ("results.csv", "cases.jsonl")
+SOURCES = ("results.csv", "cases.jsonl", "run.json")
 FORMAT = "1"                     # of the copy itself: a copy in another is written again
 _SCALARS = ("case", "status")   # text every entry has; every other field is JSON text
 _ABSENT = object()
 
 
 def stamp(path: Path) -> str | None:
-    """The sources as they are now (size and mtime of each), as one text; None where one
-    cannot be read."""
-    try:
-        return json.dumps([FORMAT] + [[(st := os.stat(path / name)).st_size, st.st_mtime_ns]
-                                      for name in SOURCES])
+    """The sources as they are now (size, times and inode of each), as one text; None
+    where one cannot be read."""
+    try:        # (ctime: no tool sets it back; inode: an atomic replace changes it)
+        return json.dumps([FORMAT] + [[(st := os.stat(path / name)).st_size, st.st_mtime_ns,
+                                       st.st_ctime_ns, st.st_ino] for name in SOURCES])
     except OSError:
         return None
 
@@ -53,20 +54,25 @@ def write(path: Path, rows, journal: dict[str, dict], taken: str) -> bool:
     for k in sorted({k for e in entries for k in e} - set(_SCALARS)):
         cols[k] = [json.dumps(e[k]) if k in e else None for e in entries]
     meta = {b"cxlbench.stamp": taken.encode()}
-    names = {ROWS: None, JOURNAL: None}
+    made: list[str] = []                # this writer's own temporary files
     try:
-        names[ROWS] = pa.Table.from_pandas(rows, preserve_index=False)
-        names[JOURNAL] = pa.table({k: pa.array(v, type=pa.string()) for k, v in cols.items()})
-        for name, t in names.items():
-            tmp = path / f".{name}.tmp"
-            # (through Python's file: a folder's name need not be UTF-8, as Arrow's must)
-            with open(tmp, "wb") as f:
+        tables = {ROWS: pa.Table.from_pandas(rows, preserve_index=False),
+                  JOURNAL: pa.table({k: pa.array(v, type=pa.string())
+                                     for k, v in cols.items()})}
+        for name, t in tables.items():
+            # A name of its own (O_EXCL), never through a link: a report may write the
+            # copy while another reader, on this host or another, writes it too.
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=path)
+            made.append(tmp)
+            with os.fdopen(fd, "wb") as f:  # (a folder's name need not be UTF-8, Arrow's must)
                 pq.write_table(t.replace_schema_metadata({**(t.schema.metadata or {}),
                                                           **meta}), f, compression="zstd")
             os.replace(tmp, path / name)
+            made.remove(tmp)
     except (OSError, pa.ArrowException, TypeError, ValueError):
-        for name in names:
-            (path / f".{name}.tmp").unlink(missing_ok=True)
+        for tmp in made:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         return False
     return True
 
@@ -95,12 +101,15 @@ def read(path: Path, columns: list[str] | None = None):
     if any((t.schema.metadata or {}).get(b"cxlbench.stamp") != now.encode()
            for t in tables):
         return None
-    rows = tables[0].to_pandas()
-    for name in rows.columns[rows.dtypes == object]:
-        # a missing value in a column of mixed values is NaN as read_csv gives it
-        rows[name] = rows[name].where(rows[name].notna(), float("nan"))
-    with paused_gc():
-        return rows, _entries(tables[1])
+    try:        # a copy that reads wrong is no copy: the sources are read instead
+        rows = tables[0].to_pandas()
+        for name in rows.columns[rows.dtypes == object]:
+            # a missing value in a column of mixed values is NaN as read_csv gives it
+            rows[name] = rows[name].where(rows[name].notna(), float("nan"))
+        with paused_gc():
+            return rows, _entries(tables[1])
+    except (pa.ArrowException, ValueError, KeyError, TypeError):
+        return None
 
 
 @contextlib.contextmanager

@@ -404,8 +404,8 @@ def test_time_limit_assumed_then_from_the_newest_run_of_the_suite(tmp_path, temp
     limit, words = submit.time_limit(s, str(r))
     # 2 cases at 20 s: 40 s, doubled and 10 min: 680 s, up to the next 5 min.
     assert limit == "0:15:00"
-    assert words == (f"2 cases on a machine of two memory nodes, about 1 min at 20 s a case, "
-                     f"assumed: no run of tiny in {r} yet; twice that and 10 min")
+    assert words == (f"2 cases, about 1 min at 20 s a case, assumed: no run of tiny in {r} "
+                     "yet, on a machine of two memory nodes; twice that and 10 min")
     # A run of the suite (no SLURM fields: any run here counts) whose cases took 1000 s and
     # 1001 s: 2001 s, x2 + 600 = 4602 s, up to 80 min.
     older = place(template, r, 1, array_job=None, seconds=[5, 5])
@@ -413,9 +413,16 @@ def test_time_limit_assumed_then_from_the_newest_run_of_the_suite(tmp_path, temp
     place(template, r, 3, array_job=None, seconds=[9, 9], name="other")   # newer, not tiny
     limit, words = submit.time_limit(s, str(r))
     assert limit == "1:20:00", words
-    assert words == (f"2 cases on a machine of two memory nodes, about 33 min as the cases "
-                     f"of run {run} took; twice that and 10 min")
+    assert words == (f"2 cases, about 33 min as the cases of run {run} took, on a machine "
+                     "of two memory nodes; twice that and 10 min")
     assert str(older) not in words
+    # A run whose machine ran more cases of a job (more memory nodes): as many counted.
+    more = json.loads((run / "run.json").read_text())
+    more["cases"] = more["cases"] + [{**c, "id": c["id"] + "x"} for c in more["cases"]]
+    (run / "run.json").write_text(json.dumps(more))
+    limit, words = submit.time_limit(s, str(r))
+    assert words.startswith("4 cases, about 67 min") and "on the machine of that run" in words
+    (run / "run.json").write_text(json.dumps({**more, "cases": more["cases"][:2]}))
     # Past a day, in SLURM's days-hours form: 80000 s x2 + 600 s -> 2680 min.
     place(template, r, 4, array_job=None, seconds=[40000, 40000])
     assert submit.time_limit(s, str(r))[0] == "1-20:40:00"
@@ -441,9 +448,9 @@ def test_time_limit_from_a_run_cxlbench_made(tmp_path):
     assert r.returncode == 0, r.stderr
     # 2 cases at their mean, 450 s: 900 s, x2 + 600 s = 2400 s: 40 min.
     assert "--time=0:40:00" in sbatch_lines(r.stdout)
-    assert (f"# time limit 0:40:00 a machine: 2 cases on a machine of two memory nodes, about "
-            f"15 min as the cases of run {run.resolve()} took; twice that and 10 min (--time "
-            "sets it)\n") in r.stdout
+    assert (f"# time limit 0:40:00 a machine: 2 cases, about 15 min as the cases of run "
+            f"{run.resolve()} took, on a machine of two memory nodes; twice that and 10 min "
+            "(--time sets it)\n") in r.stdout
 
 
 def test_a_time_limit_given_is_kept(tmp_path, monkeypatch):
@@ -868,8 +875,9 @@ def test_resume_on_the_same_machines(tmp_path, template):
     assert not [line for line in lines if line.startswith(("--array", "--exclude"))]
     resume = shlex.join([PY, "-m", "cxlbench", "run", "--resume", str(runs[1])])
     assert f'n2) run_on "$n" {resume} & ;;' in text
-    fresh = shlex.join(submit.run_command(str(fleet_dir / "tiny.toml"), {},
-                                          str((tmp_path / "shared").resolve())))
+    # A fresh run says which task it is, as an array task's run.json would.
+    fresh = shlex.join(["/usr/bin/env", "SLURM_ARRAY_TASK_ID=3", *submit.run_command(
+        str(fleet_dir / "tiny.toml"), {}, str((tmp_path / "shared").resolve()))])
     assert f'n4) run_on "$n" {fresh} & ;;' in text
     r = cxlbench("fleet", "resume", "100", "--results", shared, "--same-machines", env=fs.env)
     assert r.returncode == 0, r.stderr

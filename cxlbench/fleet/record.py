@@ -59,6 +59,15 @@ class Fleet:
         results._write_atomic(self.path / "tasks" / f"{task}-{job}.json",
                               json.dumps({"task": task, "job": job, **fields}))
 
+    def excluded(self) -> list[str]:
+        """The machines an array's tasks yet to start are kept off: those outside its pool,
+        and those of the pool it has measured while others are left (none left, they may
+        measure one again rather than wait forever)."""
+        pool = set(self.data.get("pool") or [])
+        measured = {a["node"] for a in self.attempts() if a.get("node")} & pool
+        outside = set(self.data.get("exclude") or [])
+        return sorted(outside | measured if pool - measured else outside)
+
     def attempts(self) -> list[dict]:
         """Every task start written down, in the order the jobs were submitted."""
         order = {j: i for i, j in enumerate(self.job_ids())}

@@ -1,6 +1,7 @@
-"""Submitting a fleet's jobs: the first, running the suite on every machine, and each
-resume, running on the machines whose runs are unfinished `cxlbench run --resume RUN`
-(or the suite afresh where no run started)."""
+"""Submitting a fleet's jobs: the first (an array of one task a machine, or a gang job
+on every machine at once), and each resume: an array of the failed tasks, or a job on
+named machines each finishing its run with `cxlbench run --resume RUN` (or running the
+suite afresh where no run started)."""
 from __future__ import annotations
 
 import re
@@ -59,33 +60,40 @@ LOOKED_AT = 50              # newest run folders searched for a run of the suite
 def time_limit(s: suite.Suite, results_dir: str) -> tuple[str, str]:
     """A time limit for one machine's run of the suite, and how it was reached: each
     case as long as its job's cases took in the newest run of this suite here (else
-    ASSUMED_CASE_S), on a machine of two memory nodes, doubled, plus 10 minutes."""
-    cases = suite.expand(s, [0, 1], [0], ["0,1"])
+    ASSUMED_CASE_S), as many cases a job as on a machine of two memory nodes or as that
+    run had (a machine of more nodes runs more), doubled, plus 10 minutes."""
     left: dict[str, int] = {}
-    for c in cases:
+    for c in suite.expand(s, [0, 1], [0], ["0,1"]):
         left[c.job] = left.get(c.job, 0) + 1
-    took, source = _recorded(s.name, Path(results_dir))
+    took, counts, source = _recorded(s.name, Path(results_dir))
+    machine = "a machine of two memory nodes"
+    if any(counts.get(j, 0) > n for j, n in left.items()):
+        left = {j: max(n, counts.get(j, 0)) for j, n in left.items()}
+        machine = "the machine of that run"
     est = runner.seconds_left(left, took)
     if est is None:
-        est = len(cases) * ASSUMED_CASE_S
+        est = sum(left.values()) * ASSUMED_CASE_S
         source = (f"at {ASSUMED_CASE_S:g} s a case, assumed: no run of {s.name} in "
                   f"{results_dir} yet")
     minutes = -(-(2 * est + 600) // 300) * 5            # up to the next 5 minutes
     days, rest = divmod(int(minutes), 24 * 60)
     limit = (f"{days}-" if days else "") + f"{rest // 60}:{rest % 60:02d}:00"
-    return limit, (f"{len(cases)} cases on a machine of two memory nodes, about "
-                   f"{est / 60:.0f} min {source}; twice that and 10 min")
+    return limit, (f"{sum(left.values())} cases, about {est / 60:.0f} min {source}, on "
+                   f"{machine}; twice that and 10 min")
 
 
-def _recorded(name: str, results_dir: Path) -> tuple[dict[str, list[float]], str]:
-    """Each job's case seconds in the newest run of the suite named, and which run."""
+def _recorded(name: str, results_dir: Path
+              ) -> tuple[dict[str, list[float]], dict[str, int], str]:
+    """Each job's case seconds in the newest run of the suite named, its cases a job, and
+    which run."""
     metas = sorted(results_dir.glob("*/*/run.json"), key=lambda p: p.parent.name,
                    reverse=True)[:LOOKED_AT]
     for meta_path in metas:
         try:
             if (results.read_meta(meta_path.parent).get("suite") or {}).get("name") != name:
                 continue
-            entries = results.Run.open(meta_path.parent).finished().values()
+            run = results.Run.open(meta_path.parent)
+            entries = run.finished().values()
         except ResultsError:
             continue
         took: dict[str, list[float]] = {}
@@ -93,8 +101,11 @@ def _recorded(name: str, results_dir: Path) -> tuple[dict[str, list[float]], str
             if isinstance(e.get("seconds"), (int, float)):
                 took.setdefault(e["case"].rsplit("/", 1)[0], []).append(e["seconds"])
         if took:
-            return took, f"as the cases of run {meta_path.parent} took"
-    return {}, ""
+            counts: dict[str, int] = {}
+            for c in run.meta["cases"]:
+                counts[c["job"]] = counts.get(c["job"], 0) + 1
+            return took, counts, f"as the cases of run {meta_path.parent} took"
+    return {}, {}, ""
 
 
 def _pool(options: script.Options, dry_run: bool) -> tuple[list[str] | None, list[str]]:
@@ -219,16 +230,11 @@ def resume_script(fleet: record.Fleet, chosen: list[status.Machine],
         **fleet.data["options"]))
     comment = f"suite {fleet.data['suite']}, resumed"
     if fleet.array and not same_machines:
-        pool = fleet.data.get("pool") or []
-        measured = {a["node"] for a in fleet.attempts() if a.get("node")} & set(pool)
-        exclude = set(fleet.data.get("exclude") or [])
-        if set(pool) - measured:
-            exclude |= measured
         return script.sbatch_script(
             name=fleet.data["suite"], options=_options(fleet, time_limit),
             fleet_dir=str(fleet.path), results_dir=results_dir, comment=comment, env=env,
             tasks=slurm.task_spec(m.task for m in chosen),
-            exclude=slurm.hostlist(sorted(exclude)) or None)
+            exclude=slurm.hostlist(fleet.excluded()) or None)
     machines = _machines(chosen)
     options = _options(fleet, time_limit, nodes=None, nodelist=",".join(machines), gang=True,
                        max_running=None)
@@ -236,8 +242,13 @@ def resume_script(fleet: record.Fleet, chosen: list[status.Machine],
     # run whose benchmarks' options have changed since.
     fresh = run_command(str(fleet.path / f"{fleet.data['suite']}.toml"),
                         fleet.data["variables"], results_dir)
+    # A task's fresh run says which task it is, as an array's would: status and collect
+    # find a task's runs by run.json's array task.
+    task_of = {m.node: m.task for m in chosen if fleet.array}
     commands = {node: [sys.executable, "-m", "cxlbench", "run", "--resume", str(run)]
-                if run else fresh
+                if run else
+                ["/usr/bin/env", f"SLURM_ARRAY_TASK_ID={task_of[node]}", *fresh]
+                if node in task_of else fresh
                 for node, run in machines.items()}
     return script.sbatch_script(name=fleet.data["suite"], options=options,
                                 fleet_dir=str(fleet.path), results_dir=results_dir,

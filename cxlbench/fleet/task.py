@@ -54,14 +54,12 @@ def _spread(fleet: record.Fleet, array_job: str) -> None:
     pool (the machines fleet.json says the array may use) has others left: with none
     left, SLURM would hold the tasks forever (BadConstraints), so they may measure a
     machine again instead."""
-    pool = fleet.data.get("pool")
-    if not pool:
+    if not fleet.data.get("pool"):
         return                          # not known at submission: SLURM chooses
-    measured = {a["node"] for a in fleet.attempts() if a.get("node")}
-    if not set(pool) - measured:
-        return
-    outside = fleet.data.get("exclude") or []
-    said = slurm.exclude_from_pending(array_job, sorted(set(outside) | (measured & set(pool))))
+    excluded = fleet.excluded()
+    if set(excluded) == set(fleet.data.get("exclude") or []):
+        return                          # every machine measured: the tasks may go anywhere
+    said = slurm.exclude_from_pending(array_job, excluded)
     if said:                            # a note: the task measures all the same
         print(f"cxlbench fleet: pending tasks not kept off measured machines: {said}",
               file=sys.stderr)
