@@ -112,29 +112,13 @@ def job(job_id: str, cluster: str | None = None, submitted: str | None = None
     out = _run(["scontrol", "show", "job", "-o", str(job_id)])
     if out.returncode == 0 and out.stdout.strip():
         rec = parse_show(out.stdout.splitlines()[0])
-        nodes = rec.get("NodeList")
-        return {"state": rec.get("JobState", "UNKNOWN").split()[0],
-                "reason": None if rec.get("Reason") in (None, "None") else rec["Reason"],
-                "nodes": hostnames(nodes) if nodes and nodes != "(null)" else [],
-                "exit_code": rec.get("ExitCode"), "partition": rec.get("Partition"),
+        return {**_state(rec), "partition": rec.get("Partition"),
                 "time_limit": rec.get("TimeLimit")}
-    # Only this answer means the controller no longer keeps the job (it ended).
-    if "Invalid job id specified" not in out.stderr:
-        raise SlurmError(f"scontrol show job {job_id}: {_said(out)}")
-    if shutil.which("sacct") is None:
+    said = _sacct(job_id, cluster, submitted, out,
+                  "JobIDRaw,State,ExitCode,NodeList,Partition,Timelimit")
+    if said is None:
         return None
-    # sacct -j searches from the epoch, across job ids used again: from an hour before
-    # the submission (clocks differ), on the job's cluster, the newest job of this id.
-    out = _run(["sacct", "-n", "-P", "-X", "-j", str(job_id),
-                *(["-M", cluster] if cluster else []),
-                *(["-S", _local(submitted, -3600)] if submitted else []),
-                "-o", "JobIDRaw,State,ExitCode,NodeList,Partition,Timelimit"])
-    if out.returncode != 0:
-        if "accounting storage is disabled" in out.stderr:
-            return None
-        raise SlurmError(f"sacct -j {job_id}: {_said(out)}")
-    rows = [r.split("|")[1:] for r in out.stdout.splitlines()
-            if r.split("|")[0] == str(job_id)]
+    rows = [r.split("|")[1:] for r in said.splitlines() if r.split("|")[0] == str(job_id)]
     if not rows:
         return None
     state, code, nodes, partition, limit = (rows[-1] + [""] * 5)[:5]
@@ -142,6 +126,38 @@ def job(job_id: str, cluster: str | None = None, submitted: str | None = None
     return {"state": word, "reason": state if state != word else None,
             "nodes": hostnames(nodes) if nodes and nodes != "None assigned" else [],
             "exit_code": code, "partition": partition, "time_limit": limit}
+
+
+def _state(rec: dict[str, str]) -> dict:
+    """A job's (or array task's) state, reason, machines and exit code from its scontrol
+    record."""
+    nodes = rec.get("NodeList")
+    return {"state": rec.get("JobState", "UNKNOWN").split()[0],
+            "reason": None if rec.get("Reason") in (None, "None") else rec["Reason"],
+            "nodes": hostnames(nodes) if nodes and nodes != "(null)" else [],
+            "exit_code": rec.get("ExitCode")}
+
+
+def _sacct(job_id: str, cluster: str | None, submitted: str | None,
+           shown: subprocess.CompletedProcess, fields: str) -> str | None:
+    """sacct's lines for a job scontrol answered it no longer keeps (shown: scontrol's
+    answer); None where accounting does not know it; SlurmError where SLURM did not
+    answer."""
+    # Only this answer means the controller no longer keeps the job (it ended).
+    if "Invalid job id specified" not in shown.stderr:
+        raise SlurmError(f"scontrol show job {job_id}: {_said(shown)}")
+    if shutil.which("sacct") is None:
+        return None
+    # sacct -j searches from the epoch, across job ids used again: from an hour before
+    # the submission (clocks differ), on the job's cluster, the newest job of this id.
+    out = _run(["sacct", "-n", "-P", "-X", "-j", str(job_id),
+                *(["-M", cluster] if cluster else []),
+                *(["-S", _local(submitted, -3600)] if submitted else []), "-o", fields])
+    if out.returncode != 0:
+        if "accounting storage is disabled" in out.stderr:
+            return None
+        raise SlurmError(f"sacct -j {job_id}: {_said(out)}")
+    return out.stdout
 
 
 def _local(stamp: str, shift: float) -> str:
@@ -214,27 +230,14 @@ def array_tasks(job_id: str, cluster: str | None = None, submitted: str | None =
             rec = parse_show(line)
             if rec.get("ArrayJobId") != str(job_id) or "ArrayTaskId" not in rec:
                 continue
-            nodes = rec.get("NodeList")
-            info = {"state": rec.get("JobState", "UNKNOWN").split()[0],
-                    "reason": None if rec.get("Reason") in (None, "None") else rec["Reason"],
-                    "nodes": hostnames(nodes) if nodes and nodes != "(null)" else [],
-                    "exit_code": rec.get("ExitCode"), "job_id": rec.get("JobId")}
+            info = {**_state(rec), "job_id": rec.get("JobId")}
             for t in task_ids(rec["ArrayTaskId"]):
                 tasks[t] = info
         return tasks
-    if "Invalid job id specified" not in out.stderr:
-        raise SlurmError(f"scontrol show job {job_id}: {_said(out)}")
-    if shutil.which("sacct") is None:
+    said = _sacct(job_id, cluster, submitted, out, "JobID,State,ExitCode,NodeList,JobIDRaw")
+    if said is None:
         return None
-    out = _run(["sacct", "-n", "-P", "-X", "-j", str(job_id),
-                *(["-M", cluster] if cluster else []),
-                *(["-S", _local(submitted, -3600)] if submitted else []),
-                "-o", "JobID,State,ExitCode,NodeList,JobIDRaw"])
-    if out.returncode != 0:
-        if "accounting storage is disabled" in out.stderr:
-            return None
-        raise SlurmError(f"sacct -j {job_id}: {_said(out)}")
-    for row in out.stdout.splitlines():
+    for row in said.splitlines():
         jid, state, code, nodes, raw = (row.split("|") + [""] * 5)[:5]
         head, sep, spec = jid.partition("_")
         if head != str(job_id) or not sep:
