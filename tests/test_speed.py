@@ -3,6 +3,7 @@ not asserted: a timing is this machine's, and a shared CI machine's is noise. Ta
 the 2-core development VM): a results table of 1 M rows loads in under 2 s; a report over
 100 runs of the quick suite in under 30 s."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,23 @@ def test_speed_of_summarising_a_million_rows(benchmark):
     assert (out["n"] >= 2).all()
     print(f"\n{len(run.rows)} rows over 180000 cases ({len(out)} case-metric groups) "
           f"summarised in {benchmark.stats.stats.median:.2f} s (median of 2)")
+
+
+@pytest.mark.slow
+def test_fleet_scale_script_as_readme_gives_it(tmp_path):
+    """README's fleet-scale command, small: it builds the fleet, loads it from the sources
+    and from the columnar copy, reports on it, and prints each figure."""
+    import subprocess
+    import sys
+    (tmp_path / "seed").mkdir()
+    seed = make_run(tmp_path / "seed")
+    r = subprocess.run([sys.executable, "-m", "tests.fleet_scale", "--seed-run", str(seed),
+                        "--machines", "8", "--repeat", "2", "--slow", "1",
+                        "--out", str(tmp_path / "fleet")], capture_output=True, text=True,
+                       cwd=Path(__file__).parent.parent, timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("fleet: 8 machines, 24 cases, ")
+    assert "load from the sources" in lines[1] and "load from the columnar copy" in lines[2]
+    assert lines[3].startswith("report: ") and "report.html" in lines[3]
+    assert not (tmp_path / "fleet").exists()             # gone without --keep
