@@ -188,6 +188,13 @@ class Run:
         """Journal entries of the cases that finished, whole, by case id."""
         return self._consistent()[0]
 
+    def journal(self) -> dict[str, dict]:
+        """The journal's entries by case id, as written, not checked against results.csv
+        (whose rows a case writes before its line): a run's progress, read without its
+        rows; finished() is the checked view."""
+        return _journal(self.path / "cases.jsonl", self.stored_version,
+                        {c["id"] for c in self.meta["cases"]})[0]
+
     def frame(self, columns: list[str] | None = None):
         """The rows of finished cases as a pandas DataFrame, upgraded to this format; what is
         left out is said in a ResultsWarning. df.attrs holds run.json ('run') and the

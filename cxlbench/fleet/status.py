@@ -228,9 +228,9 @@ def _progress_words(m: Machine) -> str:
 
 
 def _progress(m: Machine, path: Path) -> None:
-    try:
+    try:        # (the journal alone: a fleet's polls must not parse every run's rows)
         run = results.Run.open(path)
-        done = run.finished()
+        done = run.journal()
     except ResultsError as e:
         m.reason = str(e)
         return
