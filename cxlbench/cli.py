@@ -834,6 +834,9 @@ def fleet_submit(suite_name, partition, nodelist, nodes, constraint, max_running
                              max_running=max_running, env=suite.parse_pairs(env, "--env"))
     fleet_, text = submit.prepare(suite_name, suite.parse_pairs(variables, "--var"), options,
                                   results_dir, dry_run=dry_run, local_results=local_results)
+    for line in text.splitlines():
+        if line.startswith(f"# {submit.WARNING}"):
+            click.echo(line[2:], err=True)
     if fleet_ is None:
         click.echo(text, nl=False)
         return

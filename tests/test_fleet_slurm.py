@@ -324,6 +324,7 @@ def test_array_runs_a_task_a_machine_in_turn_and_resumes_the_failed_one_alone(
                  "--max-running", "1", "--local-results", "--env", "CXLBENCH_MARK=7",
                  "--results", str(shared), env=leaky, timeout=120)
     assert r.returncode == 0, r.stderr
+    assert "warning: 2 tasks on a pool of 1 machines" in r.stderr      # in turn, here
     job = r.stdout.strip()
     (fleet_dir,) = (shared / "fleet").iterdir()
     lines = sbatch_lines((fleet_dir / "job.sbatch").read_text())

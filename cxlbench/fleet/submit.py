@@ -53,6 +53,7 @@ def check_shared(results_dir: str, mounts: str = "/proc/self/mounts") -> None:
                         "the whole cluster")
 
 
+WARNING = "warning: "        # a note of the script's that submit also says on stderr
 ASSUMED_CASE_S = 20.0       # a case's seconds where no run of the suite recorded its job's
 LOOKED_AT = 50              # newest run folders searched for a run of the suite
 
@@ -171,6 +172,9 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     comment = f"suite {s.name}"
     notes = (f"time limit {options.time} a machine: {estimate} (--time sets it)",) \
         if estimate else ()
+    if pool and count > len(pool):
+        notes += (f"{WARNING}{count} tasks on a pool of {len(pool)} machines: some machines "
+                  "are measured more than once",)
     if options.gang:
         command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs)
         text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
