@@ -184,7 +184,7 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
         text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
                                     results_dir=results_abs, comment=comment, env=env,
                                     notes=notes, tasks=slurm.task_spec(range(count)),
-                                    exclude=",".join(exclude) or None)
+                                    exclude=slurm.hostlist(exclude) or None)
     return fleet, text
 
 
