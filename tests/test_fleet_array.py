@@ -617,6 +617,28 @@ def test_task_main_refuses_an_unseen_fleet_and_outside_an_array(tmp_path, monkey
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "not seen on n7" in r.stderr
 
 
+def test_a_machine_that_cannot_see_the_fleet_keeps_the_pending_tasks_off(tmp_path,
+                                                                         monkeypatch):
+    """A machine without the shared folder would fail every task SLURM hands it: the task
+    that finds so adds it to the pending tasks' excluded machines, keeping those there."""
+    fs = Slurm(tmp_path).use(monkeypatch)
+    fs.show(j100=task_line(100, "1-3%1", "PENDING", reason="JobArrayTaskLimit")
+            + " ExcNodeList=n2")
+    with pytest.raises(UserError, match="not seen on n7: .*; the array's pending tasks are "
+                                        "kept off n7"):
+        task.main(str(tmp_path / "gone"), {"SLURMD_NODENAME": "n7",
+                                           "SLURM_ARRAY_TASK_ID": "0",
+                                           "SLURM_ARRAY_JOB_ID": "100"})
+    assert fs.updates() == [["update", "JobId=100", "ExcNodeList=n[2,7]"]]
+    # Already kept off: nothing to change, nothing said.
+    fs.show(j100=task_line(100, "1-3%1", "PENDING") + " ExcNodeList=n[2,7]")
+    with pytest.raises(UserError) as e:
+        task.main(str(tmp_path / "gone"), {"SLURMD_NODENAME": "n7",
+                                           "SLURM_ARRAY_TASK_ID": "0",
+                                           "SLURM_ARRAY_JOB_ID": "100"})
+    assert "kept off" not in str(e.value) and len(fs.updates()) == 1
+
+
 def test_task_command_starts_afresh_or_finishes_its_run_here(tmp_path, monkeypatch,
                                                              template):
     fs = Slurm(tmp_path).use(monkeypatch)

@@ -263,6 +263,20 @@ def nodes_of(partition: str | None) -> list[str]:
     return []
 
 
+def pending_excluded(array_job: str) -> list[str]:
+    """The machines an array's pending tasks are kept off now ([] where none or where the
+    array has none pending)."""
+    out = _run(["scontrol", "show", "job", "-o", str(array_job)])
+    if out.returncode != 0:
+        raise SlurmError(f"scontrol show job {array_job}: {_said(out)}")
+    for line in out.stdout.splitlines():
+        rec = parse_show(line)
+        if rec.get("JobState", "").split()[:1] == ["PENDING"]:
+            listed = rec.get("ExcNodeList")
+            return hostnames(listed) if listed and listed != "(null)" else []
+    return []
+
+
 def exclude_from_pending(array_job: str, nodes: list[str]) -> str | None:
     """Keep an array's tasks still pending off these machines; None, or SLURM's refusal
     (running tasks cannot be changed, and say so: not a failure here)."""

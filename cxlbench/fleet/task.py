@@ -70,9 +70,10 @@ def main(fleet_dir: str, environ=os.environ) -> list[str]:
     try:
         fleet = record.find(fleet_dir)
     except Exception:
-        raise UserError(f"{fleet_dir}/{record.RECORD} is not seen on "
-                        f"{environ.get('SLURMD_NODENAME') or 'this machine'}: the results "
-                        "folder must be on a file system every machine mounts") from None
+        node = environ.get("SLURMD_NODENAME")
+        raise UserError(f"{fleet_dir}/{record.RECORD} is not seen on {node or 'this machine'}"
+                        ": the results folder must be on a file system every machine mounts"
+                        + _keep_off(node, environ.get("SLURM_ARRAY_JOB_ID"))) from None
     try:
         task, array_job = int(environ["SLURM_ARRAY_TASK_ID"]), environ["SLURM_ARRAY_JOB_ID"]
     except (KeyError, ValueError):
@@ -80,3 +81,18 @@ def main(fleet_dir: str, environ=os.environ) -> list[str]:
                         "and SLURM_ARRAY_JOB_ID unset)") from None
     node = environ.get("SLURMD_NODENAME") or results.machine_id()
     return command(fleet, task, environ.get("SLURM_JOB_ID", ""), array_job, node, environ)
+
+
+def _keep_off(node: str | None, array_job: str | None) -> str:
+    """Keep the array's pending tasks off a machine that cannot run one (it would fail
+    them one after another as fast as SLURM hands them out); the words that say so, or
+    '' where SLURM would not (the fleet's record, and so its pool, is not at hand here)."""
+    if not node or not array_job:
+        return ""
+    try:
+        now = slurm.pending_excluded(array_job)
+        if node in now or slurm.exclude_from_pending(array_job, sorted({*now, node})):
+            return ""
+    except Exception:               # (UserError, SlurmError: no SLURM to ask)
+        return ""
+    return f"; the array's pending tasks are kept off {node}"
