@@ -687,9 +687,9 @@ def test_spread_keeps_pending_tasks_off_measured_machines(tmp_path, monkeypatch,
     assert capsys.readouterr().err == ""
     fs.write("update.json", [1, "slurm_update error: Invalid node name specified"])
     task._spread(fleet, "100")
-    assert capsys.readouterr().err == ("cxlbench fleet: pending tasks not kept off measured "
-                                       "machines: slurm_update error: Invalid node name "
-                                       "specified\n")
+    assert capsys.readouterr().err == ("cxlbench fleet: job 100's pending tasks not kept "
+                                       "off measured machines: slurm_update error: Invalid "
+                                       "node name specified\n")
     # Every machine of the pool measured: excluding them all would hold the tasks forever.
     before = len(fs.updates())
     fleet.attempt(2, "100", {"node": "n3"})
@@ -700,6 +700,23 @@ def test_spread_keeps_pending_tasks_off_measured_machines(tmp_path, monkeypatch,
     unknown.attempt(0, "100", {"node": "n1"})
     task._spread(unknown, "100")
     assert len(fs.updates()) == before
+
+
+def test_spread_reaches_every_array_of_the_fleet(tmp_path, monkeypatch, capsys):
+    """A resume's task keeps the first array's pending tasks off its machine too (and the
+    other way round); an array SLURM has forgotten is passed over without a word."""
+    fs = Slurm(tmp_path).use(monkeypatch)
+    fleet = array_fleet(tmp_path, tasks=3, jobs=(("100", None), ("104", None)))
+    fleet.attempt(1, "104", {"node": "n2"})
+    task._spread(fleet, "104")
+    assert fs.updates() == [["update", "JobId=104", "ExcNodeList=n[2,9]"],
+                            ["update", "JobId=100", "ExcNodeList=n[2,9]"]]
+    fs.write("update.json", [1, "slurm_update error: Invalid job id specified"])
+    task._spread(fleet, "100")
+    assert "job 100's" in capsys.readouterr().err           # its own array: said
+    fleet.attempt(0, "100", {"node": "n1"})
+    task._spread(fleet, "104")
+    assert capsys.readouterr().err.count("cxlbench fleet:") == 1   # only 104 is said
 
 
 def test_task_command_spreads_once_written_down(tmp_path, monkeypatch):

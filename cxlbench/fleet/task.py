@@ -50,19 +50,25 @@ def _finished(path: Path) -> bool:
 
 
 def _spread(fleet: record.Fleet, array_job: str) -> None:
-    """Exclude the machines measured so far from the array's pending tasks, where the
-    pool (the machines fleet.json says the array may use) has others left: with none
-    left, SLURM would hold the tasks forever (BadConstraints), so they may measure a
-    machine again instead."""
+    """Exclude the machines measured so far from the pending tasks of this array and of
+    the fleet's other arrays (a resume's beside the first's), where the pool (the
+    machines fleet.json says the arrays may use) has others left: with none left, SLURM
+    would hold the tasks forever (BadConstraints), so they may measure a machine again
+    instead."""
     if not fleet.data.get("pool"):
         return                          # not known at submission: SLURM chooses
     excluded = fleet.excluded()
     if set(excluded) == set(fleet.data.get("exclude") or []):
         return                          # every machine measured: the tasks may go anywhere
-    said = slurm.exclude_from_pending(array_job, excluded)
-    if said:                            # a note: the task measures all the same
-        print(f"cxlbench fleet: pending tasks not kept off measured machines: {said}",
-              file=sys.stderr)
+    arrays = dict.fromkeys([array_job, *(j["job"] for j in reversed(fleet.jobs)
+                                         if j["machines"] is None)])
+    for job in arrays:
+        said = slurm.exclude_from_pending(job, excluded)
+        # An ended array SLURM has forgotten has nothing pending; a refusal is a note:
+        # the task measures all the same.
+        if said and (job == array_job or "Invalid job id" not in said):
+            print(f"cxlbench fleet: job {job}'s pending tasks not kept off measured "
+                  f"machines: {said}", file=sys.stderr)
 
 
 def main(fleet_dir: str, environ=os.environ) -> list[str]:
