@@ -69,7 +69,7 @@ class Options:
     sbatch_args: list[str] = field(default_factory=list)
     gang: bool = False                  # one job on every machine at once, not an array
     max_running: int | None = None      # an array's tasks running at once (%K)
-    env: dict[str, str] = field(default_factory=dict)   # passed to the job beside BASE_ENV
+    env: dict[str, str] = field(default_factory=dict)   # passed to the job beside job_env()'s
 
     def validate(self) -> "Options":
         """Refuse what sbatch would misread, or what fleet sets itself (UserError)."""
