@@ -638,20 +638,18 @@ def report(runs, output, title, suite_name, latest, force, plan_path, as_json):
     from . import report as rep
 
     click.echo("building the report ...", err=True)
+    lines: list[str] = []
     html_path, md_path = rep.build(
         runs, output, title=title, suite=suite_name, latest=latest, force=force,
         on_skip=lambda path, why: click.echo(f"skipped {path}: {why}", err=True),
-        plan=plan_path)
+        plan=plan_path, lines=lines)
     if as_json:
         click.echo(json.dumps({"report": str(html_path), "markdown": str(md_path),
                                **rep.json_summary(runs, suite_name, latest)}, indent=1,
                               default=str))
         return
-    found = rep.headlines(runs, suite_name, latest)
-    for machine, h in found:                # the answer first, on the terminal too
-        lines = headline.lines(h)
-        click.echo("\n".join([f"{lines[1]}: {machine}" if len(found) > 1 else lines[1],
-                              *lines[2:]]))
+    if lines:                               # the answer first, on the terminal too
+        click.echo("\n".join(lines))
     click.echo(f"report: {html_path}\nmarkdown: {md_path}")
 
 

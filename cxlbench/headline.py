@@ -152,7 +152,7 @@ def build(records: list[dict], topology: dict, knee: float = analysis.KNEE_SLOWD
     rows = [r for r in rows if _any_figure(r)] + \
         [f for n, r in zip(memory, rows) if not _any_figure(r) for f in _firmware_row(n)]
     reference = _reference(rows, memory)
-    _against_fastest(rows)
+    against_fastest(rows)
     one_node = len(memory) == 1
     notes: list[str] = []
     if one_node and rows:
@@ -290,7 +290,7 @@ def _reference(rows: list[NodeRow], memory: list[dict]) -> int | None:
                 memory[0]["id"] if memory else None)
 
 
-def _against_fastest(rows: list[NodeRow]) -> None:
+def against_fastest(rows: list[NodeRow]) -> None:
     """Each node's memory latency and read bandwidth as multiples of the best node's,
     the bandwidth at every thread where each node has that figure, else at one."""
     def value(row, column):
@@ -498,12 +498,12 @@ def lines(h: Headline) -> list[str]:
     out += [line for n in h.notes
             for line in textwrap.wrap(n, WIDTH, initial_indent="  ", subsequent_indent="  ")]
     if h.nodes:
-        out += _aligned(*node_table(h, notes=False))
+        out += aligned(*node_table(h, notes=False))
         if unmeasured(h):
             out.append(f"  not run: {'; '.join(unmeasured(h))}")
     if h.workloads:
         out.append("")
-        out += _aligned(*workload_table(h, notes=False))
+        out += aligned(*workload_table(h, notes=False))
         out += [line for text in workload_notes(h) for line in
                 textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="  ")]
     for t in h.tiering:             # a paragraph each: policies are many, tiers long
@@ -517,7 +517,7 @@ def lines(h: Headline) -> list[str]:
     return out
 
 
-def _aligned(headers: list[str], rows: list[list[str]]) -> list[str]:
+def aligned(headers: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
     return ["  " + "  ".join(f"{str(x):<{w}}" for x, w in zip(line, widths)).rstrip()
             for line in (headers, *rows)]

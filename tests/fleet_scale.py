@@ -7,7 +7,9 @@ A seed run (any real run folder) is copied to each synthetic machine, RESULTS/m0
 its cases `--copies` times over (case ids renumbered), each case's rows `--repeat` times
 over (the journal's counts raised to match), and every value scaled by the machine's own
 factor and a little noise per row, so that summaries and comparisons have real spread.
-`--slow K` machines (the last K) are 40 % slower. Then, each in a child process whose
+`--slow K` machines (the last K) are 40 % slower. `--kinds K` makes K kinds of machine
+(machine m is of kind m mod K: its CPU renamed, its figures 30 % further off per kind).
+Then, each in a child process whose
 peak memory is read from the kernel:
 
 - load: every run loaded, twice, each in a fresh process (the second reads the columnar
@@ -32,7 +34,7 @@ import numpy as np
 
 
 def build(seed: Path, root: Path, machines: int, copies: int, repeat: int,
-          slow: int) -> tuple[int, int]:
+          slow: int, kinds: int = 1) -> tuple[int, int]:
     """Write the fleet; (cases, rows) in all."""
     meta = json.loads((seed / "run.json").read_text())
     journal = [json.loads(line) for line in (seed / "cases.jsonl").read_text().splitlines()]
@@ -51,7 +53,13 @@ def build(seed: Path, root: Path, machines: int, copies: int, repeat: int,
         run_id = meta["run_id"]
         out = root / name / run_id
         out.mkdir(parents=True)
-        factor = float(rng.normal(1.0, 0.03)) * (1.4 if m >= machines - slow else 1.0)
+        kind = m % kinds
+        factor = float(rng.normal(1.0, 0.03)) * (1.4 if m >= machines - slow else 1.0) \
+            * (1 + 0.3 * kind)
+        topology = json.loads(json.dumps(meta.get("topology") or {}))
+        if kind:
+            cpu = topology.setdefault("cpu", {})
+            cpu["model"] = f"{cpu.get('model') or 'CPU'} variant {kind}"
         new_cases, new_journal = [], []
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -80,7 +88,8 @@ def build(seed: Path, root: Path, machines: int, copies: int, repeat: int,
                 new_journal.append(e)
                 total_rows += len(rows) * repeat
         (out / "run.json").write_text(json.dumps({**meta, "cases": new_cases,
-                                                  "machine_id": name}))
+                                                  "machine_id": name,
+                                                  "topology": topology}))
         (out / "cases.jsonl").write_text("".join(json.dumps(e) + "\n" for e in new_journal))
         (out / "results.csv").write_text(buf.getvalue())
     return machines * len(cases) * copies, total_rows
@@ -127,6 +136,7 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=1, help="the seed's cases, times over")
     ap.add_argument("--repeat", type=int, default=1, help="each case's rows, times over")
     ap.add_argument("--slow", type=int, default=5, help="planted slow machines")
+    ap.add_argument("--kinds", type=int, default=1, help="kinds of machine")
     ap.add_argument("--out", type=Path, default=Path("/tmp/cxlbench-fleet-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the fleet and report")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
@@ -135,7 +145,7 @@ def main() -> None:
     if a.build_only:
         t = time.perf_counter()
         cases, rows = build(a.seed_run, fleet, a.machines, a.copies, a.repeat,
-                            min(a.slow, a.machines - 1))
+                            min(a.slow, a.machines - 1), max(a.kinds, 1))
         size = sum(p.stat().st_size for p in fleet.rglob("*") if p.is_file())
         print(f"fleet: {a.machines} machines, {cases} cases, {rows} rows, "
               f"{size / 1e6:.0f} MB on disk, built in {time.perf_counter() - t:.0f} s; "
@@ -154,9 +164,12 @@ def main() -> None:
     report = a.out / "report"
     wall, cpu, peak, _ = child([sys.executable, "-m", "cxlbench", "report", str(fleet),
                                 "--latest", "-o", str(report)])
-    pages = sorted(report.glob("*.html"))
-    print(f"report: {wall:.0f} s wall, {cpu:.0f} s CPU, peak {peak:.2f} GB; "
-          + ", ".join(f"{p.name} {p.stat().st_size / 1e6:.1f} MB" for p in pages))
+    index = report / "report.html"
+    pages = [p.stat().st_size for p in (report / "pages").glob("*.html")]
+    print(f"report: {wall:.0f} s wall, {cpu:.0f} s CPU, peak {peak:.2f} GB; report.html "
+          f"{index.stat().st_size / 1e6:.2f} MB"
+          + (f", {len(pages)} pages of {sum(pages) / 1e6:.0f} MB, the largest "
+             f"{max(pages) / 1e6:.2f} MB" if pages else ""))
     if not a.keep:
         shutil.rmtree(a.out, ignore_errors=True)
 

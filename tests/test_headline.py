@@ -328,7 +328,7 @@ def test_compare_json(tmp_path):
 def test_the_runs_table_says_how_busy_the_machine_was():
     from types import SimpleNamespace
 
-    from cxlbench.report import _load
+    from cxlbench.report.machine import _load
     reading = {"at": "start", "when": "t", "cpus": 2, "steal": 0.0, "load1": 3.0}
     assert _load(SimpleNamespace(meta={})) == "not recorded"
     assert _load(SimpleNamespace(meta={"load": [{**reading, "busy": 0.1}]})) == "quiet"

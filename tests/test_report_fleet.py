@@ -79,22 +79,30 @@ def test_a_fleet_report_names_the_slow_machine_and_draws_every_figure_readably(f
     md = md_path.read_text()
     assert md.startswith("# cxlbench report: every-family on 12 machines (lab-00 to "
                          "lab-slow)")
-    slow = md[md.index("## Runs slower than the fleet"):md.index("## Machine")]
+    # the index: the answer in a sentence, then the slow machine linked to its page
+    assert "> 12 machines of 1 kind; 1 slower than their kind's fleet at some point by " \
+           "more than their noise, the slowest first: lab-slow." in md
+    slow = md[md.index("## Machines slower than their kind"):md.index("## Every machine")]
     # 1.5 times a fleet whose median run is 1.01 times the example: 48 % slower
-    assert re.search(r"\| lab-slow \| \d+ \| .* latency \| \+48% \|", slow)
-    assert "lab-0" not in slow.split("| run |")[1]      # none of the eleven
+    assert re.search(r"\| \[lab-slow\]\(pages/machine-lab-slow\.md\) \| kind 1 \| \d+ \| "
+                     r".* latency \| \+48% \|", slow)
+    assert "lab-0" not in slow                          # none of the eleven
+    out = html_path.parent
+    kind = (out / "pages" / "kind-1.md").read_text()
     # one machine block for the twelve alike, not twelve, their timers measured apart
-    assert "### 12 machines alike: lab-00, lab-01" in md
-    assert "its overhead measured on each machine from 20 to 30.5 ns" in md
+    assert "### 12 machines alike: lab-00, lab-01" in kind
+    assert "its overhead measured on each machine from 20 to 30.5 ns" in kind
     # every figure small enough to read: no bar a run, no legend entry a run
-    figures = list((html_path.parent / "figures").glob("*.png"))
-    assert figures
+    figures = list((out / "figures").glob("*.png"))
+    assert figures and all(f.name.startswith("kind-1-") for f in figures)
     for f in figures:
         width, height = Image.open(io.BytesIO(f.read_bytes())).size
         assert width < 1500 and height < 1200, (f.name, width, height)
-    assert "lab-slow (+48%)" in md        # named in a figure's caption
-    assert "The fleet at each point" in md and "Medians per run" not in md
-    parse(html_path)
+    assert "lab-slow (+48%)" in kind        # named in a figure's caption
+    assert "The fleet at each point" in kind and "Medians per run" not in kind
+    assert "](../figures/kind-1-" in kind   # the page's Markdown finds its figures
+    for page in [html_path, *(out / "pages").glob("*.html")]:
+        parse(page)
 
 
 def test_the_fleet_view_of_a_per_run_figure_is_one_row_a_point(fleet_report):

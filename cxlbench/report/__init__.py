@@ -12,103 +12,27 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import __version__, benchmarks, runner
+from .. import __version__, benchmarks
+from ..headline import lines as hl_lines
 from ..errors import ResultsError, UserError
 from ..paramtext import NOT_MEASURED
-from ..units import format_list, format_size
-from . import fleet, headline, model
+from . import fleet, headline, index, model
 from . import plan as plan_section
 from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
-from .document import Folded, Heading, Para, Table, figures_in, to_html, to_markdown
-from .runs import LoadedRun, fact_text, facts, load_runs, machine_key, not_ok, summary
+from .document import (Folded, Heading, Page, Para, Table, figures_in, to_html,
+                       to_markdown)
+from .machine import machines_blocks, run_table
+from .runs import SUMMARY_COLUMNS, LoadedRun, load_runs, machine_key, not_ok, summary
 from .text import printable
 
 FIGURE_DIR = "figures"
+PAGE_DIR = "pages"      # a fleet's pages beside its index (index.py)
+SUBDIRS = (FIGURE_DIR, PAGE_DIR)
 # What cxlbench wrote in a report folder, with each file's SHA-256: the only files it ever
 # overwrites or removes there.
 MANIFEST = ".cxlbench-report.json"
 TMP_PREFIX = ".cxlbench-report.tmp-"    # where a report is made before it moves into place
-
-
-def _machines(r: LoadedRun) -> str:
-    """The run's machine, and those that finished it (run --resume --other-machine)."""
-    others = [m.get("machine id") for m in r.meta.get("resumed_elsewhere") or []
-              if isinstance(m, dict)]
-    return r.machine + "".join(f", then {m} (resumed there)" for m in others)
-
-
-def _load(r: LoadedRun) -> str:
-    """How busy the machine was while the run measured (its start and end readings)."""
-    if not r.meta.get("load"):
-        return "not recorded"
-    busy = runner.busy_text(r)
-    return busy.replace("machine busy: ", "BUSY: ") if busy else "quiet"
-
-
-def run_table(runs: list[LoadedRun]) -> Table:
-    return Table(["label", "machine", "run", "suite", "started", "load", "cxlbench",
-                  "command"],
-                 [[r.label, _machines(r), r.run_id, r.suite, r.meta.get("started", ""),
-                   _load(r),
-                   f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
-                   .strip(), " ".join(r.meta.get("command", []))] for r in runs])
-
-
-# Facts the machine section shows in its heading or tables rather than among the settings.
-TABLED = ("machine", "hostname", "NUMA nodes", "CXL regions", "TSC GHz")
-
-
-def _hmat(node: dict) -> str:
-    a = (node.get("hmat") or {}).get("access0") or {}
-    if not a:
-        return ""
-    return (f"read {a.get('read_latency')} ns, {a.get('read_bandwidth')} MB/s; "
-            f"write {a.get('write_latency')} ns, {a.get('write_bandwidth')} MB/s")
-
-
-def machine_blocks(run: LoadedRun) -> list:
-    """The machine a run measured: nodes, tiers, CXL devices, GPUs, and the settings."""
-    topo = run.meta.get("topology") or {}
-    machine = topo.get("machine") or {}
-    blocks: list = [Heading(3, f"{run.label}: {machine.get('hostname', run.machine)}")]
-    if run.meta.get("emulated"):
-        em = run.meta["emulated"]
-        blocks.append(Para(f"EMULATED under QEMU ({em.get('topology')}, {em.get('accel')}, "
-                           f"guest kernel {em.get('guest_kernel', '?')}): placement and "
-                           "behaviour are real, timings are QEMU's, not hardware's.", "note"))
-    rows = []
-    for n in topo.get("nodes", []):
-        rows.append([n["id"], format_list(n["cpus"]) or "none",
-                     format_size(n["mem_total"], exact=False) if n.get("mem_total") else "",
-                     n.get("tier", ""), "yes" if n.get("far_memory") else "",
-                     " ".join(str(v) for _, v in sorted(n.get("distances", {}).items(),
-                                                        key=lambda kv: int(kv[0]))),
-                     _hmat(n), ", ".join(n.get("cxl_regions", []))])
-    blocks.append(Table(["node", "CPUs", "memory", "tier", "far memory", "distances",
-                         "HMAT access0", "CXL regions"], rows))
-    cxl = topo.get("cxl") or {}
-    if cxl.get("regions"):
-        blocks.append(Table(["CXL region", "mode", "size", "ways", "granularity", "memdevs",
-                             "node"],
-                            [[r["name"], r.get("mode"),
-                              format_size(r.get("size") or 0, exact=False),
-                              r.get("interleave_ways"), r.get("interleave_granularity"),
-                              ", ".join(t.get("memdev") or "?" for t in r.get("targets", [])),
-                              r.get("node")] for r in cxl["regions"]]))
-    if topo.get("gpus"):
-        blocks.append(Table(["GPU", "memory", "NUMA node"],
-                            [[g.get("name"), g.get("memory"), g.get("numa_node")]
-                             for g in topo["gpus"]]))
-    settings = [[k, fact_text(v)] for k, v in facts(run.meta).items() if k not in TABLED]
-    timer = run.meta.get("timer") or {}
-    if timer:
-        tsc = f"{timer['tsc_hz'] / 1e9:.4g} GHz" if timer.get("tsc_hz") else "none"
-        settings.append(["timer", f"{timer.get('clock')}, overhead "
-                                  f"{timer.get('clock_overhead_ns')} ns; TSC {tsc}"])
-    # Below the figures a reader came for: the kernel command line alone is a paragraph.
-    blocks.append(Folded(f"Settings ({len(settings)})", [Table(["setting", "value"], settings)]))
-    return blocks
 
 
 def results_table(frame) -> Table:
@@ -211,92 +135,98 @@ def family_blocks(frame, runs: list[LoadedRun]) -> list:
     return blocks
 
 
-def machines_blocks(runs: list[LoadedRun]) -> list:
-    """machine_blocks once per machine the runs came from (one host name over two sets
-    of hardware is two machines); for a fleet, once per kind of machine (the same
-    hardware and settings), headed by the machines of that kind."""
-    firsts = {machine_key(r): r for r in reversed(runs)}
-    machines = [r for r in runs if firsts[machine_key(r)] is r]
-    if len(machines) <= fleet.FLEET:
-        return [b for r in machines for b in machine_blocks(r)]
-    kinds: dict[str, list] = {}
-    for r in machines:      # alike but for the timer's overhead, measured on each
-        blocks = [_without_timer(b) for b in machine_blocks(r)[1:]]
-        kinds.setdefault(repr(blocks), [blocks, []])[1].append(r)
-    out = []
-    for blocks, alike in kinds.values():
-        names = [r.label for r in alike]
-        many = len(names) > 2 * fleet.FLEET
-        out.append(Heading(3, f"{len(alike)} machine{'s' * (len(alike) > 1)} alike: "
-                              + (f"{min(names)} to {max(names)} by name" if many
-                                 else ", ".join(names))))
-        if many:                # every name, folded: a thousand would fill the screen
-            out.append(Folded(f"The {len(names)} machines", [Para(", ".join(names))]))
-        out.extend(blocks)
-        overheads = [t["clock_overhead_ns"] for r in alike
-                     if (t := r.meta.get("timer") or {}).get("clock_overhead_ns") is not None]
-        if overheads:
-            out.append(Para(f"Timer: {alike[0].meta['timer'].get('clock')}, its overhead "
-                            f"measured on each machine from {min(overheads):.3g} to "
-                            f"{max(overheads):.3g} ns."))
-    return out
-
-
-def _without_timer(block):
-    """A machine's folded settings without the timer's overhead (measured on each)."""
-    if not isinstance(block, Folded):
-        return block
-    inner = [Table(b.headers, [row for row in b.rows if row[0] != "timer"])
-             if isinstance(b, Table) and b.headers == ["setting", "value"] else b
-             for b in block.blocks]
-    return Folded(block.summary, inner)
-
-
 def _predicts(frame) -> bool:
     return bool(frame["predicted"].any()) or any(i.get("model") for i in frame["info"])
 
 
-def report_blocks(runs: list[LoadedRun], skipped=(), plan: dict | None = None) -> list:
-    frame = summary(runs)
-    blocks: list = [Para(f"Made by cxlbench {__version__} on "
-                         f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from "
-                         f"{len(runs)} run(s). Values are medians of each case's repetitions "
-                         "with distribution-free 95 % confidence intervals; CV above 5 % is "
-                         "flagged noisy." + (" The tier model's predictions are single "
-                                             "figures: shown without CI or n, marked "
-                                             "predicted." if _predicts(frame) else "")),
-                    *headline.blocks(runs),
-                    *model.headline(frame, runs),
-                    run_table(runs) if len(runs) <= fleet.FLEET else
-                    Folded(f"The {len(runs)} runs", [run_table(runs)])]
-    if plan:
-        blocks.extend(plan_section.section(plan))
-    if skipped:
-        blocks += [Heading(2, "Runs left out"),
-                   Para("These runs were found but could not be read; nothing below comes "
-                        "from them.", "note"),
-                   Table(["run", "why"], [[str(p), why] for p, why in skipped])]
-    if len({machine_key(r) for r in runs}) > 1:
-        blocks.append(Para("These runs come from different machines: each line or bar is "
-                           "labelled with its machine.", "note"))
-    slow = slow_machines(frame)
-    if slow is not None:
-        blocks += [Heading(2, "Runs slower than the fleet"),
-                   Para(f"Of {frame['label'].nunique()} runs, these were slower than the "
-                        f"fleet's median by more than their noise at some point: beyond "
-                        f"{fleet.FENCE:g} interquartile ranges of the runs' medians there, "
-                        "with the fleet's median outside their own confidence interval. "
-                        "Slowest first."), slow]
-    blocks.extend(model.section(frame, runs))
-    blocks.append(Heading(2, "Machine"))
-    blocks.extend(machines_blocks(runs))
-    blocks.extend(family_blocks(frame, runs))
+def _made(runs: list[LoadedRun], frame) -> Para:
+    return Para(f"Made by cxlbench {__version__} on "
+                f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} from {len(runs)} run(s). "
+                "Values are medians of each case's repetitions with distribution-free 95 % "
+                "confidence intervals; CV above 5 % is flagged noisy."
+                + (" The tier model's predictions are single figures: shown without CI or n, "
+                   "marked predicted." if _predicts(frame) else ""))
+
+
+def _runs_blocks(runs: list[LoadedRun]) -> list:
+    return [run_table(runs) if len(runs) <= fleet.FLEET else
+            Folded(f"The {len(runs)} runs", [run_table(runs)])]
+
+
+def _left_out(skipped) -> list:
+    if not skipped:
+        return []
+    return [Heading(2, "Runs left out"),
+            Para("These runs were found but could not be read; nothing below comes from "
+                 "them.", "note"),
+            Table(["run", "why"], [[str(p), why] for p, why in skipped])]
+
+
+def _body(runs: list[LoadedRun], frame, slow: list) -> list:
+    """What a report and a kind's page share, from the slow runs to the end: the model's
+    section, the machines, a section per benchmark family, the cases without results."""
+    blocks = [*slow, *model.section(frame, runs), Heading(2, "Machine"),
+              *machines_blocks(runs), *family_blocks(frame, runs)]
     bad = not_ok(runs)
     if bad:
         blocks.append(Heading(2, "Cases without results"))
         blocks.append(Table(["run", "case", "status", "why"],
                             [[b["label"], b["case"], b["status"], b["error"]] for b in bad]))
     return blocks
+
+
+def report_blocks(runs: list[LoadedRun], skipped=(), plan: dict | None = None) -> list:
+    frame = summary(runs)
+    blocks: list = [_made(runs, frame), *headline.blocks(runs), *model.headline(frame, runs),
+                    *_runs_blocks(runs)]
+    if plan:
+        blocks.extend(plan_section.section(plan))
+    blocks += _left_out(skipped)
+    if len({machine_key(r) for r in runs}) > 1:
+        blocks.append(Para("These runs come from different machines: each line or bar is "
+                           "labelled with its machine.", "note"))
+    slow = slow_machines(frame)
+    if slow is not None:
+        slow = [Heading(2, "Runs slower than the fleet"),
+                Para(f"Of {frame['label'].nunique()} runs, these were slower than the "
+                     f"fleet's median by more than their noise at some point: beyond "
+                     f"{fleet.FENCE:g} interquartile ranges of the runs' medians there, "
+                     "with the fleet's median outside their own confidence interval. "
+                     "Slowest first."), slow]
+    return blocks + _body(runs, frame, slow or [])
+
+
+def kind_blocks(f: index.Fleet, kind) -> list:
+    """A fleet's page for one kind of machine: the report over its runs, headed by the
+    kind's headline, its slow machines linked to their pages."""
+    frame = f.frame.loc[f.frame["_kind"] == kind.number, SUMMARY_COLUMNS] \
+        .reset_index(drop=True)
+    blocks: list = [_made(kind.runs, frame), *f.kind_head(kind),
+                    *model.headline(frame, kind.runs), *_runs_blocks(kind.runs)]
+    slow = f.slow_table("", kind)
+    if slow is not None:
+        slow = [Heading(2, "Machines slower than the kind's fleet"),
+                Para(f"Of the kind's {len(kind.machines)} machines, these were slower than "
+                     "its median by more than their noise at some point: beyond "
+                     f"{fleet.FENCE:g} interquartile ranges of the machines' medians "
+                     "there, with the kind's median outside their own confidence interval. "
+                     "Slowest first."), slow]
+    return blocks + _body(kind.runs, frame, slow or [])
+
+
+def fleet_report(runs: list[LoadedRun], title: str, skipped=(), plan: dict | None = None
+                 ) -> tuple[list, list[Page], index.Fleet]:
+    """A fleet's report (index.is_fleet): the index's blocks, its pages (one per kind of
+    machine, one per machine), and the fleet they show."""
+    frame = summary(runs)
+    f = index.Fleet(runs, frame)
+    blocks: list = [_made(runs, frame), *f.index_blocks()]
+    if plan:
+        blocks.extend(plan_section.section(plan))
+    blocks += _left_out(skipped)
+    pages = [Page(f"kind-{k.number}", f"{title}: {k.name}",
+                  index.prefixed(kind_blocks(f, k), f"kind-{k.number}")) for k in f.kinds]
+    return blocks, pages + f.machine_pages(title), f
 
 
 class OutputError(UserError):
@@ -340,7 +270,7 @@ def _refuse_links(out: Path, names) -> None:
     """A symlink where cxlbench keeps a file or folder of its own (figures/, report.html,
     report.md, the manifest, a figure) is refused, naming where it points: writing through
     it would reach outside out. out itself may be a link: the user named it."""
-    for name in (FIGURE_DIR, *names):       # figures/ first: the figures lie below it
+    for name in (*SUBDIRS, *names):         # the folders first: files lie below them
         if (out / name).is_symlink():
             raise OutputError(f"{out / name} is a symbolic link (to {os.readlink(out / name)})"
                               " where cxlbench keeps its own file or folder; cxlbench does "
@@ -348,7 +278,8 @@ def _refuse_links(out: Path, names) -> None:
 
 
 # The only names a manifest may list: one from elsewhere cannot point outside the folder.
-_OURS = re.compile(rf"report\.(html|md)|{FIGURE_DIR}/[^/]+\.png")
+_OURS = re.compile(rf"report\.(html|md)|{FIGURE_DIR}/[^/]+\.png"
+                   rf"|{PAGE_DIR}/[A-Za-z0-9_-][A-Za-z0-9._-]*\.(html|md)")
 
 
 def _manifest(out: Path) -> dict[str, list[str]] | None:
@@ -380,7 +311,7 @@ def _previous(out: Path, force: bool) -> dict[str, list[str]]:
         # What an interrupted report leaves (its temporary folder, an empty figures/) does
         # not make a folder someone else's.
         theirs = [p for p in out.iterdir() if not p.name.startswith(TMP_PREFIX)
-                  and not (p.name == FIGURE_DIR and p.is_dir() and not any(p.iterdir()))]
+                  and not (p.name in SUBDIRS and p.is_dir() and not any(p.iterdir()))]
         if theirs and not force:
             raise OutputError(f"{out} is not empty and holds no cxlbench report (no readable "
                               f"{MANIFEST}): name a new or empty folder, or --force")
@@ -399,34 +330,57 @@ def _write_manifest(folder: Path, files: dict[str, list[str]]) -> None:
                                           indent=1).encode())
 
 
-def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) -> tuple[Path, Path]:
-    """report.html (self-contained), report.md and figures/*.png under out_dir, with a
-    manifest of them. Only files the manifest lists are ever replaced or removed (figures of
-    an older report that this one lacks are removed); a folder that is not empty and holds no
-    cxlbench report is refused, and so is a listed file changed since, and (even with force)
-    a symlink where one of these files or figures/ goes. force writes anyway, overwriting
-    report.html, report.md and the figures of the same names, and still removes nothing
-    cxlbench did not write. Each file appears whole or not at all: all are made in a
-    temporary folder in out_dir, then moved into place."""
+def _files(title: str, blocks: list, pages: list[Page]) -> dict[str, bytes]:
+    """Every file of a report by its name in the folder: the index, its pages, and each
+    figure once (a page's figures are keyed apart from the index's: index.py)."""
+    files = {"report.html": to_html(title, blocks).encode(),
+             "report.md": to_markdown(title, blocks, FIGURE_DIR).encode()}
+    figures = figures_in(blocks)
+    for page in pages:
+        if not _OURS.fullmatch(f"{PAGE_DIR}/{page.name}.html"):
+            raise ValueError(f"a page may not be named {page.name!r}")
+        files[f"{PAGE_DIR}/{page.name}.html"] = to_html(page.title, page.blocks).encode()
+        files[f"{PAGE_DIR}/{page.name}.md"] = to_markdown(page.title, page.blocks,
+                                                          f"../{FIGURE_DIR}").encode()
+        figures += figures_in(page.blocks)
+    for f in figures:
+        name = f"{FIGURE_DIR}/{f.key}.png"
+        if files.get(name, f.png) != f.png:
+            raise ValueError(f"two figures of this report are keyed {f.key!r}")
+        files[name] = f.png
+    return files
+
+
+def write(out_dir: str | Path, title: str, blocks: list, force: bool = False,
+          pages: list[Page] = ()) -> tuple[Path, Path]:
+    """report.html (self-contained), report.md and figures/*.png under out_dir, and each
+    page's pages/NAME.html and .md, with a manifest of them. Only files the manifest lists
+    are ever replaced or removed (files of an older report that this one lacks are
+    removed); a folder that is not empty and holds no cxlbench report is refused, and so is
+    a listed file changed since, and (even with force) a symlink where one of these files,
+    figures/ or pages/ goes. force writes anyway, overwriting the files of the same names,
+    and still removes nothing cxlbench did not write. Each file appears whole or not at
+    all: all are made in a temporary folder in out_dir, then moved into place."""
     out = Path(out_dir)
     with _os_errors(out):
         listed = _previous(out, force)
-        files = {"report.html": to_html(title, blocks).encode(),
-                 "report.md": to_markdown(title, blocks, FIGURE_DIR).encode(),
-                 **{f"{FIGURE_DIR}/{f.key}.png": f.png for f in figures_in(blocks)}}
+        files = _files(title, blocks, list(pages))
         if out.exists():
             _refuse_links(out, files)
         theirs = [n for n in files if n not in listed and os.path.lexists(out / n)]
         if theirs and not force:
-            raise OutputError(f"{', '.join(str(out / n) for n in theirs)} would be overwritten "
-                              "but cxlbench did not write it: move it away, or --force")
+            shown = ", ".join(str(out / n) for n in theirs[:5])
+            more = f" and {len(theirs) - 5} more" if len(theirs) > 5 else ""
+            raise OutputError(f"{shown}{more} would be overwritten but cxlbench did not "
+                              "write it: move it away, or --force")
         out.mkdir(parents=True, exist_ok=True)
         # Inside out, not beside it: on out's file system even where out is a mount point
         # (os.replace cannot cross file systems), and writable wherever out is.
         tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out))
-        figures_fd = None
+        fds: dict[str, int] = {}
         try:
-            (tmp / FIGURE_DIR).mkdir()
+            for sub in SUBDIRS:
+                (tmp / sub).mkdir()
             for name, data in files.items():
                 _create(tmp / name, data)
             new = {name: [_sha(data)] for name, data in files.items()}
@@ -434,16 +388,20 @@ def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) ->
             # leaves a folder the next report still knows as its own.
             _write_manifest(tmp, {**listed, **{n: listed.get(n, []) + h for n, h in new.items()}})
             os.replace(tmp / MANIFEST, out / MANIFEST)
-            with contextlib.suppress(FileExistsError):
-                (out / FIGURE_DIR).mkdir()
-            # figures/ held open as the folder checked: one swapped for a link since is
-            # refused (ELOOP), and figures move into and out of this folder only.
-            figures_fd = os.open(out / FIGURE_DIR, _OUR_DIR)
+            # figures/ and pages/ held open as the folders checked: one swapped for a link
+            # since is refused (ELOOP), and files move into and out of these folders only.
+            # figures/ always; pages/ where this report or the one before has pages
+            used = {FIGURE_DIR} | {n.split("/")[0] for n in [*new, *listed] if "/" in n}
+            for sub in sorted(used):
+                with contextlib.suppress(FileExistsError):
+                    (out / sub).mkdir()
+                fds[sub] = os.open(out / sub, _OUR_DIR)
 
             def there(name: str) -> tuple[str | Path, int | None]:
-                """(path, folder fd) of name: a figure by its name in figures/."""
-                if name.startswith(FIGURE_DIR + "/"):
-                    return name[len(FIGURE_DIR) + 1:], figures_fd
+                """(path, folder fd) of name: a figure or page by its name in its folder."""
+                sub, _, rest = name.partition("/")
+                if rest:
+                    return rest, fds[sub]
                 return out / name, None
             for name in files:
                 dst, fd = there(name)
@@ -455,19 +413,21 @@ def write(out_dir: str | Path, title: str, blocks: list, force: bool = False) ->
             _write_manifest(tmp, new)
             os.replace(tmp / MANIFEST, out / MANIFEST)
         finally:
-            if figures_fd is not None:
-                os.close(figures_fd)
+            for fd in fds.values():
+                os.close(fd)
             shutil.rmtree(tmp, ignore_errors=True)
     return out / "report.html", out / "report.md"
 
 
 def build(paths, out_dir, title: str | None = None, suite: str | None = None,
           latest: bool = False, force: bool = False, on_skip=None,
-          plan: str | None = None) -> tuple[Path, Path]:
+          plan: str | None = None, lines: list | None = None) -> tuple[Path, Path]:
     """Report on the runs paths name or hold (see write for out_dir and force), with the
     plan's section where a plan's JSON is given. Runs found by searching that cannot be
     read are left out, listed in the report, and each passed to on_skip(path, why) before
-    the figures are made (the CLI prints them)."""
+    the figures are made (the CLI prints them). Where `lines` is a list, the headline as
+    the terminal prints it is added to it: a fleet's (index.is_fleet) per kind of
+    machine, else each machine's."""
     planned = plan_section.load(plan) if plan else None
     with _os_errors(Path(out_dir)):
         _previous(Path(out_dir), force)     # refuse before minutes of figures, not after
@@ -482,13 +442,24 @@ def build(paths, out_dir, title: str | None = None, suite: str | None = None,
             what = [f"{', '.join(suites)} on {len(machines)} machines ({machines[0]} to "
                     f"{machines[-1]})"]
         title = "cxlbench report: " + ", ".join(what)
+    if index.is_fleet(runs):
+        blocks, pages, f = fleet_report(runs, title, runs.skipped, planned)
+        if lines is not None:
+            lines.extend(f.lines())
+        return write(out_dir, title, blocks, force, pages)
+    if lines is not None:
+        lines.extend(headline_lines(runs))
     return write(out_dir, title, report_blocks(runs, runs.skipped, planned), force)
 
 
-def headlines(paths, suite: str | None = None, latest: bool = False) -> list:
-    """(machine, Headline) of the runs paths name, as the report's first section has them:
-    what `cxlbench report` prints on the terminal too."""
-    return headline.per_machine(load_runs(paths, suite=suite, latest=latest))
+def headline_lines(runs: list[LoadedRun]) -> list[str]:
+    """Each machine's headline as the terminal prints it, named where there are several."""
+    found = headline.per_machine(runs)
+    out = []
+    for machine, h in found:
+        lines = hl_lines(h)
+        out += [f"{lines[1]}: {machine}" if len(found) > 1 else lines[1], *lines[2:]]
+    return out
 
 
 def json_summary(paths, suite: str | None = None, latest: bool = False) -> dict:

@@ -1,6 +1,7 @@
 """A report as a list of blocks (headings, paragraphs, tables, figures, folded sections),
 written out as self-contained HTML (images inline, nothing fetched) or as Markdown with the
-figures beside it. Every text is escaped on the way out: job names and parameters come
+figures beside it. A fleet's report is several pages (Page) that link to each other (Link:
+a table cell or a line of links), each page as its own HTML and Markdown file. Every text is escaped on the way out: job names and parameters come
 from suites and results, which anyone may have written, and paths may hold bytes that are
 not UTF-8 (shown as \\xNN, see text.printable)."""
 from __future__ import annotations
@@ -39,6 +40,29 @@ class Folded:
     blocks: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Link:
+    """A link to another page of the report: its path relative to the page holding the
+    link, without an extension (each format adds its own: .html or .md)."""
+    text: str
+    target: str
+
+
+@dataclass
+class Links:
+    """A line of links (to the index, to a machine's kind), after a lead-in."""
+    lead: str
+    links: list[Link]
+
+
+@dataclass
+class Page:
+    """One more page of a report: pages/NAME.html and .md, NAME of [A-Za-z0-9_.-]."""
+    name: str
+    title: str
+    blocks: list
+
+
 # The page is as wide as the widest figure (layout.PAGE_PX), so figures show 1:1, their
 # fonts at the size they were drawn; a narrower window scales them down.
 STYLE = f"""
@@ -68,6 +92,18 @@ def _escape(text: str) -> str:
     return html.escape(printable(text))
 
 
+def _href(link: Link, ext: str) -> str:
+    return html.escape(f"{link.target}.{ext}")
+
+
+def _html_cell(value) -> str:
+    if isinstance(value, list):         # several links (and words) in one cell
+        return ", ".join(_html_cell(v) for v in value)
+    if isinstance(value, Link):
+        return f'<a href="{_href(value, "html")}">{_escape(value.text)}</a>'
+    return _escape(_cell(value))
+
+
 def to_html(title: str, blocks: list) -> str:
     e = _escape
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -84,13 +120,17 @@ def to_html(title: str, blocks: list) -> str:
             out.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in block.headers)
                        + "</tr></thead><tbody>")
             for row in block.rows:
-                out.append("<tr>" + "".join(f"<td>{e(_cell(v))}</td>" for v in row) + "</tr>")
+                out.append("<tr>" + "".join(f"<td>{_html_cell(v)}</td>" for v in row)
+                           + "</tr>")
             out.append("</tbody></table>")
         elif isinstance(block, Figure):
             data = base64.b64encode(block.png).decode()
             out.append(f'<figure id="{e(block.key)}"><img src="data:image/png;base64,{data}" '
                        f'alt="{e(block.title)}"><figcaption>{e(block.caption)}</figcaption>'
                        "</figure>")
+        elif isinstance(block, Links):
+            out.append(f"<p>{e(block.lead)} "
+                       + " · ".join(_html_cell(link) for link in block.links) + "</p>")
         elif isinstance(block, Folded):
             out.append(f"<details><summary>{e(block.summary)}</summary>")
             for b in block.blocks:
@@ -111,6 +151,14 @@ def _md(text: str) -> str:
             .replace("\n", " "))
 
 
+def _md_cell(value) -> str:
+    if isinstance(value, list):
+        return ", ".join(_md_cell(v) for v in value)
+    if isinstance(value, Link):
+        return f"[{_md(value.text)}]({html.escape(value.target, quote=False)}.md)"
+    return _md(_cell(value))
+
+
 def to_markdown(title: str, blocks: list, figure_dir: str) -> str:
     out = [f"# {_md(title)}", ""]
 
@@ -122,11 +170,14 @@ def to_markdown(title: str, blocks: list, figure_dir: str) -> str:
         elif isinstance(block, Table):
             out.append("| " + " | ".join(_md(h) for h in block.headers) + " |")
             out.append("|" + "---|" * len(block.headers))
-            out.extend("| " + " | ".join(_md(_cell(v)) for v in row) + " |" for row in block.rows)
+            out.extend("| " + " | ".join(_md_cell(v) for v in row) + " |" for row in block.rows)
             out.append("")
         elif isinstance(block, Figure):
             out.extend([f"![{_md(block.title)}]({figure_dir}/{block.key}.png)", "",
                         f"*{_md(block.caption)}*", ""])
+        elif isinstance(block, Links):
+            out.extend([f"{_md(block.lead)} " + " · ".join(_md_cell(link)
+                                                         for link in block.links), ""])
         elif isinstance(block, Folded):
             out.extend([f"**{_md(block.summary)}**", ""])
             for b in block.blocks:

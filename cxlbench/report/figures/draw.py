@@ -33,7 +33,8 @@ FLEET_SHOWN = {
     "fleet-band": "lines: the median of the runs' medians at each point, bands: their "
                   "interquartile range, whiskers: their range",
     "fleet-box": "boxes: the runs' medians (quartiles, whiskers to their range), a dot per "
-                 "run where there are at most 200",
+                 "run where there are at most 200, past that a shaded violin: the density "
+                 "of the runs' medians",
     "fleet-range": "points: the median of the runs' medians, whiskers: their range (not a "
                    "confidence interval)",
     "fleet-cells": "cells hold the median of the runs' medians"}
@@ -306,12 +307,22 @@ NAMED = 4           # runs off the fleet named beside a box, the furthest off fi
 
 def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
                  name: str, color) -> None:
-    """One series of many runs: a box of the runs' medians at each group, a dot per run,
-    and the runs off the fleet named beside their dots."""
+    """One series of many runs: a box of the runs' medians at each group, a dot per run
+    (past DOTS, the runs' density as a violin behind a narrower box), and the runs off
+    the fleet named beside their dots."""
     groups = [v for v in order if (g["_group"] == v).any()]
     at = [order.index(v) + offset for v in groups]
     values = [g.loc[g["_group"] == v, "median"].to_numpy(float) for v in groups]
-    ax.boxplot(values, positions=at, widths=width * 0.8, showfliers=False, patch_artist=True,
+    dense = [(x, v) for x, v in zip(at, values) if len(v) > DOTS and np.ptp(v) > 0]
+    if dense:               # a violin needs spread: identical medians have no density
+        parts = ax.violinplot([v for _, v in dense], positions=[x for x, _ in dense],
+                              widths=width * 0.9, showextrema=False)
+        for body in parts["bodies"]:
+            body.set_facecolor(color)
+            body.set_edgecolor("none")
+            body.set_alpha(0.25)
+    box = width * (0.35 if dense else 0.8)
+    ax.boxplot(values, positions=at, widths=box, showfliers=False, patch_artist=True,
                whis=(0, 100), boxprops={"facecolor": color, "alpha": 0.35},
                medianprops={"color": color})
     for x, v in zip(at, values):
