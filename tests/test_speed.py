@@ -99,7 +99,7 @@ def test_fleet_scale_script_as_readme_gives_it(tmp_path):
     (tmp_path / "seed").mkdir()
     seed = make_run(tmp_path / "seed")
     r = subprocess.run([sys.executable, "-m", "tests.fleet_scale", "--seed-run", str(seed),
-                        "--machines", "8", "--repeat", "2", "--slow", "1",
+                        "--machines", "8", "--repeat", "2", "--slow", "1", "--kinds", "2",
                         "--out", str(tmp_path / "fleet")], capture_output=True, text=True,
                        cwd=Path(__file__).parent.parent, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -107,4 +107,6 @@ def test_fleet_scale_script_as_readme_gives_it(tmp_path):
     assert lines[0].startswith("fleet: 8 machines, 24 cases, ")
     assert "load from the sources" in lines[1] and "load from the columnar copy" in lines[2]
     assert lines[3].startswith("report: ") and "report.html" in lines[3]
+    # two kinds of 4 machines: a page each, and one per machine
+    assert ", 10 pages of " in lines[3]
     assert not (tmp_path / "fleet").exists()             # gone without --keep

@@ -162,11 +162,12 @@ def _left_out(skipped) -> list:
             Table(["run", "why"], [[str(p), why] for p, why in skipped])]
 
 
-def _body(runs: list[LoadedRun], frame, slow: list) -> list:
+def _body(runs: list[LoadedRun], frame, slow: list, alike: bool = False) -> list:
     """What a report and a kind's page share, from the slow runs to the end: the model's
-    section, the machines, a section per benchmark family, the cases without results."""
+    section, the machines (alike: one kind's, shown once), a section per benchmark
+    family, the cases without results."""
     blocks = [*slow, *model.section(frame, runs), Heading(2, "Machine"),
-              *machines_blocks(runs), *family_blocks(frame, runs)]
+              *machines_blocks(runs, alike), *family_blocks(frame, runs)]
     bad = not_ok(runs)
     if bad:
         blocks.append(Heading(2, "Cases without results"))
@@ -211,7 +212,7 @@ def kind_blocks(f: index.Fleet, kind) -> list:
                      f"{fleet.FENCE:g} interquartile ranges of the machines' medians "
                      "there, with the kind's median outside their own confidence interval. "
                      "Slowest first."), slow]
-    return blocks + _body(kind.runs, frame, slow or [])
+    return blocks + _body(kind.runs, frame, slow or [], alike=True)
 
 
 def fleet_report(runs: list[LoadedRun], title: str, skipped=(), plan: dict | None = None

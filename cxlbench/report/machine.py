@@ -137,11 +137,11 @@ def kinds(runs: list[LoadedRun]) -> list[Kind]:
     return out
 
 
-def machines_blocks(runs: list[LoadedRun]) -> list:
-    """machine_blocks once per machine the runs came from; for a fleet, once per kind of
-    machine, headed by the machines of that kind."""
+def machines_blocks(runs: list[LoadedRun], alike: bool = False) -> list:
+    """machine_blocks once per machine the runs came from; for a fleet (or where alike:
+    a kind's page), once per kind of machine, headed by the machines of that kind."""
     groups = kinds(runs)
-    if sum(len(k.machines) for k in groups) <= fleet.FLEET:
+    if not alike and sum(len(k.machines) for k in groups) <= fleet.FLEET:
         firsts = {machine_key(r): r for r in reversed(runs)}
         return [b for r in runs if firsts[machine_key(r)] is r for b in machine_blocks(r)]
     out = []
