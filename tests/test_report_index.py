@@ -191,3 +191,27 @@ def test_past_200_runs_a_box_has_a_violin_not_a_dot_each():
     few, many = drawn(draw.DOTS), drawn(draw.DOTS + 50)
     assert few == (0, draw.DOTS)
     assert many[0] == 1 and many[1] < 20          # only the runs off the fleet dotted
+
+
+def test_fleet_collect_past_six_machines_writes_the_index(tmp_path):
+    """collect over seven machines: their states folded, then the index and its pages
+    (each machine against its kind, not seven comparisons with one); --against still
+    compares each with the machine it names."""
+    from types import SimpleNamespace
+
+    from cxlbench.fleet import collect, status
+    root = tmp_path / "results"
+    found = [status.Machine(f"n{i}", "done", "100", run=_copy_run(root, f"n{i}",
+                                                                  scale=1 + 0.01 * i),
+                            finished=1, cases=1) for i in range(7)]
+    found.append(status.Machine("n7", "failed", "100", reason="node failure"))
+    fleet = SimpleNamespace(data={"suite": "quick"}, job_ids=lambda: ["100"], path=root)
+    html_path, md_path = collect.build(fleet, found, tmp_path / "out")
+    md = md_path.read_text()
+    assert "**The 8 machines: state, job and run**" in md and "| n7 | failed |" in md
+    assert "No results from n7" in md and "judged against its kind's fleet" in md
+    assert "## Fleet headline" in md and "against n0" not in md
+    assert (tmp_path / "out" / "pages" / "machine-n6.md").is_file()
+    _, md_path = collect.build(fleet, found, tmp_path / "against", against="n0")
+    md = md_path.read_text()
+    assert "### n6 against n0" in md and not (tmp_path / "against" / "pages").exists()

@@ -1,6 +1,7 @@
 """`cxlbench fleet collect`: wait for a fleet's jobs to end, then one report over every
 machine's run, with each machine compared against a reference machine by compare's own
-statistics and setting differences, and a table of the machines with their SLURM fields."""
+statistics and setting differences (past six machines, against its kind's fleet on a page
+of its own), and a table of the machines with their SLURM fields."""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,8 @@ from typing import Callable
 from .. import report as rep
 from .. import results
 from ..errors import ResultsError, UserError
-from ..report.document import Heading, Para, Table
+from ..report.document import Folded, Heading, Para, Table
+from ..report.fleet import FLEET
 from . import record, status
 
 
@@ -83,17 +85,32 @@ def against_blocks(ref: status.Machine, other: status.Machine, alpha: float) -> 
 def build(fleet: record.Fleet, found: list[status.Machine], out_dir: str | Path,
           against: str | None = None, alpha: float = rep.ALPHA, force: bool = False,
           title: str | None = None) -> tuple[Path, Path]:
+    """The fleet's report: its machines' states, then each machine against the reference
+    and every run as `cxlbench report` shows them; past six machines (index.is_fleet),
+    unless --against names a reference, the report's index and pages instead, each
+    machine judged against its kind's fleet on its own page."""
     with_runs = with_results(found)
     ref = reference(with_runs, against)
     runs = rep.load_runs([m.run for m in with_runs])
+    table = fleet_table(found)
     blocks: list = [Heading(2, "Fleet"),
                     Para(f"Suite {fleet.data['suite']} on {len(found)} machine(s) through "
                          f"SLURM job(s) {', '.join(fleet.job_ids())}; fleet folder "
                          f"{fleet.path}."),
-                    fleet_table(found)]
+                    table if len(found) <= FLEET else
+                    Folded(f"The {len(found)} machines: state, job and run", [table])]
     missing = [m.node for m in found if m not in with_runs]
     if missing:
-        blocks.append(Para(f"No results from {', '.join(missing)}: see why above.", "note"))
+        shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more"
+                                           if len(missing) > 20 else "")
+        blocks.append(Para(f"No results from {shown}: see why above.", "note"))
+    title = title or f"cxlbench fleet: {fleet.data['suite']} on {len(found)} machine(s)"
+    if against is None and rep.index.is_fleet(runs):
+        index_blocks, pages, _ = rep.fleet_report(runs, title, runs.skipped)
+        blocks += [Para(f"Past {FLEET} machines each is judged against its kind's fleet, on "
+                        "its own page, rather than against one reference machine "
+                        "(--against NODE compares each with that one)."), *index_blocks]
+        return rep.write(out_dir, title, blocks, force, pages)
     blocks.append(Heading(2, f"Each machine against {ref.node}"))
     others = [m for m in with_runs if m is not ref]
     if not others:
@@ -101,5 +118,4 @@ def build(fleet: record.Fleet, found: list[status.Machine], out_dir: str | Path,
     for m in others:
         blocks += against_blocks(ref, m, alpha)
     blocks += [Heading(2, "Every machine's run"), *rep.report_blocks(runs, runs.skipped)]
-    title = title or f"cxlbench fleet: {fleet.data['suite']} on {len(found)} machine(s)"
     return rep.write(out_dir, title, blocks, force)
