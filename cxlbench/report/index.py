@@ -147,7 +147,7 @@ class Fleet:
         rows = []
         medians = []                                 # a NodeRow per node, for the ratios
         for name in order:
-            cells, source, values = {}, "", {}
+            cells, source, values, words = {}, "", {}, {}
             for h in heads:
                 for row in h.nodes:
                     if row.name != name:
@@ -157,11 +157,13 @@ class Fleet:
                         c = row.cells.get(column)
                         if isinstance(c, hl.Cell) and c.value is not None and not c.cache:
                             values.setdefault(column, ([], c.unit))[0].append(c.value)
+                        elif c:             # why there is none ("no figure", "not run")
+                            words.setdefault(column, c.why if isinstance(c, hl.Cell) else c)
                     if "against the fastest" not in cells and row.source.startswith("assumed"):
                         cells["against the fastest"] = row.cells.get("against the fastest")
             for column in COLUMNS:
                 vs, unit = values.get(column, ([], ""))
-                cells[column] = _spread(vs, unit) if vs else "not run"
+                cells[column] = _spread(vs, unit) if vs else words.get(column, "not run")
             medians.append(hl.NodeRow(name, source, {
                 column: hl.Cell(float(pd.Series(vs).median()), unit)
                 for column, (vs, unit) in values.items()}))
