@@ -31,6 +31,7 @@ PY = sys.executable
 #   sacct.json    {job id: the lines sacct prints}; absent: no accounting
 #   sinfo.json    [[partition as %P prints it ("debug*" the default), node list,
 #                   {node: features}], ...]
+#   states.json   {node: its state as sinfo's %t prints it}; a node not there is idle
 #   updates.jsonl each `scontrol update`'s arguments, one line each
 #   submitted.json each sbatch: [script path, its text]; job ids 100, 101 ...
 
@@ -123,8 +124,10 @@ for name, nodes, features in answers("sinfo.json"):
     if part not in (None, name.rstrip("*")):
         continue
     if "-N" in a:
+        states = answers("states.json", {})
         for n in expand(nodes):
-            print(f"{n} {features.get(n, '(null)')}")
+            print(f"{n} {states.get(n, 'idle')}" if "%N %t" in a else
+                  f"{n} {features.get(n, '(null)')}")
     else:
         print(f"{name} {nodes}")
 """
@@ -572,8 +575,43 @@ def test_a_feature_pool_is_the_default_partitions(tmp_path, monkeypatch):
     them forever, BadConstraints), believing that one is left."""
     Slurm(tmp_path, partitions=[("debug*", "n[1-2]", {"n1": "cxl", "n2": "cxl"}),
                                 ("big", "b1", {"b1": "cxl"})]).use(monkeypatch)
-    pool, exclude = submit._pool(script.Options(nodes=2, constraint="cxl"), False)
+    pool, exclude, _ = submit._pool(script.Options(nodes=2, constraint="cxl"), False)
     assert pool == ["n1", "n2"]
+
+
+def test_machines_that_take_no_jobs_are_left_out_of_the_pool(tmp_path, monkeypatch):
+    """Down, drained, draining or silent machines: out of the pool and the task count,
+    kept off by --exclude and named in the script; otherwise tasks would wait for them
+    (kept off the machines measured) for ever. A machine powered down to save energy
+    (idle~) or allocated is in."""
+    fs = Slurm(tmp_path, partitions=[("debug*", "n[1-6]", {})]).use(monkeypatch)
+    fs.write("states.json", {"n2": "down*", "n3": "drain", "n4": "idle~", "n5": "alloc",
+                             "n6": "drng"})
+    assert slurm.unusable(None) == {"n2": "down*", "n3": "drain", "n6": "drng"}
+    suite_file = str(write_suite(tmp_path))
+    fleet, text = submit.prepare(suite_file, {}, script.Options(nodes=3), str(tmp_path / "r"),
+                                 local_results=True)
+    assert (fleet.data["pool"], fleet.data["exclude"], fleet.data["tasks"]) == \
+        (["n1", "n4", "n5"], ["n2", "n3", "n6"], 3)
+    lines = sbatch_lines(text)
+    assert "--array=0-2" in lines and any(x.startswith("--exclude=n") for x in lines)
+    assert "left out of the pool, taking no jobs now: n2 (down*), n3 (drain), n6 (drng)" \
+        in text and submit.WARNING not in text
+    _, text = submit.prepare(suite_file, {}, script.Options(nodes=4), str(tmp_path / "r"),
+                             local_results=True)
+    assert f"{submit.WARNING}4 tasks on a pool of 3 machines" in text
+    # a node list: its machines that take jobs; every other machine kept off
+    fleet, _ = submit.prepare(suite_file, {}, script.Options(nodelist="n[1-3]"),
+                              str(tmp_path / "r"), local_results=True)
+    assert (fleet.data["pool"], fleet.data["tasks"]) == (["n1"], 1)
+    assert fleet.data["exclude"] == ["n2", "n3", "n4", "n5", "n6"]
+    fs.write("states.json", {f"n{i}": "down" for i in range(1, 7)})
+    with pytest.raises(UserError, match=r"no machine of the pool takes jobs now: n1 \(down\)"):
+        submit.prepare(suite_file, {}, script.Options(nodelist="n[1-3]"), str(tmp_path / "r"),
+                       local_results=True)
+    with pytest.raises(UserError, match="no machine of the pool takes jobs now"):
+        submit.prepare(suite_file, {}, script.Options(nodes=2), str(tmp_path / "r"),
+                       local_results=True)
 
 
 # --- 5. fleet task: the run a task makes or finishes -----------------------------------

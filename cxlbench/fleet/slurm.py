@@ -288,6 +288,25 @@ def exclude_from_pending(array_job: str, nodes: list[str]) -> str | None:
     return "; ".join(refused) or None if out.returncode else None
 
 
+# Node states (sinfo's %t, without its flags) in which a machine takes or will take jobs;
+# a trailing * (not responding) makes any state unusable.
+USABLE = {"idle", "alloc", "mix", "comp", "resv", "plnd"}
+
+
+def unusable(partition: str | None) -> dict[str, str]:
+    """The machines of a partition (the default one where None) that take no jobs now
+    (down, drained or draining, failed, not responding), each with its state."""
+    out = _run(["sinfo", "-h", "-N", "-o", "%N %t", *(["-p", partition] if partition else [])])
+    if out.returncode != 0:
+        raise SlurmError(f"sinfo: {_said(out)}")
+    found: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        node, _, state = line.strip().partition(" ")
+        if node and (state.endswith("*") or state.rstrip("~#!%$@^-") not in USABLE):
+            found[node] = state
+    return found
+
+
 def nodes_with(partition: str | None, feature: str) -> list[str]:
     """The machines of a partition (any, where None) that have this feature."""
     out = _run(["sinfo", "-h", "-N", "-o", "%N %f", *(["-p", partition] if partition else [])])

@@ -109,27 +109,42 @@ def _recorded(name: str, results_dir: Path
     return {}, {}, ""
 
 
-def _pool(options: script.Options, dry_run: bool) -> tuple[list[str] | None, list[str]]:
-    """The machines an array may use, and those of its partition it must not: a node
-    list's machines (the rest of the partition excluded), or the partition's (those with
-    a --constraint of one feature); (None, []) where SLURM cannot say."""
+def _pool(options: script.Options, dry_run: bool
+          ) -> tuple[list[str] | None, list[str], dict[str, str]]:
+    """The machines an array may use, those of its partition it must not (a node list's
+    others, those down or drained), and those down or drained with their state: a node
+    list's machines, or the partition's (those with a --constraint of one feature); (None,
+    [], {}) where SLURM cannot say. A machine that takes no jobs is left out of the pool,
+    or tasks would wait for it, kept off the machines measured, for ever."""
     try:
         every = slurm.nodes_of(options.partition)
         if options.nodelist:
             pool = slurm.hostnames(options.nodelist)
-            return pool, [n for n in every if n not in set(pool)]
-        if options.constraint and not re.fullmatch(r"[A-Za-z0-9_.\-]+", options.constraint):
-            return None, []             # an expression: SLURM alone can tell
-        if options.constraint:         # of the partition the array runs in
+        elif options.constraint and not re.fullmatch(r"[A-Za-z0-9_.\-]+", options.constraint):
+            return None, [], {}         # an expression: SLURM alone can tell
+        elif options.constraint:        # of the partition the array runs in
             having = set(slurm.nodes_with(options.partition, options.constraint))
-            every = [n for n in every if n in having]
-        return every or None, []
+            pool = [n for n in every if n in having]
+        else:
+            pool = every
+        down = {n: state for n, state in slurm.unusable(options.partition).items()
+                if n in set(pool)}
+        usable = [n for n in pool if n not in down]
+        exclude = [n for n in every if n not in set(usable)] if options.nodelist else \
+            [n for n in every if n in down]
+        return usable or None, exclude, down
     except (UserError, slurm.SlurmError):
         if dry_run and not options.nodelist:
-            return None, []
+            return None, [], {}
         if dry_run:
-            return slurm.hostnames(options.nodelist), []
+            return slurm.hostnames(options.nodelist), [], {}
         raise
+
+
+def _states(down: dict[str, str], most: int = 10) -> str:
+    """'n3 (down*), n4 (drain)', the first `most`, and a count of the rest."""
+    shown = ", ".join(f"{n} ({state})" for n, state in list(down.items())[:most])
+    return shown + (f" and {len(down) - most} more" if len(down) > most else "")
 
 
 def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
@@ -152,8 +167,10 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
         limit, estimate = time_limit(s, results_abs)
         options = replace(options, time=limit)
     env = script.job_env(options)
-    pool, exclude = (None, []) if options.gang else _pool(options, dry_run)
+    pool, exclude, down = (None, [], {}) if options.gang else _pool(options, dry_run)
     count = options.nodes if options.nodes is not None else len(pool or [])
+    if down and not pool:
+        raise UserError(f"no machine of the pool takes jobs now: {_states(down)}")
     if not options.gang and count < 1:
         raise UserError(f"--nodelist {options.nodelist}: no machines")
     if not dry_run:
@@ -172,6 +189,8 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     comment = f"suite {s.name}"
     notes = (f"time limit {options.time} a machine: {estimate} (--time sets it)",) \
         if estimate else ()
+    if down:
+        notes += (f"left out of the pool, taking no jobs now: {_states(down)}",)
     if pool and count > len(pool):
         notes += (f"{WARNING}{count} tasks on a pool of {len(pool)} machines: some machines "
                   "are measured more than once",)
