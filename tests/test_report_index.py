@@ -3,6 +3,7 @@ judged against their own kind, a page per kind and per machine that every link f
 safe page names. Built from copies of the committed example run."""
 import json
 import re
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -177,12 +178,14 @@ def test_past_200_runs_a_box_has_a_violin_not_a_dot_each():
     from cxlbench.report.figures import draw
     rng = np.random.default_rng(0)
 
-    def drawn(runs: int) -> tuple[int, int]:
-        g = pd.DataFrame({"_group": ["read"] * runs, "label": [f"m{i}" for i in range(runs)],
-                          "median": rng.normal(40, 1, runs), "unit": "GB/s"})
+    def drawn(runs: int, few: int = 0) -> tuple[int, int]:
+        """(violins, dots) of a group of `runs` runs, and one of `few` beside it."""
+        groups = ["read"] * runs + ["write"] * few
+        g = pd.DataFrame({"_group": groups, "label": [f"m{i}" for i in range(len(groups))],
+                          "median": rng.normal(40, 1, len(groups)), "unit": "GB/s"})
         g["ci_low"], g["ci_high"] = g["median"] * 0.99, g["median"] * 1.01
         fig, ax = plt.subplots()
-        draw._fleet_boxes(ax, g, ["read"], 0.0, 0.8, "fleet", "tab:blue")
+        draw._fleet_boxes(ax, g, ["read", "write"], 0.0, 0.8, "fleet", "tab:blue")
         violins = sum(isinstance(c, PolyCollection) for c in ax.collections)
         dots = sum(len(c.get_offsets()) for c in ax.collections
                    if not isinstance(c, PolyCollection))
@@ -191,6 +194,8 @@ def test_past_200_runs_a_box_has_a_violin_not_a_dot_each():
     few, many = drawn(draw.DOTS), drawn(draw.DOTS + 50)
     assert few == (0, draw.DOTS)
     assert many[0] == 1 and many[1] < 20          # only the runs off the fleet dotted
+    violins, dots = drawn(draw.DOTS + 50, few=30)  # decided per group: the small one dotted
+    assert violins == 1 and 30 <= dots < 50
 
 
 def test_fleet_collect_past_six_machines_writes_the_index(tmp_path):
@@ -215,3 +220,99 @@ def test_fleet_collect_past_six_machines_writes_the_index(tmp_path):
     _, md_path = collect.build(fleet, found, tmp_path / "against", against="n0")
     md = md_path.read_text()
     assert "### n6 against n0" in md and not (tmp_path / "against" / "pages").exists()
+
+
+def test_settings_that_differ_make_no_kind_of_their_own(tmp_path):
+    """Machines of one hardware whose frequency read at start, kernel command line, node
+    memory or THP differ are one kind, judged together; the one with THP off says so on
+    its page (the frequency, read apart on each, is not a difference)."""
+    root = tmp_path / "results"
+    for i in range(7):
+        run = _machine(root, f"m-{i}", 1 + 0.002 * i)
+
+        def vary(m, i=i):
+            m["settings"].update(cpu_mhz=2000.0 + i, kernel_cmdline=f"root=UUID=000{i}")
+            m["topology"]["nodes"][0]["mem_total"] += i * 300 * 2**20
+            if i == 6:
+                m["settings"]["thp_enabled"] = "never"
+        _edit_meta(run, vary)
+    _, md_path = report.build([root], tmp_path / "out")
+    md = md_path.read_text()
+    assert "> 7 machines of 1 kind;" in md
+    page = (tmp_path / "out" / "pages" / "machine-m-6.md").read_text()
+    differ = page[page.index("## Settings that differ from its kind's"):page.index("## Runs")]
+    assert "| thp_enabled | never |" in differ
+    assert "cpu_mhz" not in differ and "kernel command line" in differ
+    kind = (tmp_path / "out" / "pages" / "kind-1.md").read_text()
+    assert "| cpu_mhz | varies: 2000 to 2006 |" in kind
+    assert "| thp_enabled | varies: " in kind and "never (1 machines)" in kind
+
+
+def test_a_machine_is_judged_once_however_many_runs_it_made(tmp_path):
+    """A slow machine measured three times is one slow machine, its newest run judged;
+    the kind's statistics count machines, not runs."""
+    root = tmp_path / "results"
+    for i in range(6):
+        _machine(root, f"m-{i}", 1 + 0.002 * i)
+    slow = _machine(root, "m-slow", 1.5)
+    for n, when in enumerate(("2026-12-01T00:00:00+0000", "2026-12-02T00:00:00+0000")):
+        again = slow.parent / f"2026120{n + 1}-000000"
+        shutil.copytree(slow, again)
+        _edit_meta(again, lambda m, when=when, rid=again.name: m.update(started=when,
+                                                                       run_id=rid))
+    runs = runs_.load_runs([root])
+    assert len(runs) == 9
+    f = index.Fleet(runs, report.summary(runs))
+    assert set(f.points["k_machines"]) == {7}
+    assert f.slow[1] == ["machine-m-slow"]
+    newest = max((r for r in runs if r.machine == "m-slow"), key=lambda r: r.meta["started"])
+    assert set(f.points.loc[f.points["_m"] == "machine-m-slow", "label"]) == {newest.label}
+    assert f.words().startswith("7 machines of 1 kind; 1 slower") and "m-slow." in f.words()
+    assert len(f.slow_table("pages/").rows) == 1
+
+
+def test_one_host_name_over_two_hardwares_is_two_machines_with_a_page_each(tmp_path):
+    root = tmp_path / "results"
+    for i in range(6):
+        _machine(root, f"m-{i}", 1 + 0.002 * i)
+    other = _copy_run(tmp_path / "elsewhere", "m-0")
+    _edit_meta(other, lambda m: m["topology"]["cpu"].update(model="Other CPU 9000"))
+    _, md_path = report.build([root, other], tmp_path / "out")
+    pages = sorted(p.stem for p in (tmp_path / "out" / "pages").glob("machine-m-0*.html"))
+    assert len(pages) == 2 and pages[0] == "machine-m-0" and \
+        re.fullmatch(r"machine-m-0-[0-9a-f]{8}", pages[1])
+    md = md_path.read_text()
+    assert "7 machines of 2 kinds" in md
+    assert "too few to judge (1; 4 are needed)" in md
+
+
+def test_a_fleet_without_one_result_still_reports(tmp_path):
+    """Seven machines whose runs stopped before their first case: an index that says
+    so, no figure and no crash."""
+    root = tmp_path / "results"
+    for i in range(7):
+        run = _copy_run(root, f"m-{i}")
+        (run / "results.csv").write_text((run / "results.csv").read_text().splitlines()[0]
+                                         + "\n")
+        (run / "cases.jsonl").write_text("")
+    _, md_path = report.build([root], tmp_path / "out")
+    md = md_path.read_text()
+    assert "7 machines of 1 kind; none slower" in md
+    assert "## Every machine" in md
+    assert "Cases without results" in (tmp_path / "out" / "pages" / "machine-m-3.md") \
+        .read_text()
+
+
+def test_a_pages_link_in_a_report_folder_stops_only_a_report_with_pages(tmp_path):
+    out = tmp_path / "out"
+    report.build([EXAMPLE], out)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "pages").symlink_to(elsewhere)
+    report.build([EXAMPLE], out)                    # no pages: the link is not in the way
+    root = tmp_path / "results"
+    for i in range(7):
+        _copy_run(root, f"m-{i}")
+    with pytest.raises(report.OutputError, match="pages is a symbolic link"):
+        report.build([root], out)
+    assert not list(elsewhere.iterdir())

@@ -288,9 +288,9 @@ def exclude_from_pending(array_job: str, nodes: list[str]) -> str | None:
     return "; ".join(refused) or None if out.returncode else None
 
 
-# Node states (sinfo's %t, without its flags) in which a machine takes or will take jobs;
-# a trailing * (not responding) makes any state unusable.
-USABLE = {"idle", "alloc", "mix", "comp", "resv", "plnd"}
+# Node states (sinfo's %t, without its flags) in which a machine takes or will take jobs
+# (boot: rebooting, back soon); a trailing * (not responding) makes any state unusable.
+USABLE = {"idle", "alloc", "mix", "comp", "resv", "plnd", "boot"}
 
 
 def unusable(partition: str | None) -> dict[str, str]:

@@ -127,10 +127,12 @@ def _pool(options: script.Options, dry_run: bool
             pool = [n for n in every if n in having]
         else:
             pool = every
+        members = set(pool)
         down = {n: state for n, state in slurm.unusable(options.partition).items()
-                if n in set(pool)}
+                if n in members}
         usable = [n for n in pool if n not in down]
-        exclude = [n for n in every if n not in set(usable)] if options.nodelist else \
+        kept = set(usable)
+        exclude = [n for n in every if n not in kept] if options.nodelist else \
             [n for n in every if n in down]
         return usable or None, exclude, down
     except (UserError, slurm.SlurmError):

@@ -22,8 +22,8 @@ from . import figures as _figures
 from .compare_runs import ALPHA, across_machines, pair, setting_differences
 from .document import (Folded, Heading, Page, Para, Table, figures_in, to_html,
                        to_markdown)
-from .machine import machines_blocks, run_table
-from .runs import SUMMARY_COLUMNS, LoadedRun, load_runs, machine_key, not_ok, summary
+from .machine import failed_blocks, machines_blocks, run_table
+from .runs import LoadedRun, load_runs, machine_key, not_ok, summary
 from .text import printable
 
 FIGURE_DIR = "figures"
@@ -166,14 +166,9 @@ def _body(runs: list[LoadedRun], frame, slow: list, alike: bool = False) -> list
     """What a report and a kind's page share, from the slow runs to the end: the model's
     section, the machines (alike: one kind's, shown once), a section per benchmark
     family, the cases without results."""
-    blocks = [*slow, *model.section(frame, runs), Heading(2, "Machine"),
-              *machines_blocks(runs, alike), *family_blocks(frame, runs)]
-    bad = not_ok(runs)
-    if bad:
-        blocks.append(Heading(2, "Cases without results"))
-        blocks.append(Table(["run", "case", "status", "why"],
-                            [[b["label"], b["case"], b["status"], b["error"]] for b in bad]))
-    return blocks
+    return [*slow, *model.section(frame, runs), Heading(2, "Machine"),
+            *machines_blocks(runs, alike), *family_blocks(frame, runs),
+            *failed_blocks(not_ok(runs))]
 
 
 def report_blocks(runs: list[LoadedRun], skipped=(), plan: dict | None = None) -> list:
@@ -197,21 +192,18 @@ def report_blocks(runs: list[LoadedRun], skipped=(), plan: dict | None = None) -
     return blocks + _body(runs, frame, slow or [])
 
 
-def kind_blocks(f: index.Fleet, kind) -> list:
-    """A fleet's page for one kind of machine: the report over its runs, headed by the
-    kind's headline, its slow machines linked to their pages."""
-    frame = f.frame.loc[f.frame["_kind"] == kind.number, SUMMARY_COLUMNS] \
-        .reset_index(drop=True)
+def kind_blocks(f: index.Fleet, kind, frame) -> list:
+    """A fleet's page for one kind of machine: the report over its runs (their rows of
+    the summary frame), headed by the kind's headline, its slow machines linked to their
+    pages."""
+    labels = {r.label for r in kind.runs}
+    frame = frame[frame["label"].isin(labels)].reset_index(drop=True)
     blocks: list = [_made(kind.runs, frame), *f.kind_head(kind),
                     *model.headline(frame, kind.runs), *_runs_blocks(kind.runs)]
     slow = f.slow_table("", kind)
     if slow is not None:
         slow = [Heading(2, "Machines slower than the kind's fleet"),
-                Para(f"Of the kind's {len(kind.machines)} machines, these were slower than "
-                     "its median by more than their noise at some point: beyond "
-                     f"{fleet.FENCE:g} interquartile ranges of the machines' medians "
-                     "there, with the kind's median outside their own confidence interval. "
-                     "Slowest first."), slow]
+                Para(index.slow_words("the kind's")), slow]
     return blocks + _body(kind.runs, frame, slow or [], alike=True)
 
 
@@ -226,7 +218,8 @@ def fleet_report(runs: list[LoadedRun], title: str, skipped=(), plan: dict | Non
         blocks.extend(plan_section.section(plan))
     blocks += _left_out(skipped)
     pages = [Page(f"kind-{k.number}", f"{title}: {k.name}",
-                  index.prefixed(kind_blocks(f, k), f"kind-{k.number}")) for k in f.kinds]
+                  index.prefixed(kind_blocks(f, k, frame), f"kind-{k.number}"))
+             for k in f.kinds]
     return blocks, pages + f.machine_pages(title), f
 
 
@@ -268,10 +261,13 @@ def _read(path: Path) -> bytes:
 
 
 def _refuse_links(out: Path, names) -> None:
-    """A symlink where cxlbench keeps a file or folder of its own (figures/, report.html,
-    report.md, the manifest, a figure) is refused, naming where it points: writing through
-    it would reach outside out. out itself may be a link: the user named it."""
-    for name in (*SUBDIRS, *names):         # the folders first: files lie below them
+    """A symlink where cxlbench keeps a file or folder of its own (figures/, pages/ where
+    names has pages, report.html, report.md, the manifest, a figure, a page) is refused,
+    naming where it points: writing through it would reach outside out. out itself may be
+    a link: the user named it."""
+    names = list(names)
+    folders = {FIGURE_DIR} | {n.split("/")[0] for n in names if "/" in n}
+    for name in (*sorted(folders), *names):     # the folders first: files lie below them
         if (out / name).is_symlink():
             raise OutputError(f"{out / name} is a symbolic link (to {os.readlink(out / name)})"
                               " where cxlbench keeps its own file or folder; cxlbench does "
@@ -279,8 +275,9 @@ def _refuse_links(out: Path, names) -> None:
 
 
 # The only names a manifest may list: one from elsewhere cannot point outside the folder.
-_OURS = re.compile(rf"report\.(html|md)|{FIGURE_DIR}/[^/]+\.png"
-                   rf"|{PAGE_DIR}/[A-Za-z0-9_-][A-Za-z0-9._-]*\.(html|md)")
+_OURS = re.compile(rf"report\.(html|md)|{FIGURE_DIR}/[^/\x00-\x1f]+\.png"
+                   rf"|{PAGE_DIR}/[{index.PAGE_CHARS.replace('.', '')}][{index.PAGE_CHARS}]*"
+                   r"\.(html|md)")
 
 
 def _manifest(out: Path) -> dict[str, list[str]] | None:

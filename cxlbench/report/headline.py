@@ -38,7 +38,7 @@ def per_machine(runs: list[LoadedRun]) -> list[tuple[str, headline.Headline]]:
     return [(names[key], h) for key, h in by_machine(runs).items()]
 
 
-def machine_blocks(h: headline.Headline) -> list:
+def one_machine(h: headline.Headline) -> list:
     """One machine's headline: its notes and tables."""
     out: list = [Para(n, "headline") for n in h.notes]
     if h.nodes:
@@ -62,5 +62,5 @@ def blocks(runs: list[LoadedRun]) -> list:
     for machine, h in found:
         if len(found) > 1:
             out.append(Heading(3, machine))
-        out += machine_blocks(h)
+        out += one_machine(h)
     return [Heading(2, TITLE), *out] if out else []

@@ -2,13 +2,15 @@
 nodes, tiers, CXL devices, GPUs and settings; for a fleet, once per kind of machine."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from .. import runner
 from ..units import format_list, format_size
 from . import fleet
 from .document import Folded, Heading, Para, Table
-from .runs import LoadedRun, fact_text, facts, machine_key
+from .runs import LoadedRun, fact_text, facts, hardware, machine_key
+from .text import printable
 
 
 def _machines(r: LoadedRun) -> str:
@@ -49,9 +51,14 @@ def _hmat(node: dict) -> str:
 
 def machine_blocks(run: LoadedRun) -> list:
     """The machine a run measured: nodes, tiers, CXL devices, GPUs, and the settings."""
+    machine = (run.meta.get("topology") or {}).get("machine") or {}
+    return [Heading(3, f"{run.label}: {machine.get('hostname', run.machine)}"),
+            *_hardware_blocks(run), settings_block([run])]
+
+
+def _hardware_blocks(run: LoadedRun) -> list:
     topo = run.meta.get("topology") or {}
-    machine = topo.get("machine") or {}
-    blocks: list = [Heading(3, f"{run.label}: {machine.get('hostname', run.machine)}")]
+    blocks: list = []
     if run.meta.get("emulated"):
         em = run.meta["emulated"]
         blocks.append(Para(f"EMULATED under QEMU ({em.get('topology')}, {em.get('accel')}, "
@@ -80,25 +87,62 @@ def machine_blocks(run: LoadedRun) -> list:
         blocks.append(Table(["GPU", "memory", "NUMA node"],
                             [[g.get("name"), g.get("memory"), g.get("numa_node")]
                              for g in topo["gpus"]]))
-    settings = [[k, fact_text(v)] for k, v in facts(run.meta).items() if k not in TABLED]
-    timer = run.meta.get("timer") or {}
-    if timer:
-        tsc = f"{timer['tsc_hz'] / 1e9:.4g} GHz" if timer.get("tsc_hz") else "none"
-        settings.append(["timer", f"{timer.get('clock')}, overhead "
-                                  f"{timer.get('clock_overhead_ns')} ns; TSC {tsc}"])
-    # Below the figures a reader came for: the kernel command line alone is a paragraph.
-    blocks.append(Folded(f"Settings ({len(settings)})", [Table(["setting", "value"], settings)]))
     return blocks
+
+
+def _timer_text(run: LoadedRun) -> str | None:
+    timer = run.meta.get("timer") or {}
+    if not timer:
+        return None
+    tsc = f"{timer['tsc_hz'] / 1e9:.4g} GHz" if timer.get("tsc_hz") else "none"
+    return f"{timer.get('clock')}, overhead {timer.get('clock_overhead_ns')} ns; TSC {tsc}"
+
+
+def settings_block(runs: list[LoadedRun]) -> Folded:
+    """The settings the runs' machines recorded (folded: the kernel command line alone is
+    a paragraph): one machine's values; for several, each setting's common value, or how
+    it varies between them (the timer's overhead, measured on each, said apart)."""
+    texts = [{k: fact_text(v) for k, v in facts(r.meta).items() if k not in TABLED}
+             for r in runs]
+    if len(runs) == 1 and (timer := _timer_text(runs[0])):
+        texts[0]["timer"] = timer
+    rows = [[name, _across([t.get(name, "not recorded") for t in texts])]
+            for name in dict.fromkeys(k for t in texts for k in t)]
+    return Folded(f"Settings ({len(rows)})", [Table(["setting", "value"], rows)])
+
+
+def _across(values: list[str]) -> str:
+    """One setting over several machines: its value, its range where numbers, or its most
+    common values with their counts."""
+    counts = Counter(values)
+    if len(counts) == 1:
+        return values[0]
+    try:
+        numbers = [float(v) for v in values]
+        return f"varies: {min(numbers):g} to {max(numbers):g}"
+    except ValueError:
+        common = ", ".join(f"{v} ({n} machines)" for v, n in counts.most_common(3))
+        more = f", and {len(counts) - 3} more values" if len(counts) > 3 else ""
+        return f"varies: {common}{more}"
+
+
+def kind_key(run: LoadedRun) -> tuple:
+    """What makes machines of one kind: their hardware (hardware: CPU, ISAs, caches, the
+    nodes and which have CPUs) and whether emulated. Not their settings or memory sizes,
+    which differ from machine to machine of one purchase (a frequency read at start, the
+    kernel command line's root=UUID, crashkernel's share of a node) and which a fleet's
+    report shows as differences of a machine from its kind rather than kinds of their own."""
+    return (*hardware(run.meta).values(), bool(run.meta.get("emulated")))
 
 
 @dataclass
 class Kind:
-    """Machines alike in hardware and settings (all but the timer's overhead, measured on
-    each): their first runs, every run of theirs, and the blocks that show them."""
+    """Machines of one hardware (kind_key): their first runs, every run of theirs, and the
+    blocks that show them."""
     number: int                     # 1 for the most machines
     machines: list[LoadedRun]       # each machine's first run
     runs: list[LoadedRun]
-    blocks: list                    # machine_blocks of any of them, without heading and timer
+    blocks: list                    # the hardware of the first, the settings of all
 
     @property
     def name(self) -> str:
@@ -110,30 +154,38 @@ class Kind:
         nodes = [n for n in topo.get("nodes", []) if n.get("mem_total")]
         cpus = sum(len(n.get("cpus") or []) for n in topo.get("nodes", []))
         far = sum(1 for n in nodes if not n.get("cpus"))
-        memory = sum(n["mem_total"] for n in nodes)
+        memory = sorted(sum(n.get("mem_total") or 0 for n in
+                            (r.meta.get("topology") or {}).get("nodes", []))
+                        for r in self.machines)
+        sizes = [format_size(m, exact=False) for m in (memory[0], memory[-1]) if m]
         parts = [(topo.get("cpu") or {}).get("model") or "CPU not recorded",
                  f"{cpus} CPUs" if cpus else "",
                  f"{len(nodes)} memory node{'s' * (len(nodes) != 1)}"
                  + (f" ({far} without CPUs)" if far else ""),
-                 format_size(memory, exact=False) if memory else "",
+                 " to ".join(dict.fromkeys(sizes)),
                  "EMULATED" if self.machines[0].meta.get("emulated") else ""]
-        return ", ".join(p for p in parts if p)
+        return printable(", ".join(p for p in parts if p))
+
+
+def first_runs(runs: list[LoadedRun]) -> dict[tuple, list[LoadedRun]]:
+    """Each machine (machine_key) with its runs, in the runs' order."""
+    out: dict[tuple, list[LoadedRun]] = {}
+    for r in runs:
+        out.setdefault(machine_key(r), []).append(r)
+    return out
 
 
 def kinds(runs: list[LoadedRun]) -> list[Kind]:
     """The runs' machines (one host name over two sets of hardware is two) by kind, the
     kind of the most machines first."""
-    firsts = {machine_key(r): r for r in reversed(runs)}
-    groups: dict[str, list] = {}
-    for r in runs:
-        if firsts[machine_key(r)] is r:
-            blocks = [_without_timer(b) for b in machine_blocks(r)[1:]]
-            groups.setdefault(repr(blocks), [blocks, []])[1].append(r)
+    groups: dict[tuple, list[list[LoadedRun]]] = {}
+    for own in first_runs(runs).values():
+        groups.setdefault(kind_key(own[0]), []).append(own)
     out = []
-    for number, (blocks, alike) in enumerate(sorted(groups.values(),
-                                                    key=lambda g: -len(g[1])), 1):
-        keys = {machine_key(r) for r in alike}
-        out.append(Kind(number, alike, [r for r in runs if machine_key(r) in keys], blocks))
+    for number, machines in enumerate(sorted(groups.values(), key=lambda g: -len(g)), 1):
+        firsts = [own[0] for own in machines]
+        out.append(Kind(number, firsts, [r for own in machines for r in own],
+                        [*_hardware_blocks(firsts[0]), settings_block(firsts)]))
     return out
 
 
@@ -142,8 +194,7 @@ def machines_blocks(runs: list[LoadedRun], alike: bool = False) -> list:
     a kind's page), once per kind of machine, headed by the machines of that kind."""
     groups = kinds(runs)
     if not alike and sum(len(k.machines) for k in groups) <= fleet.FLEET:
-        firsts = {machine_key(r): r for r in reversed(runs)}
-        return [b for r in runs if firsts[machine_key(r)] is r for b in machine_blocks(r)]
+        return [b for own in first_runs(runs).values() for b in machine_blocks(own[0])]
     out = []
     for kind in groups:
         names = [r.label for r in kind.machines]
@@ -163,11 +214,10 @@ def machines_blocks(runs: list[LoadedRun], alike: bool = False) -> list:
     return out
 
 
-def _without_timer(block):
-    """A machine's folded settings without the timer's overhead (measured on each)."""
-    if not isinstance(block, Folded):
-        return block
-    inner = [Table(b.headers, [row for row in b.rows if row[0] != "timer"])
-             if isinstance(b, Table) and b.headers == ["setting", "value"] else b
-             for b in block.blocks]
-    return Folded(block.summary, inner)
+def failed_blocks(bad: list[dict]) -> list:
+    """The cases without results (runs.not_ok), as a section."""
+    if not bad:
+        return []
+    return [Heading(2, "Cases without results"),
+            Table(["run", "case", "status", "why"],
+                  [[b["label"], b["case"], b["status"], b["error"]] for b in bad])]

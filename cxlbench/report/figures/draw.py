@@ -313,26 +313,28 @@ def _fleet_boxes(ax, g: pd.DataFrame, order: list, offset: float, width: float,
     groups = [v for v in order if (g["_group"] == v).any()]
     at = [order.index(v) + offset for v in groups]
     values = [g.loc[g["_group"] == v, "median"].to_numpy(float) for v in groups]
-    dense = [(x, v) for x, v in zip(at, values) if len(v) > DOTS and np.ptp(v) > 0]
-    if dense:               # a violin needs spread: identical medians have no density
-        parts = ax.violinplot([v for _, v in dense], positions=[x for x, _ in dense],
+    dense = {x for x, v in zip(at, values) if len(v) > DOTS}
+    shaded = [(x, v) for x, v in zip(at, values) if x in dense and np.ptp(v) > 0]
+    if shaded:              # a violin needs spread: identical medians have no density
+        parts = ax.violinplot([v for _, v in shaded], positions=[x for x, _ in shaded],
                               widths=width * 0.9, showextrema=False)
         for body in parts["bodies"]:
             body.set_facecolor(color)
             body.set_edgecolor("none")
             body.set_alpha(0.25)
-    box = width * (0.35 if dense else 0.8)
-    ax.boxplot(values, positions=at, widths=box, showfliers=False, patch_artist=True,
-               whis=(0, 100), boxprops={"facecolor": color, "alpha": 0.35},
-               medianprops={"color": color})
+    ax.boxplot(values, positions=at, widths=[width * (0.35 if x in dense else 0.8) for x in at],
+               showfliers=False, patch_artist=True, whis=(0, 100),
+               boxprops={"facecolor": color, "alpha": 0.35}, medianprops={"color": color})
     for x, v in zip(at, values):
-        if len(v) <= DOTS:      # past that, a blob over the box: the off runs are dotted below
+        if x not in dense:      # past DOTS, a blob over the box: the off runs dotted below
             ax.scatter(np.full(len(v), x) + np.linspace(-0.3, 0.3, len(v)) * width, v, s=4,
                        color=color, zorder=3)
     ax.scatter([], [], color=color, label=label(name))      # the legend's entry
     off = fleet.off(g, ["_group"])
-    if len(values) and max(map(len, values)) > DOTS:
-        ax.scatter([order.index(v) + offset for v in off["_group"]], off["median"], s=6,
+    xs = [order.index(v) + offset for v in off["_group"]]
+    crowded = [x in dense for x in xs]
+    if any(crowded):
+        ax.scatter(np.array(xs)[crowded], off["median"].to_numpy()[crowded], s=6,
                    color=color, edgecolor="black", linewidth=0.5, zorder=3)
     for group, runs in off.groupby("_group", sort=False):
         # the runs furthest off named (the caption names the rest); those within 3 % of
