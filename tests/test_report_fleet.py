@@ -100,6 +100,9 @@ def test_a_fleet_report_names_the_slow_machine_and_draws_every_figure_readably(f
         assert width < 1500 and height < 1200, (f.name, width, height)
     assert "lab-slow (+48%)" in kind        # named in a figure's caption
     assert "The fleet at each point" in kind and "Medians per run" not in kind
+    # a machine's every case on its own page, not twelve machines' on the kind's
+    assert "Each machine's every case is on its own page" in kind
+    assert ": every case (" not in kind
     assert "](../figures/kind-1-" in kind   # the page's Markdown finds its figures
     for page in [html_path, *(out / "pages").glob("*.html")]:
         parse(page)

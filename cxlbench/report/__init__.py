@@ -117,7 +117,10 @@ def slow_machines(frame) -> Table | None:
     return Table(["run", "points slower", "worst point", "by", "its median"], rows)
 
 
-def family_blocks(frame, runs: list[LoadedRun]) -> list:
+def family_blocks(frame, runs: list[LoadedRun], paged: bool = False) -> list:
+    """A section per benchmark family: its figures, the fleet's or the runs' medians per
+    point, and every case folded; paged (a fleet's page of a kind): a fleet's cases are
+    on each machine's own page instead, which keeps the kind's page small."""
     blocks: list = []
     for family in dict.fromkeys(frame["benchmark"]):
         sub = frame[frame["benchmark"] == family].reset_index(drop=True)
@@ -131,7 +134,12 @@ def family_blocks(frame, runs: list[LoadedRun]) -> list:
         elif sub["label"].nunique() > 1:
             blocks.append(Para("Medians per run:"))
             blocks.append(across_table(sub))
-        blocks.append(Folded(f"{family}: every case ({len(sub)} rows)", [results_table(sub)]))
+        if paged and fleet.many(sub):
+            blocks.append(Para("Each machine's every case is on its own page, with its "
+                               "kind's median, quartiles and range beside it."))
+        else:
+            blocks.append(Folded(f"{family}: every case ({len(sub)} rows)",
+                                 [results_table(sub)]))
     return blocks
 
 
@@ -164,10 +172,10 @@ def _left_out(skipped) -> list:
 
 def _body(runs: list[LoadedRun], frame, slow: list, alike: bool = False) -> list:
     """What a report and a kind's page share, from the slow runs to the end: the model's
-    section, the machines (alike: one kind's, shown once), a section per benchmark
-    family, the cases without results."""
+    section, the machines (alike: a kind's page: its machines shown once, their cases on
+    their own pages), a section per benchmark family, the cases without results."""
     return [*slow, *model.section(frame, runs), Heading(2, "Machine"),
-            *machines_blocks(runs, alike), *family_blocks(frame, runs),
+            *machines_blocks(runs, alike), *family_blocks(frame, runs, paged=alike),
             *failed_blocks(not_ok(runs))]
 
 
