@@ -258,8 +258,8 @@ class Fleet:
         blocks += [Heading(2, "Kinds of machine"),
                    Para("Machines of one hardware (CPU, ISAs, caches, memory nodes and "
                         "which have CPUs); their settings may differ, and each machine's "
-                        "page says where. Each kind's page has its figures, every case, "
-                        "and its machines' hardware."),
+                        "page says where. Each kind's page has its figures, the fleet at "
+                        "each point, and its machines' hardware and settings."),
                    Table(["kind", "machines", "what", "slower than the kind's fleet"],
                          [[self.kind_link(k), _span(k.machines), k.describe(),
                            self._named(k, "pages/")] for k in self.kinds])]
