@@ -32,6 +32,7 @@ LOAD_MODES = _enum("CXB_LOAD_")             # loaded latency's generators
 PINGPONG_MODES = _enum("CXB_PINGPONG_")
 ATOMIC_MODES = _enum("CXB_ATOMIC_")
 FLUSH_KINDS = _enum("CXB_FLUSH_")
+XH_PROTOCOLS = _enum("CXB_XH_")               # none, flush: the software-coherence protocol
 CHECKS = _enum("CXB_CHECK_")                # how a table row's output is checked
 
 
@@ -540,6 +541,46 @@ def pingpong(addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int
 def atomics(addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]]:
     """`iterations` atomic operations per thread: (ns, per-thread ns)."""
     return _coherence("cxb_atomics", lib.cxb_atomics, addr, mode, iterations, cpus)
+
+
+def _shared(call, fn, addr: int, nbytes: int, host: int, *, timeout_s: float,
+            generation: int = 0, protocol: str = "none", flush: str = "clflush",
+            iterations: int = 0, message: int = 0, simulate: bool = False,
+            plant: bool = False):
+    a = ffi.new("struct cxb_xh_args *")
+    a.region, a.bytes, a.host = ffi.cast("void *", addr), nbytes, host
+    a.generation, a.timeout_ns = generation, max(int(timeout_s * 1e9), 1)
+    a.protocol, a.flush = XH_PROTOCOLS.index(protocol), FLUSH_KINDS.index(flush)
+    a.iterations, a.message, a.simulate, a.plant = iterations, message, simulate, plant
+    _raise_if_failed(call, fn(a))
+    return a
+
+
+def xh_meet(addr: int, nbytes: int, host: int, generation: int, timeout_s: float) -> None:
+    """Meet the other host at the shared region's start (this meeting's generation, the
+    same on both; host 0 clears the work pages first); NativeError ETIMEDOUT where the
+    other host did not come within timeout_s."""
+    _shared("cxb_xh_meet", lib.cxb_xh_meet, addr, nbytes, host, generation=generation,
+            timeout_s=timeout_s)
+
+
+def xh_pingpong(addr: int, nbytes: int, host: int, iterations: int, protocol: str,
+                flush: str, timeout_s: float) -> int:
+    """Round trips of a flag between the hosts (host 0 starts each): this host's ns."""
+    return _shared("cxb_xh_pingpong", lib.cxb_xh_pingpong, addr, nbytes, host,
+                   iterations=iterations, protocol=protocol, flush=flush,
+                   timeout_s=timeout_s).ns
+
+
+def xh_ring(addr: int, nbytes: int, host: int, messages: int, message: int, protocol: str,
+            flush: str, timeout_s: float, simulate: bool = False,
+            plant: bool = False) -> tuple[int, int, int]:
+    """Messages from host 0 to host 1 through a ring in the region: this host's (ns,
+    messages read stale, messages read torn) (the counts are the consumer's)."""
+    a = _shared("cxb_xh_ring", lib.cxb_xh_ring, addr, nbytes, host, iterations=messages,
+                message=message, protocol=protocol, flush=flush, timeout_s=timeout_s,
+                simulate=simulate, plant=plant)
+    return a.ns, a.stale, a.torn
 
 
 def flush_supported(kind: str) -> bool:

@@ -227,6 +227,30 @@ struct cxb_coherence_args {
 int cxb_pingpong(struct cxb_coherence_args *a);
 int cxb_atomics(struct cxb_coherence_args *a);
 
+/* ---- memory shared by two hosts (crosshost.c) ------------------------------------ */
+/* The software-coherence protocol: none, or the writer's flush (CXB_FLUSH_CLFLUSH,
+ * _CLFLUSHOPT or _CLWB) and sfence with the reader's clflush before it reads. */
+enum cxb_xh_protocol { CXB_XH_NONE = 0, CXB_XH_FLUSH = 1 };
+struct cxb_xh_args {
+    void *region;           /* page-aligned, mapped by both hosts: 3 pages, a ring 5 or more */
+    size_t bytes;
+    int host;               /* 0 or 1: ping-pong's starter, the ring's producer, is 0 */
+    uint64_t generation;    /* meet: this meeting's number (1 up), the same on both hosts */
+    uint64_t timeout_ns;    /* the longest wait for the other host */
+    int protocol;           /* CXB_XH_* */
+    int flush;              /* CXB_FLUSH_* the protocol's writer uses */
+    int simulate;           /* ring: messages seen through a private copy per host */
+    int plant;              /* ring: the writer leaves each message's last line unflushed */
+    uint64_t iterations;    /* ping-pong: round trips; ring: messages */
+    size_t message;         /* ring: bytes a message, 64 or more, whole words */
+    uint64_t ns;            /* out: this host's time */
+    uint64_t stale;         /* out, ring consumer: messages of an older sequence number */
+    uint64_t torn;          /* out, ring consumer: messages whose checksum is wrong */
+};
+int cxb_xh_meet(struct cxb_xh_args *a);
+int cxb_xh_pingpong(struct cxb_xh_args *a);
+int cxb_xh_ring(struct cxb_xh_args *a);
+
 /* ---- flush and persistence (flush.c) --------------------------------------------- */
 enum cxb_flush_kind {
     CXB_FLUSH_CLFLUSH = 0, CXB_FLUSH_CLFLUSHOPT = 1, CXB_FLUSH_CLWB = 2, CXB_FLUSH_NT = 3

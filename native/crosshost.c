@@ -1,0 +1,243 @@
+/* Memory shared by two hosts (one CXL device mapped by both, or in tests two processes on
+ * one machine): the hosts meet through a block at the region's start, then hand a flag
+ * line back and forth or stream messages through a single-producer single-consumer ring.
+ *
+ * Across hosts no hardware keeps caches coherent (most devices today), so software does:
+ * the writer flushes the lines it wrote (clflush, clflushopt or clwb) and fences; the
+ * reader flushes the lines it is about to read, so that its loads go to the device
+ * (CXB_XH_FLUSH). Without it (CXB_XH_NONE) a reader may see stale or torn data. Where the
+ * hosts are in fact coherent (two processes, or guests of one QEMU host) nothing goes
+ * wrong either way; `simulate` makes each host see the ring's messages through a private
+ * copy that only the protocol moves (writer: copy out; reader: copy in), which is what a
+ * non-coherent device does to a program that forgets a step. The ring's indices and the
+ * meeting block are always read and written on the region itself, with the flushes, as
+ * doorbells in an uncached window are. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define XH_MAGIC 0x43584c4253484d31ull      /* "CXLBSHM1" */
+#define XH_PAGE 4096
+#define XH_SPIN 4096                        /* spins between looks at the clock */
+
+/* The region: page 0 the meeting block (magic, generation, a ready line per host), page 1
+ * the flag lines (host 0's, host 1's), page 2 the ring's indices (head, tail: a line
+ * each), pages 3.. the ring's slots. */
+struct meet_block {
+    uint64_t magic, generation, pad[6];
+    struct { uint64_t generation, pad[7]; } ready[2];
+};
+enum { FLAGS = XH_PAGE, INDICES = 2 * XH_PAGE, SLOTS = 3 * XH_PAGE };
+
+static const char *const flush_names[] = {"clflush", "clflushopt", "clwb"};
+
+#if defined(__x86_64__)
+__attribute__((target("clflushopt"))) static void flushopt(void *p) { _mm_clflushopt(p); }
+__attribute__((target("clwb"))) static void writeback(void *p) { _mm_clwb(p); }
+#endif
+
+/* Lines [p, p + bytes) written back (kind: CXB_FLUSH_*), then a store fence. */
+static void publish(const void *p, size_t bytes, int kind)
+{
+#if defined(__x86_64__)
+    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)(CXB_LINE - 1));
+    for (; c < (const char *)p + bytes; c += CXB_LINE) {
+        if (kind == CXB_FLUSH_CLFLUSHOPT)
+            flushopt((void *)c);
+        else if (kind == CXB_FLUSH_CLWB)
+            writeback((void *)c);
+        else
+            _mm_clflush(c);
+    }
+    _mm_sfence();
+#else
+    (void)p, (void)bytes, (void)kind;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Lines [p, p + bytes) dropped from this host's caches, so the next loads reach memory
+ * (clflush: clwb keeps the line, which is what a reader must not). */
+static void invalidate(const void *p, size_t bytes)
+{
+    publish(p, bytes, CXB_FLUSH_CLFLUSH);
+#if defined(__x86_64__)
+    _mm_mfence();
+#endif
+}
+
+/* A control word of the region: stored, or loaded, with the flushes that make it cross. */
+static void put(volatile uint64_t *w, uint64_t v)
+{
+    __atomic_store_n(w, v, __ATOMIC_RELEASE);
+    publish((const void *)w, 8, CXB_FLUSH_CLFLUSH);
+}
+
+static uint64_t get(volatile uint64_t *w, int fresh)
+{
+    if (fresh)
+        invalidate((const void *)w, 8);
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+static int check(struct cxb_xh_args *a, size_t need)
+{
+    if (!a || !a->region || (uintptr_t)a->region % XH_PAGE || a->bytes < need ||
+        (a->host != 0 && a->host != 1) || a->timeout_ns == 0)
+        return cxb_fail(EINVAL, "bad shared-region arguments (a page-aligned region of at "
+                        "least %zu bytes, host 0 or 1, a timeout)", need);
+    if (a->protocol != CXB_XH_NONE && a->protocol != CXB_XH_FLUSH)
+        return cxb_fail(EINVAL, "protocol %d is neither none nor flush", a->protocol);
+    if (a->protocol == CXB_XH_FLUSH &&
+        (a->flush < CXB_FLUSH_CLFLUSH || a->flush > CXB_FLUSH_CLWB))
+        return cxb_fail(EINVAL, "the protocol's flush must be clflush, clflushopt or clwb");
+    if (a->protocol == CXB_XH_FLUSH && !cxb_flush_supported(a->flush))
+        return cxb_fail(ENOTSUP, "%s is not supported by this CPU", flush_names[a->flush]);
+    return 0;
+}
+
+/* Waits until *w (read fresh from the region where `fresh`) is at least `want` (or,
+ * where exact, equals it); ETIMEDOUT once the timeout passed without it. */
+static int wait_for(struct cxb_xh_args *a, volatile uint64_t *w, uint64_t want, int exact,
+                    int fresh, const char *what)
+{
+    uint64_t seen = get(w, fresh), since = cxb_now_ns();
+    for (unsigned spin = 0; exact ? seen != want : seen < want; seen = get(w, fresh)) {
+        if (++spin % XH_SPIN)
+            continue;
+        uint64_t now = cxb_now_ns();
+        if (now - since > a->timeout_ns)
+            return cxb_fail(ETIMEDOUT, "host %d waited %.3g s for %s (at %llu, wanted %llu)",
+                            a->host, (double)a->timeout_ns / 1e9, what,
+                            (unsigned long long)seen, (unsigned long long)want);
+    }
+    return 0;
+}
+
+int cxb_xh_meet(struct cxb_xh_args *a)
+{
+    int rc = check(a, SLOTS);
+    if (rc)
+        return rc;
+    struct meet_block *m = a->region;
+    if (a->generation == 0)
+        return cxb_fail(EINVAL, "a meeting's generation starts at 1");
+    int other = 1 - a->host;
+    if (a->host == 0) {
+        /* Host 0 opens the meeting: the work pages cleared, then its generation. */
+        memset((char *)a->region + FLAGS, 0, SLOTS - FLAGS);
+        publish((char *)a->region + FLAGS, SLOTS - FLAGS, CXB_FLUSH_CLFLUSH);
+        put(&m->magic, XH_MAGIC);
+        put(&m->generation, a->generation);
+    } else {
+        rc = wait_for(a, &m->generation, a->generation, 1, 1, "host 0 to open the meeting");
+        if (rc)
+            return rc;
+        if (get(&m->magic, 1) != XH_MAGIC)
+            return cxb_fail(EPROTO, "the region's first page is no cxlbench meeting block");
+    }
+    put(&m->ready[a->host].generation, a->generation);
+    char what[48];
+    snprintf(what, sizeof what, "host %d to arrive", other);
+    return wait_for(a, &m->ready[other].generation, a->generation, 1, 1, what);
+}
+
+int cxb_xh_pingpong(struct cxb_xh_args *a)
+{
+    int rc = check(a, SLOTS);
+    if (rc)
+        return rc;
+    volatile uint64_t *mine = (uint64_t *)((char *)a->region + FLAGS + a->host * CXB_LINE);
+    volatile uint64_t *theirs = (uint64_t *)((char *)a->region + FLAGS + (1 - a->host) * CXB_LINE);
+    int fenced = a->protocol == CXB_XH_FLUSH;
+    uint64_t t0 = cxb_now_ns();
+    /* Host 0 stores i and waits for host 1's i; host 1 waits, then answers. Polled
+     * fresh with the protocol; without it, as a program that forgot. */
+    for (uint64_t i = 1; i <= a->iterations; i++) {
+        if (a->host == 1 && (rc = wait_for(a, theirs, i, 0, fenced, "host 0's flag")))
+            return rc;
+        __atomic_store_n(mine, i, __ATOMIC_RELEASE);
+        if (fenced)
+            publish((const void *)mine, 8, a->flush);
+        if (a->host == 0 && (rc = wait_for(a, theirs, i, 0, fenced, "host 1's flag")))
+            return rc;
+    }
+    a->ns = cxb_now_ns() - t0;
+    return 0;
+}
+
+/* A message's words: its sequence number, a pattern of it, and a checksum of the rest. */
+static uint64_t pattern(uint64_t seq, size_t w) { return seq * 0x9E3779B97F4A7C15ull ^ w; }
+
+int cxb_xh_ring(struct cxb_xh_args *a)
+{
+    int rc = check(a, SLOTS + 2 * XH_PAGE);
+    if (rc)
+        return rc;
+    if (a->message < CXB_LINE || a->message % 8)
+        return cxb_fail(EINVAL, "a message is at least %d bytes, whole words", CXB_LINE);
+    size_t slot = (a->message + CXB_LINE - 1) / CXB_LINE * CXB_LINE;
+    uint64_t slots = (a->bytes - SLOTS) / slot;
+    if (slots < 2)
+        return cxb_fail(EINVAL, "the region holds %llu slots of %zu bytes; the ring needs 2",
+                        (unsigned long long)slots, slot);
+    volatile uint64_t *head = (uint64_t *)((char *)a->region + INDICES);
+    volatile uint64_t *tail = (uint64_t *)((char *)a->region + INDICES + CXB_LINE);
+    char *ring = (char *)a->region + SLOTS;
+    /* simulate: this host's private view of the slots; otherwise the region itself. */
+    char *view = ring;
+    if (a->simulate && !(view = calloc(slots, slot)))
+        return cxb_fail(ENOMEM, "cannot allocate a private view of %llu slots",
+                        (unsigned long long)slots);
+    size_t words = a->message / 8;
+    int fenced = a->protocol == CXB_XH_FLUSH;
+    a->stale = a->torn = 0;
+    uint64_t t0 = cxb_now_ns();
+    for (uint64_t i = 0; i < a->iterations && rc == 0; i++) {
+        size_t off = (size_t)(i % slots) * slot;
+        uint64_t *msg = (uint64_t *)(view + off);
+        if (a->host == 0) {                          /* the producer */
+            if (i >= slots && (rc = wait_for(a, tail, i - slots + 1, 0, 1, "room in the ring")))
+                break;
+            uint64_t sum = 0;
+            msg[0] = i + 1;
+            for (size_t w = 1; w + 1 < words; w++)
+                sum += msg[w] = pattern(i + 1, w);
+            msg[words - 1] = sum ^ (i + 1);
+            /* plant: the last line left unpublished, a program's missing flush */
+            size_t out = a->plant && a->message > CXB_LINE ? a->message - CXB_LINE : a->message;
+            if (a->simulate && fenced)
+                memcpy(ring + off, msg, out);
+            if (fenced && !a->simulate)
+                publish(msg, out, a->flush);
+            put(head, i + 1);
+        } else {                                     /* the consumer */
+            if ((rc = wait_for(a, head, i + 1, 0, 1, "a message")))
+                break;
+            if (fenced) {
+                if (a->simulate)
+                    memcpy(msg, ring + off, a->message);
+                else
+                    invalidate(msg, a->message);
+            }
+            volatile uint64_t *in = msg;
+            uint64_t sum = 0;
+            for (size_t w = 1; w + 1 < words; w++)
+                sum += in[w];
+            if (in[0] != i + 1)
+                a->stale++;
+            else if ((sum ^ (i + 1)) != in[words - 1])
+                a->torn++;
+            put(tail, i + 1);
+        }
+    }
+    a->ns = cxb_now_ns() - t0;
+    if (view != ring)
+        free(view);
+    return rc;
+}

@@ -1,0 +1,128 @@
+"""Memory shared by two hosts, the C core (native/crosshost.c): two processes of this
+machine stand in for two hosts on one region (an anonymous shared mapping, as a DAX
+device's would be). The meeting (one host late, one never there), the flag ping-pong with
+and without the flush protocol, and the ring's checksums: clean where the hosts are
+coherent, and catching a missing protocol or a planted missing flush where each host sees
+the messages through a private copy, as a non-coherent device would show them."""
+import json
+import mmap
+import os
+import time
+
+import pytest
+
+from cxlbench import native
+from cxlbench.errors import NativeError
+
+PAGE = 4096
+REGION = 64 * PAGE
+pytestmark = pytest.mark.skipif(not native.flush_supported("clflush"),
+                                reason="needs x86-64's clflush")
+
+
+def region():
+    mm = mmap.mmap(-1, REGION, flags=mmap.MAP_SHARED)
+    addr = int(native.ffi.cast("uintptr_t", native.ffi.from_buffer(mm)))
+    return mm, addr
+
+
+def both(host0, host1, delay1: float = 0.0, timeout: float = 30):
+    """host0(addr) here and host1(addr) in a child process on one shared region: their
+    results (the child's through a pipe, its error as text)."""
+    mm, addr = region()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # host 1
+        os.close(r)
+        try:
+            time.sleep(delay1)
+            out = {"ok": host1(addr)}
+        except Exception as e:                      # noqa: BLE001 - reported to the parent
+            out = {"error": str(e)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    try:
+        mine = host0(addr)
+    finally:
+        with os.fdopen(r) as f:
+            theirs = json.loads(f.read() or '{"error": "host 1 said nothing"}')
+        os.waitpid(pid, 0)
+        mm.close()
+    return mine, theirs
+
+
+def test_two_hosts_meet_one_late_and_one_never_there():
+    def meet(host, gen=1, timeout=10):
+        return lambda addr: native.xh_meet(addr, REGION, host, gen, timeout)
+    assert both(meet(0), meet(1)) == (None, {"ok": None})
+    assert both(meet(0), meet(1), delay1=0.5) == (None, {"ok": None})    # host 1 late
+    mm, addr = region()
+    t = time.monotonic()
+    with pytest.raises(NativeError, match="host 0 waited 0.3 s for host 1 to arrive"):
+        native.xh_meet(addr, REGION, 0, 1, 0.3)
+    assert 0.3 <= time.monotonic() - t < 5
+    with pytest.raises(NativeError, match="host 1 waited .* for host 0 to open the meeting"):
+        native.xh_meet(addr, REGION, 1, 2, 0.2)     # generation 2 was never opened
+    with pytest.raises(NativeError, match="generation starts at 1"):
+        native.xh_meet(addr, REGION, 0, 0, 1)
+    with pytest.raises(NativeError, match="page-aligned region of at least"):
+        native.xh_meet(addr, PAGE, 0, 1, 1)
+
+
+@pytest.mark.parametrize("protocol", ["none", "flush"])
+def test_the_flag_goes_round_as_often_as_asked(protocol):
+    n = 2000
+
+    def side(host):
+        def run(addr):
+            native.xh_meet(addr, REGION, host, 1, 10)
+            return native.xh_pingpong(addr, REGION, host, n, protocol, "clflush", 10)
+        return run
+    ns0, theirs = both(side(0), side(1))
+    assert "ok" in theirs, theirs
+    assert ns0 > 0 and theirs["ok"] > 0
+
+
+@pytest.mark.parametrize("message", [64, 4096, 65536])
+def test_a_coherent_ring_is_clean_with_and_without_the_protocol(message):
+    n = 500
+
+    def side(host, protocol):
+        def run(addr):
+            native.xh_meet(addr, REGION, host, 1, 10)
+            return native.xh_ring(addr, REGION, host, n, message, protocol, "clflush", 10)
+        return run
+    for protocol in ("none", "flush"):
+        (ns, stale0, torn0), theirs = both(side(0, protocol), side(1, protocol))
+        assert "ok" in theirs, theirs
+        assert ns > 0 and theirs["ok"][1:] == [0, 0]
+
+
+def test_the_checksums_catch_a_missing_protocol_and_a_planted_missing_flush():
+    """Seen through private copies (a non-coherent device, simulated): without the
+    protocol every message is read stale; with it none; with the writer's last line left
+    unflushed every message of more than a line is torn."""
+    n, message = 300, 256
+
+    def side(host, protocol, plant=False):
+        def run(addr):
+            native.xh_meet(addr, REGION, host, 1, 10)
+            return native.xh_ring(addr, REGION, host, n, message, protocol, "clflush", 10,
+                                  simulate=True, plant=plant)
+        return run
+    outcomes = {}
+    for protocol, plant in (("none", False), ("flush", False), ("flush", True)):
+        _, theirs = both(side(0, protocol, plant), side(1, protocol, plant))
+        assert "ok" in theirs, theirs
+        outcomes[protocol, plant] = tuple(theirs["ok"][1:])
+    assert outcomes == {("none", False): (n, 0), ("flush", False): (0, 0),
+                        ("flush", True): (0, n)}
+
+
+def test_a_ring_too_small_or_a_message_out_of_shape_is_refused():
+    mm, addr = region()
+    with pytest.raises(NativeError, match="at least 64 bytes, whole words"):
+        native.xh_ring(addr, REGION, 0, 1, 60, "none", "clflush", 1)
+    with pytest.raises(NativeError, match="holds 0 slots of 1048576 bytes; the ring needs 2"):
+        native.xh_ring(addr, REGION, 0, 1, 1 << 20, "none", "clflush", 1)
