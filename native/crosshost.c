@@ -236,6 +236,10 @@ int cxb_xh_ring(struct cxb_xh_args *a)
             put(tail, i + 1);
         }
     }
+    /* The producer leaves once every message is read: the consumer's last store to the
+     * indices must land before host 0 clears them for the next meeting. */
+    if (rc == 0 && a->host == 0)
+        rc = wait_for(a, tail, a->iterations, 0, 1, "the last message to be read");
     a->ns = cxb_now_ns() - t0;
     if (view != ring)
         free(view);

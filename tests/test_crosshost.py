@@ -126,3 +126,23 @@ def test_a_ring_too_small_or_a_message_out_of_shape_is_refused():
         native.xh_ring(addr, REGION, 0, 1, 60, "none", "clflush", 1)
     with pytest.raises(NativeError, match="holds 0 slots of 1048576 bytes; the ring needs 2"):
         native.xh_ring(addr, REGION, 0, 1, 1 << 20, "none", "clflush", 1)
+
+
+def test_meetings_in_turn_on_one_region_leave_nothing_behind():
+    """Repetitions as a benchmark makes them: a meeting, then a ring, twenty times on one
+    region. The consumer's last index store of one round must not reach the next round
+    (host 0 clears the indices as it opens each meeting), or messages would be read
+    stale."""
+    rounds, n = 20, 64
+
+    def side(host):
+        def run(addr):
+            seen = []
+            for k in range(rounds):
+                native.xh_meet(addr, REGION, host, k + 1, 10)
+                seen.append(native.xh_ring(addr, REGION, host, n, 64, "none", "clflush",
+                                           10)[1:])
+            return seen
+        return run
+    _, theirs = both(side(0), side(1))
+    assert theirs.get("ok") == [[0, 0]] * rounds, theirs
