@@ -9,7 +9,7 @@ from .units import format_size, parse_list
 # cases that differ only in these are still the same measurement.
 NOT_MEASURED = ("repeat", "warmup", "timeout", "tolerance")
 SIZES = ("size", "load_size", "window", "chunk", "step_size", "stride",
-         "checkpoint.size")  # kind "size"
+         "checkpoint.size", "message")  # kind "size"
 
 
 def value_text(name: str, value) -> str:

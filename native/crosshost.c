@@ -27,7 +27,7 @@
 
 /* The region: page 0 the meeting block (magic, generation, a ready line per host), page 1
  * the flag lines (host 0's, host 1's), page 2 the ring's indices (head, tail: a line
- * each), pages 3.. the ring's slots. */
+ * each), then the ring's slots (two or more). */
 struct meet_block {
     uint64_t magic, generation, pad[6];
     struct { uint64_t generation, pad[7]; } ready[2];
@@ -176,7 +176,7 @@ static uint64_t pattern(uint64_t seq, size_t w) { return seq * 0x9E3779B97F4A7C1
 
 int cxb_xh_ring(struct cxb_xh_args *a)
 {
-    int rc = check(a, SLOTS + 2 * XH_PAGE);
+    int rc = check(a, SLOTS);
     if (rc)
         return rc;
     if (a->message < CXB_LINE || a->message % 8)

@@ -115,7 +115,9 @@ enum cxb_check {
     CXB_CHECK_UPDATED = 10,     /* numpy takes the same optimizer step on the same rows */
     CXB_CHECK_BLOCKS = 11,      /* each KV block read back sums to what was written to it */
     CXB_CHECK_STEPPED = 12,     /* numpy takes the same Adam step on the same parameters */
-    CXB_CHECK_SNAPSHOT = 13     /* the snapshot's checksum equals the source's */
+    CXB_CHECK_SNAPSHOT = 13,    /* the snapshot's checksum equals the source's */
+    CXB_CHECK_MESSAGES = 14     /* the consumer reads each message's sequence number and
+                                 * checksum back (stale and torn ones counted) */
 };
 
 /* What a row of either table says. */
@@ -232,7 +234,7 @@ int cxb_atomics(struct cxb_coherence_args *a);
  * _CLFLUSHOPT or _CLWB) and sfence with the reader's clflush before it reads. */
 enum cxb_xh_protocol { CXB_XH_NONE = 0, CXB_XH_FLUSH = 1 };
 struct cxb_xh_args {
-    void *region;           /* page-aligned, mapped by both hosts: 3 pages, a ring 5 or more */
+    void *region;           /* page-aligned, mapped by both hosts: 3 pages and a ring's slots */
     size_t bytes;
     int host;               /* 0 or 1: ping-pong's starter, the ring's producer, is 0 */
     uint64_t generation;    /* meet: this meeting's number (1 up), the same on both hosts */

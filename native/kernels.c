@@ -221,6 +221,12 @@ static const struct cxb_entry drivers[] = {
      "read all its scattered blocks, every layer, K and V), prefill writes, and runs of "
      "blocks copied between pools (swaps, prefix restores), threads split each step",
      CXB_CHECK_BLOCKS, NULL, 1, 0, SCALAR | WIDE, NULL},
+    {"xh_pingpong", "shared_pingpong", "a flag handed back and forth between two hosts on "
+     "one shared region, with or without the flush protocol", CXB_CHECK_COUNTERS, NULL, 2, 2,
+     SCALAR, "x86-64: clflush (the protocol's flush: cxb_flush_supported)"},
+    {"xh_ring", "shared_ring", "messages from host 0 to host 1 through a single-producer "
+     "single-consumer ring on one shared region", CXB_CHECK_MESSAGES, NULL, 2, 2, SCALAR,
+     "x86-64: clflush (the protocol's flush: cxb_flush_supported)"},
     {"migrate_touch", "migrate_touch", "one thread moves a buffer's pages (move_pages or "
      "mbind) while a second touches them one line at a time, every touch timed",
      CXB_CHECK_PAGES, NULL, 2, 2, SCALAR, "x86-64: the buffer is flushed before and after"},

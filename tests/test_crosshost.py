@@ -146,3 +146,68 @@ def test_meetings_in_turn_on_one_region_leave_nothing_behind():
         return run
     _, theirs = both(side(0), side(1))
     assert theirs.get("ok") == [[0, 0]] * rounds, theirs
+
+
+SUITE = """
+[global]
+repeat = 2
+warmup = 1
+mem = "bind:0"
+
+[pingpong]
+bench = "shared_pingpong"
+protocol = "all"
+iterations = 500
+
+[ring]
+bench = "shared_ring"
+protocol = "all"
+message = [64, 65536]
+messages = 200
+
+[stale]
+bench = "shared_ring"
+protocol = "all"
+simulate = true
+message = 256
+messages = 100
+"""
+
+
+def test_the_shared_memory_benchmarks_run_as_a_suite(tmp_path):
+    """`cxlbench run` of both benchmarks, the two hosts two CPUs of this machine: every
+    case ok, the region placed and verified on node 0, round trips timed, the coherent
+    ring clean either way, and the simulated non-coherent one read stale in full without
+    the protocol and clean with it."""
+    from .conftest import cxlbench
+    (tmp_path / "shared.toml").write_text(SUITE)
+    r = cxlbench("run", str(tmp_path / "shared.toml"), "--results-dir", str(tmp_path / "r"),
+                 "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert {x["status"] for x in rows} == {"ok"} and len({x["case"] for x in rows}) == 8
+    got = {(x["case"].split("/")[0], x["parameters"]["protocol"],
+            x["parameters"]["message"] if "message" in x["parameters"] else None,
+            x["metric"]): x["median"] for x in rows}
+    assert 0 < got["pingpong", "none", None, "round_trip"] < got["pingpong", "flush", None,
+                                                                 "round_trip"]
+    assert got["pingpong", "none", None, "one_way"] == \
+        pytest.approx(got["pingpong", "none", None, "round_trip"] / 2)
+    for protocol in ("none", "flush"):
+        for message in (64, 65536):
+            assert got["ring", protocol, message, "bandwidth"] > 0
+            assert got["ring", protocol, message, "stale"] == 0
+            assert got["ring", protocol, message, "torn"] == 0
+    assert got["stale", "none", 256, "stale"] == 100 and got["stale", "flush", 256, "stale"] == 0
+    (run,) = (tmp_path / "r").glob("*/*")
+    journal = [json.loads(line) for line in (run / "cases.jsonl").read_text().splitlines()]
+    for e in journal:
+        (v,) = e["placement"]["verified"]
+        assert (v["buffer"], v["spec"], v["ok"], v["other"]) == ("region", "bind:0", True, 0)
+
+
+def test_a_suite_for_two_hosts_needs_two_cpus(tmp_path):
+    from .conftest import cxlbench
+    (tmp_path / "one.toml").write_text('[p]\nbench = "shared_pingpong"\ncpus = "0"\n')
+    r = cxlbench("run", str(tmp_path / "one.toml"), "--dry-run")
+    assert r.returncode == 2 and "two hosts need two CPUs (cpus=a,b)" in r.stderr

@@ -26,7 +26,7 @@ from cxlbench.units import parse_list
 from . import sysfs_fixtures
 
 SUITES = ["calibrate", "ci", "ci-full", "coherence", "full", "gpu", "migration", "ml",
-          "model-check", "node", "quick", "tiering"]
+          "model-check", "node", "quick", "shared", "tiering"]
 # Their reports take 2.5-4 s each on the two-CPU VM, 15 s together (the rest: 9 s).
 SLOW = {"ci-full", "full", "gpu", "migration", "tiering"}
 MAX_HEIGHT = 2600       # pixels: a few screens, panels stacked
@@ -55,6 +55,11 @@ SHAPES = {
     "interleave_sweep": ("read", {"bandwidth": ("GB/s", 17.0)},
                          {"passes": 32, "bytes_per_rep": 1 << 29, "threads": 2}),
     "pingpong": ("pingpong_store", {"latency": ("ns", 92.7)}, {"transfers": 40000}),
+    "shared_pingpong": ("xh_pingpong", {"round_trip": ("ns", 141.0), "one_way": ("ns", 70.3)},
+                        {"round_trips": 20000}),
+    "shared_ring": ("xh_ring", {"bandwidth": ("GB/s", 4.45), "messages": ("M/s", 1.09),
+                                "stale": ("messages", 0.0), "torn": ("messages", 0.0)},
+                    {"messages": 4000, "slots": 8}),
     "atomics": ("atomic_faa", {"throughput": ("Mops/s", 118.6), "fairness": ("jain", 1.0)},
                 {"threads": 2}),
     "flush": ("clflush", {"latency": ("ns", 4.4), "bandwidth": ("GB/s", 14.7)},
