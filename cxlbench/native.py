@@ -565,21 +565,23 @@ def xh_meet(addr: int, nbytes: int, host: int, generation: int, timeout_s: float
 
 
 def xh_pingpong(addr: int, nbytes: int, host: int, iterations: int, protocol: str,
-                flush: str, timeout_s: float) -> int:
-    """Round trips of a flag between the hosts (host 0 starts each): this host's ns."""
+                flush: str, timeout_s: float, generation: int = 1) -> int:
+    """Round trips of a flag between the hosts (host 0 starts each) after the meeting
+    `generation` (the flags count from it): this host's ns."""
     return _shared("cxb_xh_pingpong", lib.cxb_xh_pingpong, addr, nbytes, host,
                    iterations=iterations, protocol=protocol, flush=flush,
-                   timeout_s=timeout_s).ns
+                   timeout_s=timeout_s, generation=generation).ns
 
 
 def xh_ring(addr: int, nbytes: int, host: int, messages: int, message: int, protocol: str,
-            flush: str, timeout_s: float, simulate: bool = False,
+            flush: str, timeout_s: float, generation: int = 1, simulate: bool = False,
             plant: bool = False) -> tuple[int, int, int]:
-    """Messages from host 0 to host 1 through a ring in the region: this host's (ns,
-    messages read stale, messages read torn) (the counts are the consumer's)."""
+    """Messages from host 0 to host 1 through a ring in the region's first nbytes, after
+    the meeting `generation`: this host's (ns, messages read stale, messages read torn)
+    (the counts are the consumer's)."""
     a = _shared("cxb_xh_ring", lib.cxb_xh_ring, addr, nbytes, host, iterations=messages,
                 message=message, protocol=protocol, flush=flush, timeout_s=timeout_s,
-                simulate=simulate, plant=plant)
+                generation=generation, simulate=simulate, plant=plant)
     return a.ns, a.stale, a.torn
 
 

@@ -8,8 +8,8 @@
  * (CXB_XH_FLUSH). Without it (CXB_XH_NONE) a reader may see stale or torn data. Where the
  * hosts are in fact coherent (two processes, or guests of one QEMU host) nothing goes
  * wrong either way; `simulate` makes each host see the ring's messages through a private
- * copy that only the protocol moves (writer: copy out; reader: copy in), which is what a
- * non-coherent device does to a program that forgets a step. The ring's indices and the
+ * copy that only the protocol moves (writer: copy out; reader: copy in): the worst a
+ * non-coherent device can do to a program that forgets a step. The ring's indices and the
  * meeting block are always read and written on the region itself, with the flushes, as
  * doorbells in an uncached window are. */
 #include <errno.h>
@@ -25,12 +25,15 @@
 #define XH_PAGE 4096
 #define XH_SPIN 4096                        /* spins between looks at the clock */
 
-/* The region: page 0 the meeting block (magic, generation, a ready line per host), page 1
- * the flag lines (host 0's, host 1's), page 2 the ring's indices (head, tail: a line
- * each), then the ring's slots (two or more). */
+/* The region: page 0 the meeting block (magic, generation, a ready and a start word per
+ * host), page 1 the flags (host 0's, host 1's), page 2 the ring's indices (head, tail),
+ * then the ring's slots (two or more). Words two hosts write sit 128 bytes apart: the
+ * adjacent-line prefetcher fetches lines in pairs. */
+#define XH_APART 128
+struct apart { uint64_t generation, pad[XH_APART / 8 - 1]; };
 struct meet_block {
-    uint64_t magic, generation, pad[6];
-    struct { uint64_t generation, pad[7]; } ready[2];
+    uint64_t magic, generation, pad[XH_APART / 8 - 2];
+    struct apart ready[2], start[2];
 };
 enum { FLAGS = XH_PAGE, INDICES = 2 * XH_PAGE, SLOTS = 3 * XH_PAGE };
 
@@ -119,14 +122,24 @@ static int wait_for(struct cxb_xh_args *a, volatile uint64_t *w, uint64_t want, 
     return 0;
 }
 
+/* Both hosts inside C before either reads the clock: each marks this meeting's start
+ * and waits for the other's (the meeting itself ends in Python on each host). */
+static int start_together(struct cxb_xh_args *a)
+{
+    struct meet_block *m = a->region;
+    put(&m->start[a->host].generation, a->generation);
+    return wait_for(a, &m->start[1 - a->host].generation, a->generation, 1, 1,
+                    "the other host to start");
+}
+
 int cxb_xh_meet(struct cxb_xh_args *a)
 {
     int rc = check(a, SLOTS);
     if (rc)
         return rc;
     struct meet_block *m = a->region;
-    if (a->generation == 0)
-        return cxb_fail(EINVAL, "a meeting's generation starts at 1");
+    if (a->generation == 0 || a->generation >> 31)
+        return cxb_fail(EINVAL, "a meeting's generation is 1 to 2^31 - 1");
     int other = 1 - a->host;
     if (a->host == 0) {
         /* Host 0 opens the meeting: the work pages cleared, then its generation. */
@@ -152,13 +165,19 @@ int cxb_xh_pingpong(struct cxb_xh_args *a)
     int rc = check(a, SLOTS);
     if (rc)
         return rc;
-    volatile uint64_t *mine = (uint64_t *)((char *)a->region + FLAGS + a->host * CXB_LINE);
-    volatile uint64_t *theirs = (uint64_t *)((char *)a->region + FLAGS + (1 - a->host) * CXB_LINE);
+    volatile uint64_t *mine = (uint64_t *)((char *)a->region + FLAGS + a->host * XH_APART);
+    volatile uint64_t *theirs = (uint64_t *)((char *)a->region + FLAGS +
+                                             (1 - a->host) * XH_APART);
     int fenced = a->protocol == CXB_XH_FLUSH;
+    /* The flags count from this meeting's generation: a value an earlier meeting left
+     * in a host's cache is below every one this meeting waits for. */
+    uint64_t base = a->generation << 32;
+    if ((rc = start_together(a)))
+        return rc;
     uint64_t t0 = cxb_now_ns();
     /* Host 0 stores i and waits for host 1's i; host 1 waits, then answers. Polled
      * fresh with the protocol; without it, as a program that forgot. */
-    for (uint64_t i = 1; i <= a->iterations; i++) {
+    for (uint64_t i = base + 1; i <= base + a->iterations; i++) {
         if (a->host == 1 && (rc = wait_for(a, theirs, i, 0, fenced, "host 0's flag")))
             return rc;
         __atomic_store_n(mine, i, __ATOMIC_RELEASE);
@@ -187,7 +206,7 @@ int cxb_xh_ring(struct cxb_xh_args *a)
         return cxb_fail(EINVAL, "the region holds %llu slots of %zu bytes; the ring needs 2",
                         (unsigned long long)slots, slot);
     volatile uint64_t *head = (uint64_t *)((char *)a->region + INDICES);
-    volatile uint64_t *tail = (uint64_t *)((char *)a->region + INDICES + CXB_LINE);
+    volatile uint64_t *tail = (uint64_t *)((char *)a->region + INDICES + XH_APART);
     char *ring = (char *)a->region + SLOTS;
     /* simulate: this host's private view of the slots; otherwise the region itself. */
     char *view = ring;
@@ -196,7 +215,15 @@ int cxb_xh_ring(struct cxb_xh_args *a)
                         (unsigned long long)slots);
     size_t words = a->message / 8;
     int fenced = a->protocol == CXB_XH_FLUSH;
+    /* Sequence numbers count from this meeting's generation: a message an earlier
+     * meeting left in a slot (or a cache) is stale, not mistaken for this one's. */
+    uint64_t base = a->generation << 32;
     a->stale = a->torn = 0;
+    if ((rc = start_together(a))) {
+        if (view != ring)
+            free(view);
+        return rc;
+    }
     uint64_t t0 = cxb_now_ns();
     for (uint64_t i = 0; i < a->iterations && rc == 0; i++) {
         size_t off = (size_t)(i % slots) * slot;
@@ -204,11 +231,11 @@ int cxb_xh_ring(struct cxb_xh_args *a)
         if (a->host == 0) {                          /* the producer */
             if (i >= slots && (rc = wait_for(a, tail, i - slots + 1, 0, 1, "room in the ring")))
                 break;
-            uint64_t sum = 0;
-            msg[0] = i + 1;
+            uint64_t seq = base + i + 1, sum = 0;
+            msg[0] = seq;
             for (size_t w = 1; w + 1 < words; w++)
-                sum += msg[w] = pattern(i + 1, w);
-            msg[words - 1] = sum ^ (i + 1);
+                sum += msg[w] = pattern(seq, w);
+            msg[words - 1] = sum ^ seq;
             /* plant: the last line left unpublished, a program's missing flush */
             size_t out = a->plant && a->message > CXB_LINE ? a->message - CXB_LINE : a->message;
             if (a->simulate && fenced)
@@ -229,9 +256,9 @@ int cxb_xh_ring(struct cxb_xh_args *a)
             uint64_t sum = 0;
             for (size_t w = 1; w + 1 < words; w++)
                 sum += in[w];
-            if (in[0] != i + 1)
+            if (in[0] != base + i + 1)
                 a->stale++;
-            else if ((sum ^ (i + 1)) != in[words - 1])
+            else if ((sum ^ (base + i + 1)) != in[words - 1])
                 a->torn++;
             put(tail, i + 1);
         }

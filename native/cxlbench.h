@@ -237,12 +237,14 @@ struct cxb_xh_args {
     void *region;           /* page-aligned, mapped by both hosts: 3 pages and a ring's slots */
     size_t bytes;
     int host;               /* 0 or 1: ping-pong's starter, the ring's producer, is 0 */
-    uint64_t generation;    /* meet: this meeting's number (1 up), the same on both hosts */
+    uint64_t generation;    /* this meeting's number (1 to 2^31 - 1), the same on both
+                             * hosts: the flags and messages count from it */
     uint64_t timeout_ns;    /* the longest wait for the other host */
     int protocol;           /* CXB_XH_* */
     int flush;              /* CXB_FLUSH_* the protocol's writer uses */
     int simulate;           /* ring: messages seen through a private copy per host */
-    int plant;              /* ring: the writer leaves each message's last line unflushed */
+    int plant;              /* ring: the writer leaves each message's last line unflushed
+                             * (a message of one line: nothing left out) */
     uint64_t iterations;    /* ping-pong: round trips; ring: messages */
     size_t message;         /* ring: bytes a message, 64 or more, whole words */
     uint64_t ns;            /* out: this host's time */

@@ -64,37 +64,46 @@ def test_two_hosts_meet_one_late_and_one_never_there():
     assert 0.3 <= time.monotonic() - t < 5
     with pytest.raises(NativeError, match="host 1 waited .* for host 0 to open the meeting"):
         native.xh_meet(addr, REGION, 1, 2, 0.2)     # generation 2 was never opened
-    with pytest.raises(NativeError, match="generation starts at 1"):
+    with pytest.raises(NativeError, match="generation is 1 to 2"):
         native.xh_meet(addr, REGION, 0, 0, 1)
     with pytest.raises(NativeError, match="page-aligned region of at least"):
         native.xh_meet(addr, PAGE, 0, 1, 1)
 
 
-@pytest.mark.parametrize("protocol", ["none", "flush"])
-def test_the_flag_goes_round_as_often_as_asked(protocol):
-    n = 2000
+FLUSHES = [f for f in ("clflush", "clflushopt", "clwb") if native.flush_supported(f)]
+
+
+@pytest.mark.parametrize("protocol,flush", [("none", "clflush")] +
+                         [("flush", f) for f in FLUSHES])
+def test_the_flag_goes_round_as_often_as_asked(protocol, flush):
+    """Both flags end at the meeting's generation (high 32 bits) plus the round trips:
+    a value an earlier meeting left is below every one this one waits for."""
+    n, generation = 2000, 7
 
     def side(host):
         def run(addr):
-            native.xh_meet(addr, REGION, host, 1, 10)
-            return native.xh_pingpong(addr, REGION, host, n, protocol, "clflush", 10)
+            native.xh_meet(addr, REGION, host, generation, 10)
+            ns = native.xh_pingpong(addr, REGION, host, n, protocol, flush, 10, generation)
+            words = native.ffi.cast("uint64_t *", addr)
+            return ns, [int(words[PAGE // 8]), int(words[(PAGE + 128) // 8])]
         return run
-    ns0, theirs = both(side(0), side(1))
+    (ns0, flags), theirs = both(side(0), side(1))
     assert "ok" in theirs, theirs
-    assert ns0 > 0 and theirs["ok"] > 0
+    assert ns0 > 0 and theirs["ok"][0] > 0
+    assert flags == [(generation << 32) + n] * 2
 
 
 @pytest.mark.parametrize("message", [64, 4096, 65536])
 def test_a_coherent_ring_is_clean_with_and_without_the_protocol(message):
     n = 500
 
-    def side(host, protocol):
+    def side(host, protocol, flush):
         def run(addr):
             native.xh_meet(addr, REGION, host, 1, 10)
-            return native.xh_ring(addr, REGION, host, n, message, protocol, "clflush", 10)
+            return native.xh_ring(addr, REGION, host, n, message, protocol, flush, 10)
         return run
-    for protocol in ("none", "flush"):
-        (ns, stale0, torn0), theirs = both(side(0, protocol), side(1, protocol))
+    for protocol, flush in [("none", "clflush")] + [("flush", f) for f in FLUSHES]:
+        (ns, stale0, torn0), theirs = both(side(0, protocol, flush), side(1, protocol, flush))
         assert "ok" in theirs, theirs
         assert ns > 0 and theirs["ok"][1:] == [0, 0]
 
@@ -126,6 +135,9 @@ def test_a_ring_too_small_or_a_message_out_of_shape_is_refused():
         native.xh_ring(addr, REGION, 0, 1, 60, "none", "clflush", 1)
     with pytest.raises(NativeError, match="holds 0 slots of 1048576 bytes; the ring needs 2"):
         native.xh_ring(addr, REGION, 0, 1, 1 << 20, "none", "clflush", 1)
+    # the ring is as deep as the bytes given, not the region's pages: 3 pages and 1 slot
+    with pytest.raises(NativeError, match="holds 1 slots of 128 bytes"):
+        native.xh_ring(addr, 3 * PAGE + 128 + 64, 0, 1, 128, "none", "clflush", 1)
 
 
 def test_meetings_in_turn_on_one_region_leave_nothing_behind():
@@ -141,7 +153,7 @@ def test_meetings_in_turn_on_one_region_leave_nothing_behind():
             for k in range(rounds):
                 native.xh_meet(addr, REGION, host, k + 1, 10)
                 seen.append(native.xh_ring(addr, REGION, host, n, 64, "none", "clflush",
-                                           10)[1:])
+                                           10, k + 1)[1:])
             return seen
         return run
     _, theirs = both(side(0), side(1))
@@ -174,6 +186,7 @@ messages = 100
 """
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two hosts need two CPUs")
 def test_the_shared_memory_benchmarks_run_as_a_suite(tmp_path):
     """`cxlbench run` of both benchmarks, the two hosts two CPUs of this machine: every
     case ok, the region placed and verified on node 0, round trips timed, the coherent
@@ -199,6 +212,8 @@ def test_the_shared_memory_benchmarks_run_as_a_suite(tmp_path):
             assert got["ring", protocol, message, "stale"] == 0
             assert got["ring", protocol, message, "torn"] == 0
     assert got["stale", "none", 256, "stale"] == 100 and got["stale", "flush", 256, "stale"] == 0
+    # simulated: counts only, its time no figure of the region's
+    assert ("stale", "none", 256, "bandwidth") not in got
     (run,) = (tmp_path / "r").glob("*/*")
     journal = [json.loads(line) for line in (run / "cases.jsonl").read_text().splitlines()]
     for e in journal:
@@ -211,3 +226,20 @@ def test_a_suite_for_two_hosts_needs_two_cpus(tmp_path):
     (tmp_path / "one.toml").write_text('[p]\nbench = "shared_pingpong"\ncpus = "0"\n')
     r = cxlbench("run", str(tmp_path / "one.toml"), "--dry-run")
     assert r.returncode == 2 and "two hosts need two CPUs (cpus=a,b)" in r.stderr
+
+
+def test_host_1s_failure_is_the_one_raised_and_the_cpus_are_given_back():
+    from cxlbench.benchmarks.crosshost import _both
+    allowed = os.sched_getaffinity(0)
+    cpus = sorted(allowed)[:2]
+
+    def host0():
+        raise RuntimeError("host 0 waited for host 1")
+
+    def host1():
+        raise ValueError("host 1: out of memory")
+    with pytest.raises(ValueError, match="host 1: out of memory"):
+        _both(cpus, host0, host1)
+    assert os.sched_getaffinity(0) == allowed
+    assert _both(cpus, lambda: 0, lambda: 1) == (0, 1)
+    assert os.sched_getaffinity(0) == allowed
