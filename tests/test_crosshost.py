@@ -219,6 +219,14 @@ def test_the_shared_memory_benchmarks_run_as_a_suite(tmp_path):
     for e in journal:
         (v,) = e["placement"]["verified"]
         assert (v["buffer"], v["spec"], v["ok"], v["other"]) == ("region", "bind:0", True, 0)
+    # the report's figures: round trips, bandwidth by message size (the timed rings
+    # only), and the stale counts of the simulated ring
+    from cxlbench import report
+    report.build([run], tmp_path / "report")
+    assert sorted(f.name for f in (tmp_path / "report" / "figures").iterdir()) == \
+        ["shared-pingpong.png", "shared-ring.png", "shared-stale.png"]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "Fixed: flush=clflush, mem=bind:0, messages=200" in md and "simulate=False" in md
 
 
 def test_a_suite_for_two_hosts_needs_two_cpus(tmp_path):

@@ -1,0 +1,40 @@
+"""Memory shared by two hosts (benchmarks/crosshost.py): the flag's round trip with and
+without the software-coherence protocol, the ring's bandwidth by message size, and the
+messages a ring read stale or torn."""
+from __future__ import annotations
+
+from .draw import bars, lines
+
+
+def shared_pingpong(frame, runs):
+    yield bars(frame, ("protocol", "flush"), "round_trip", key="shared-pingpong",
+               family="shared_pingpong",
+               title="A flag's round trip between two hosts on one region",
+               measured="Round trip (ns) of a flag handed from host 0 to host 1 and back, "
+                        "without the protocol or with the writer's flush and fence and the "
+                        "reader's clflush before each poll")
+
+
+def shared_ring(frame, runs):
+    timed = frame[~frame["params"].map(lambda p: bool(p.get("simulate")))]
+    yield lines(timed, "message", "bandwidth", xlabel="message size", xsize=True, logx=True,
+                key="shared-ring", family="shared_ring",
+                title="A ring's bandwidth between two hosts, by message size",
+                measured="Bandwidth (GB/s) at the consumer of messages streamed from host 0 "
+                         "to host 1 through a single-producer single-consumer ring, every "
+                         "message's sequence number and checksum read back")
+    # Stale counts where any can be: a simulated ring, or one that read any (a coherent
+    # ring reads none, and a bar of zeros a case says nothing the table does not).
+    judged = frame[frame["params"].map(lambda p: bool(p.get("simulate"))) |
+                   ((frame["metric"] == "stale") & (frame["median"] > 0))]
+    if len(judged):
+        yield bars(frame[frame["case"].isin(set(judged["case"]))], ("protocol", "message"),
+                   "stale", key="shared-stale", family="shared_ring",
+                   title="Messages the ring read stale",
+                   measured="Messages (of each repetition's) the consumer read with an "
+                            "older sequence number; simulated rings see the messages through "
+                            "a private copy only the protocol moves, the worst a "
+                            "non-coherent device can do")
+
+
+PLOTTERS = {"shared_pingpong": shared_pingpong, "shared_ring": shared_ring}
