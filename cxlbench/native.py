@@ -32,6 +32,7 @@ LOAD_MODES = _enum("CXB_LOAD_")             # loaded latency's generators
 PINGPONG_MODES = _enum("CXB_PINGPONG_")
 ATOMIC_MODES = _enum("CXB_ATOMIC_")
 FLUSH_KINDS = _enum("CXB_FLUSH_")
+XH_OPS = _enum("CXB_XHOP_")                # add, cas, plain: shared_atomic's operations
 XH_PROTOCOLS = _enum("CXB_XH_")               # none, flush: the software-coherence protocol
 CHECKS = _enum("CXB_CHECK_")                # how a table row's output is checked
 
@@ -543,30 +544,48 @@ def atomics(addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]
     return _coherence("cxb_atomics", lib.cxb_atomics, addr, mode, iterations, cpus)
 
 
-def _shared(call, fn, addr: int, nbytes: int, host: int, *, timeout_s: float,
-            generation: int = 0, protocol: str = "none", flush: str = "clflush",
-            iterations: int = 0, message: int = 0, simulate: bool = False,
-            plant: bool = False):
+def _shared(call, fn, addr: int, nbytes: int, host: int, *, timeout_s: float = 1.0,
+            session: int = 0, key: int = 0, generation: int = 0, protocol: str = "none",
+            flush: str = "clflush", iterations: int = 0, message: int = 0,
+            simulate: bool = False, plant: bool = False, op: str = "add"):
     a = ffi.new("struct cxb_xh_args *")
     a.region, a.bytes, a.host = ffi.cast("void *", addr), nbytes, host
-    a.generation, a.timeout_ns = generation, max(int(timeout_s * 1e9), 1)
+    a.session, a.key, a.generation = session, key, generation
+    a.timeout_ns = max(int(timeout_s * 1e9), 1)
     a.protocol, a.flush = XH_PROTOCOLS.index(protocol), FLUSH_KINDS.index(flush)
     a.iterations, a.message, a.simulate, a.plant = iterations, message, simulate, plant
+    a.op = XH_OPS.index(op)
     _raise_if_failed(call, fn(a))
     return a
 
 
-def xh_meet(addr: int, nbytes: int, host: int, generation: int, timeout_s: float) -> None:
-    """Meet the other host at the shared region's start (this meeting's generation, the
-    same on both; host 0 clears the work pages first); NativeError ETIMEDOUT where the
-    other host did not come within timeout_s."""
-    _shared("cxb_xh_meet", lib.cxb_xh_meet, addr, nbytes, host, generation=generation,
-            timeout_s=timeout_s)
+def xh_meet(addr: int, nbytes: int, host: int, session: int, key: int,
+            timeout_s: float) -> int:
+    """Meet the other host at the shared region's start: the meeting's generation (the
+    same on both; host 0 opens it, clearing the work pages first). NativeError
+    ETIMEDOUT where the other host did not come within timeout_s, ECONNABORTED where it
+    gave up, EPROTO where it runs another case (`key`) or another session."""
+    return _shared("cxb_xh_meet", lib.cxb_xh_meet, addr, nbytes, host, session=session,
+                   key=key, timeout_s=timeout_s).generation
+
+
+def xh_abort(addr: int, nbytes: int, host: int, session: int, generation: int = 0) -> None:
+    """This host gives up the meeting `generation` (0: the one it would join next): the
+    other host's waits for it end at once, and both go on to the next meeting in step."""
+    _shared("cxb_xh_abort", lib.cxb_xh_abort, addr, nbytes, host, session=session,
+            generation=generation)
+
+
+def xh_together(addr: int, nbytes: int, host: int, generation: int, phase: int,
+                timeout_s: float) -> None:
+    """Both hosts at `phase` (0 to 65533) of the meeting `generation` before either goes on."""
+    _shared("cxb_xh_together", lib.cxb_xh_together, addr, nbytes, host,
+            generation=generation, iterations=phase, timeout_s=timeout_s)
 
 
 def xh_pingpong(addr: int, nbytes: int, host: int, iterations: int, protocol: str,
-                flush: str, timeout_s: float, generation: int = 1) -> int:
-    """Round trips of a flag between the hosts (host 0 starts each) after the meeting
+                flush: str, timeout_s: float, generation: int) -> int:
+    """Round trips of a flag between the hosts (host 0 starts each) in the meeting
     `generation` (the flags count from it): this host's ns."""
     return _shared("cxb_xh_pingpong", lib.cxb_xh_pingpong, addr, nbytes, host,
                    iterations=iterations, protocol=protocol, flush=flush,
@@ -574,15 +593,25 @@ def xh_pingpong(addr: int, nbytes: int, host: int, iterations: int, protocol: st
 
 
 def xh_ring(addr: int, nbytes: int, host: int, messages: int, message: int, protocol: str,
-            flush: str, timeout_s: float, generation: int = 1, simulate: bool = False,
+            flush: str, timeout_s: float, generation: int, simulate: bool = False,
             plant: bool = False) -> tuple[int, int, int]:
-    """Messages from host 0 to host 1 through a ring in the region's first nbytes, after
+    """Messages from host 0 to host 1 through a ring in the region's first nbytes, in
     the meeting `generation`: this host's (ns, messages read stale, messages read torn)
     (the counts are the consumer's)."""
     a = _shared("cxb_xh_ring", lib.cxb_xh_ring, addr, nbytes, host, iterations=messages,
                 message=message, protocol=protocol, flush=flush, timeout_s=timeout_s,
                 generation=generation, simulate=simulate, plant=plant)
     return a.ns, a.stale, a.torn
+
+
+def xh_atomic(addr: int, nbytes: int, host: int, iterations: int, op: str, protocol: str,
+              flush: str, timeout_s: float, generation: int) -> tuple[int, int]:
+    """`iterations` additions of 1 by each host to one counter (XH_OPS) in the meeting
+    `generation`: this host's (ns, the counter once both finished)."""
+    a = _shared("cxb_xh_atomic", lib.cxb_xh_atomic, addr, nbytes, host,
+                iterations=iterations, op=op, protocol=protocol, flush=flush,
+                timeout_s=timeout_s, generation=generation)
+    return a.ns, a.value
 
 
 def flush_supported(kind: str) -> bool:

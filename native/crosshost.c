@@ -13,6 +13,7 @@
  * meeting block are always read and written on the region itself, with the flushes, as
  * doorbells in an uncached window are. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,17 +26,26 @@
 #define XH_PAGE 4096
 #define XH_SPIN 4096                        /* spins between looks at the clock */
 
-/* The region: page 0 the meeting block (magic, generation, a ready and a start word per
- * host), page 1 the flags (host 0's, host 1's), page 2 the ring's indices (head, tail),
- * then the ring's slots (two or more). Words two hosts write sit 128 bytes apart: the
- * adjacent-line prefetcher fetches lines in pairs. */
+/* The region: page 0 the meeting block, page 1 the flags (host 0's, host 1's) and the
+ * atomic counter, page 2 the ring's indices (head, tail), then the ring's slots or a
+ * pool's slices. Words two hosts write sit 128 bytes apart: the adjacent-line prefetcher
+ * fetches lines in pairs.
+ *
+ * A meeting's generation is session << 32 | count. Each host's ready word keeps the last
+ * meeting it attended or gave up, so both count meetings in step across the processes of
+ * one run (a case per worker) without keeping anything themselves: host 0 opens the one
+ * after its last, host 1 waits for that same number. A host that fails marks its abort
+ * word with that meeting's number, and the other stops waiting. */
 #define XH_APART 128
-struct apart { uint64_t generation, pad[XH_APART / 8 - 1]; };
+struct apart { uint64_t word, pad[XH_APART / 8 - 1]; };
 struct meet_block {
-    uint64_t magic, generation, pad[XH_APART / 8 - 2];
-    struct apart ready[2], start[2];
+    uint64_t magic, generation, key, pad[XH_APART / 8 - 3];
+    struct apart ready[2], start[2], abort[2], phase[2];
 };
-enum { FLAGS = XH_PAGE, INDICES = 2 * XH_PAGE, SLOTS = 3 * XH_PAGE };
+enum { FLAGS = XH_PAGE, COUNTER = XH_PAGE + 2 * XH_APART, INDICES = 2 * XH_PAGE,
+       SLOTS = 3 * XH_PAGE };
+#define SESSION(g) ((g) >> 32)
+#define COUNT(g) ((g) & 0xffffffffull)
 
 static const char *const flush_names[] = {"clflush", "clflushopt", "clwb"};
 
@@ -104,60 +114,143 @@ static int check(struct cxb_xh_args *a, size_t need)
     return 0;
 }
 
-/* Waits until *w (read fresh from the region where `fresh`) is at least `want` (or,
- * where exact, equals it); ETIMEDOUT once the timeout passed without it. */
+/* The meeting this host is in (after cxb_xh_meet) or goes to next: the one after the
+ * last it attended or gave up in this session. Both hosts count alike, in step. */
+static uint64_t number(struct cxb_xh_args *a)
+{
+    if (a->generation)
+        return a->generation;
+    uint64_t last = get(&((struct meet_block *)a->region)->ready[a->host].word, 1);
+    return (SESSION(last) == a->session ? last : (uint64_t)a->session << 32) + 1;
+}
+
+/* ECONNABORTED where the other host gave up the meeting this host is in (or goes to). */
+static int given_up(struct cxb_xh_args *a, const char *what)
+{
+    uint64_t meeting = number(a);
+    if (get(&((struct meet_block *)a->region)->abort[1 - a->host].word, 1) != meeting)
+        return 0;
+    return cxb_fail(ECONNABORTED, "host %d gave up meeting %llu while host %d waited for %s "
+                    "(its error is in its own output)", 1 - a->host,
+                    (unsigned long long)COUNT(meeting), a->host, what);
+}
+
+/* Waits until *w (read fresh from the region where `fresh`) equals `want`, or is at
+ * least it; ETIMEDOUT once the timeout passed without it, ECONNABORTED where the other
+ * host gave up this meeting (looked at first, and then between spins). */
 static int wait_for(struct cxb_xh_args *a, volatile uint64_t *w, uint64_t want, int exact,
                     int fresh, const char *what)
 {
-    uint64_t seen = get(w, fresh), since = cxb_now_ns();
-    for (unsigned spin = 0; exact ? seen != want : seen < want; seen = get(w, fresh)) {
-        if (++spin % XH_SPIN)
-            continue;
-        uint64_t now = cxb_now_ns();
-        if (now - since > a->timeout_ns)
-            return cxb_fail(ETIMEDOUT, "host %d waited %.3g s for %s (at %llu, wanted %llu)",
-                            a->host, (double)a->timeout_ns / 1e9, what,
-                            (unsigned long long)seen, (unsigned long long)want);
+    uint64_t since = cxb_now_ns();
+    for (unsigned spin = 0;; spin++) {
+        if (spin % XH_SPIN == 0) {
+            int rc = given_up(a, what);
+            if (rc)
+                return rc;
+            /* A host whose other side shares its CPU (two processes of one machine)
+             * lets it run; elsewhere this returns at once. */
+            if (spin)
+                sched_yield();
+            if (spin && cxb_now_ns() - since > a->timeout_ns)
+                return cxb_fail(ETIMEDOUT, "host %d waited %.3g s for %s", a->host,
+                                (double)a->timeout_ns / 1e9, what);
+        }
+        uint64_t seen = get(w, fresh);
+        if (exact ? seen == want : seen >= want)
+            return 0;
     }
-    return 0;
 }
 
-/* Both hosts inside C before either reads the clock: each marks this meeting's start
- * and waits for the other's (the meeting itself ends in Python on each host). */
+/* Both hosts at one point (word pair `w`, value v) before either goes on. The values
+ * only grow, so a host already at a later point has passed this one. */
+static int both_at(struct cxb_xh_args *a, struct apart *w, uint64_t v, const char *what)
+{
+    put(&w[a->host].word, v);
+    return wait_for(a, &w[1 - a->host].word, v, 0, 1, what);
+}
+
+/* Both hosts inside C before either reads the clock (the meeting itself ends in Python
+ * on each host). */
 static int start_together(struct cxb_xh_args *a)
 {
-    struct meet_block *m = a->region;
-    put(&m->start[a->host].generation, a->generation);
-    return wait_for(a, &m->start[1 - a->host].generation, a->generation, 1, 1,
-                    "the other host to start");
+    return both_at(a, ((struct meet_block *)a->region)->start, a->generation,
+                   "the other host to start");
 }
+
+int cxb_xh_together(struct cxb_xh_args *a)
+{
+    int rc = check(a, SLOTS);
+    if (rc)
+        return rc;
+    if (!a->generation || a->iterations >= 0xfffe)
+        return cxb_fail(EINVAL, "together: after a meeting, at a phase below 65534");
+    char what[48];
+    snprintf(what, sizeof what, "the other host at phase %llu",
+             (unsigned long long)a->iterations);
+    return both_at(a, ((struct meet_block *)a->region)->phase,
+                   COUNT(a->generation) << 16 | a->iterations, what);
+}
+
+static uint64_t newest(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 int cxb_xh_meet(struct cxb_xh_args *a)
 {
     int rc = check(a, SLOTS);
     if (rc)
         return rc;
+    if (a->session == 0)
+        return cxb_fail(EINVAL, "a meeting needs a session (not 0) both hosts name");
     struct meet_block *m = a->region;
-    if (a->generation == 0 || a->generation >> 31)
-        return cxb_fail(EINVAL, "a meeting's generation is 1 to 2^31 - 1");
+    a->generation = 0;
+    uint64_t g = number(a);
+    if (COUNT(g) == 0)
+        return cxb_fail(EOVERFLOW, "session %u has held 2^32 - 1 meetings: start another",
+                        a->session);
     int other = 1 - a->host;
     if (a->host == 0) {
-        /* Host 0 opens the meeting: the work pages cleared, then its generation. */
+        /* Host 0 opens the meeting: the work pages cleared, then the case, then its
+         * number (host 1 reads them in that order). */
         memset((char *)a->region + FLAGS, 0, SLOTS - FLAGS);
         publish((char *)a->region + FLAGS, SLOTS - FLAGS, CXB_FLUSH_CLFLUSH);
         put(&m->magic, XH_MAGIC);
-        put(&m->generation, a->generation);
+        put(&m->key, a->key);
+        put(&m->generation, g);
     } else {
-        rc = wait_for(a, &m->generation, a->generation, 1, 1, "host 0 to open the meeting");
-        if (rc)
+        if ((rc = wait_for(a, &m->generation, g, 1, 1, "host 0 to open the meeting")))
             return rc;
         if (get(&m->magic, 1) != XH_MAGIC)
             return cxb_fail(EPROTO, "the region's first page is no cxlbench meeting block");
+        uint64_t key = get(&m->key, 1);
+        if (key != a->key)
+            return cxb_fail(EPROTO, "host 0 opened meeting %llu for another case (key "
+                            "%016llx, this host's %016llx): run the same suite with the same "
+                            "options on both hosts", (unsigned long long)COUNT(g),
+                            (unsigned long long)key, (unsigned long long)a->key);
     }
-    put(&m->ready[a->host].generation, a->generation);
+    a->generation = g;
+    put(&m->ready[a->host].word, g);
     char what[48];
     snprintf(what, sizeof what, "host %d to arrive", other);
-    return wait_for(a, &m->ready[other].generation, a->generation, 1, 1, what);
+    /* A host that gives up marks its ready word too: arrived, or given up? */
+    if ((rc = wait_for(a, &m->ready[other].word, g, 1, 1, what)))
+        return rc;
+    return given_up(a, what);
+}
+
+/* This host gives up the meeting it is in or goes to next: the other stops waiting for
+ * it, and both count the meeting as held (the next is the one after). */
+int cxb_xh_abort(struct cxb_xh_args *a)
+{
+    int rc = check(a, SLOTS);
+    if (rc)
+        return rc;
+    if (a->session == 0 && a->generation == 0)
+        return cxb_fail(EINVAL, "abort: a session or a meeting");
+    struct meet_block *m = a->region;
+    uint64_t g = number(a);
+    put(&m->abort[a->host].word, g);
+    put(&m->ready[a->host].word, g);
+    return 0;
 }
 
 int cxb_xh_pingpong(struct cxb_xh_args *a)
@@ -171,7 +264,7 @@ int cxb_xh_pingpong(struct cxb_xh_args *a)
     int fenced = a->protocol == CXB_XH_FLUSH;
     /* The flags count from this meeting's generation: a value an earlier meeting left
      * in a host's cache is below every one this meeting waits for. */
-    uint64_t base = a->generation << 32;
+    uint64_t base = COUNT(a->generation) << 32;
     if ((rc = start_together(a)))
         return rc;
     uint64_t t0 = cxb_now_ns();
@@ -217,7 +310,7 @@ int cxb_xh_ring(struct cxb_xh_args *a)
     int fenced = a->protocol == CXB_XH_FLUSH;
     /* Sequence numbers count from this meeting's generation: a message an earlier
      * meeting left in a slot (or a cache) is stale, not mistaken for this one's. */
-    uint64_t base = a->generation << 32;
+    uint64_t base = COUNT(a->generation) << 32;
     a->stale = a->torn = 0;
     if ((rc = start_together(a))) {
         if (view != ring)
@@ -271,4 +364,48 @@ int cxb_xh_ring(struct cxb_xh_args *a)
     if (view != ring)
         free(view);
     return rc;
+}
+
+/* Both hosts add 1 to one counter `iterations` times each (CXB_XHOP_ADD: lock xadd;
+ * CXB_XHOP_CAS: a compare-and-swap loop; CXB_XHOP_PLAIN: a load and a store), then meet and
+ * read it: 2 x iterations where the device keeps atomics atomic across hosts. With the
+ * protocol each operation is bracketed by the reader's flush and the writer's (what a
+ * program on a non-coherent device must do, and still no atomicity across hosts). */
+int cxb_xh_atomic(struct cxb_xh_args *a)
+{
+    int rc = check(a, SLOTS);
+    if (rc)
+        return rc;
+    if (a->op < CXB_XHOP_ADD || a->op > CXB_XHOP_PLAIN)
+        return cxb_fail(EINVAL, "atomic op %d is not add, cas or plain", a->op);
+    volatile uint64_t *counter = (uint64_t *)((char *)a->region + COUNTER);
+    int fenced = a->protocol == CXB_XH_FLUSH;
+    if ((rc = start_together(a)))
+        return rc;
+    uint64_t t0 = cxb_now_ns();
+    for (uint64_t i = 0; i < a->iterations; i++) {
+        if (fenced)
+            invalidate((const void *)counter, 8);
+        if (a->op == CXB_XHOP_ADD) {
+            __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST);
+        } else if (a->op == CXB_XHOP_CAS) {
+            uint64_t v = __atomic_load_n(counter, __ATOMIC_RELAXED);
+            while (!__atomic_compare_exchange_n(counter, &v, v + 1, 0, __ATOMIC_SEQ_CST,
+                                                __ATOMIC_RELAXED))
+                ;
+        } else {
+            *counter = *counter + 1;
+        }
+        if (fenced)
+            publish((const void *)counter, 8, a->flush);
+    }
+    a->ns = cxb_now_ns() - t0;
+    /* Both done before either reads what the counter came to. */
+    struct apart *phase = ((struct meet_block *)a->region)->phase;
+    uint64_t at = COUNT(a->generation) << 16;
+    if ((rc = both_at(a, phase, at | 0xfffe, "the other host to finish its operations")))
+        return rc;
+    a->value = get(counter, 1);
+    /* ...and both have read it before host 0 may clear the page for the next meeting. */
+    return both_at(a, phase, at | 0xffff, "the other host to read the counter");
 }

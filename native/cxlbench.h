@@ -234,26 +234,36 @@ int cxb_atomics(struct cxb_coherence_args *a);
  * _CLFLUSHOPT or _CLWB) and sfence with the reader's clflush before it reads. */
 enum cxb_xh_protocol { CXB_XH_NONE = 0, CXB_XH_FLUSH = 1 };
 struct cxb_xh_args {
-    void *region;           /* page-aligned, mapped by both hosts: 3 pages and a ring's slots */
+    void *region;           /* page-aligned, mapped by both hosts: 3 pages and what the
+                             * case uses after them (a ring's slots) */
     size_t bytes;
     int host;               /* 0 or 1: ping-pong's starter, the ring's producer, is 0 */
-    uint64_t generation;    /* this meeting's number (1 to 2^31 - 1), the same on both
-                             * hosts: the flags and messages count from it */
+    uint32_t session;       /* meet: the run both hosts belong to (not 0), the same on both */
+    uint64_t key;           /* meet: the case; host 1 refuses a meeting of another case */
+    uint64_t generation;    /* out of meet, into the rest: the meeting, session << 32 |
+                             * count; the flags and messages count from its count */
     uint64_t timeout_ns;    /* the longest wait for the other host */
     int protocol;           /* CXB_XH_* */
     int flush;              /* CXB_FLUSH_* the protocol's writer uses */
     int simulate;           /* ring: messages seen through a private copy per host */
     int plant;              /* ring: the writer leaves each message's last line unflushed
                              * (a message of one line: nothing left out) */
-    uint64_t iterations;    /* ping-pong: round trips; ring: messages */
+    int op;                 /* atomic: CXB_XHOP_ADD (lock xadd), CXB_XHOP_CAS (a cmpxchg loop)
+                             * or CXB_XHOP_PLAIN (load, add, store: no atomicity at all) */
+    uint64_t iterations;    /* ping-pong: round trips; ring: messages; atomic: operations */
     size_t message;         /* ring: bytes a message, 64 or more, whole words */
     uint64_t ns;            /* out: this host's time */
     uint64_t stale;         /* out, ring consumer: messages of an older sequence number */
     uint64_t torn;          /* out, ring consumer: messages whose checksum is wrong */
+    uint64_t value;         /* out, atomic: the counter once both hosts finished */
 };
+enum cxb_xh_op { CXB_XHOP_ADD = 0, CXB_XHOP_CAS = 1, CXB_XHOP_PLAIN = 2 };
 int cxb_xh_meet(struct cxb_xh_args *a);
+int cxb_xh_abort(struct cxb_xh_args *a);
 int cxb_xh_pingpong(struct cxb_xh_args *a);
 int cxb_xh_ring(struct cxb_xh_args *a);
+int cxb_xh_atomic(struct cxb_xh_args *a);
+int cxb_xh_together(struct cxb_xh_args *a);
 
 /* ---- flush and persistence (flush.c) --------------------------------------------- */
 enum cxb_flush_kind {

@@ -227,6 +227,10 @@ static const struct cxb_entry drivers[] = {
     {"xh_ring", "shared_ring", "messages from host 0 to host 1 through a single-producer "
      "single-consumer ring on one shared region", CXB_CHECK_MESSAGES, NULL, 2, 2, SCALAR,
      "x86-64: clflush (the protocol's flush: cxb_flush_supported)"},
+    {"xh_atomic", "shared_atomic", "both hosts add to one counter on a shared region (lock "
+     "xadd, a compare-and-swap loop, or a plain load and store), the total read back",
+     CXB_CHECK_COUNTERS, NULL, 2, 2, SCALAR,
+     "x86-64: clflush (the protocol's flush: cxb_flush_supported)"},
     {"migrate_touch", "migrate_touch", "one thread moves a buffer's pages (move_pages or "
      "mbind) while a second touches them one line at a time, every touch timed",
      CXB_CHECK_PAGES, NULL, 2, 2, SCALAR, "x86-64: the buffer is flushed before and after"},

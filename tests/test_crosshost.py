@@ -7,6 +7,8 @@ the messages through a private copy, as a non-coherent device would show them.""
 import json
 import mmap
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -52,22 +54,90 @@ def both(host0, host1, delay1: float = 0.0, timeout: float = 30):
     return mine, theirs
 
 
+def meet(addr, host, session=5, key=0, timeout=10):
+    return native.xh_meet(addr, REGION, host, session, key, timeout)
+
+
 def test_two_hosts_meet_one_late_and_one_never_there():
-    def meet(host, gen=1, timeout=10):
-        return lambda addr: native.xh_meet(addr, REGION, host, gen, timeout)
-    assert both(meet(0), meet(1)) == (None, {"ok": None})
-    assert both(meet(0), meet(1), delay1=0.5) == (None, {"ok": None})    # host 1 late
+    def at(host, **kw):
+        return lambda addr: meet(addr, host, **kw)
+    g0, theirs = both(at(0), at(1))
+    assert g0 == theirs["ok"] == 5 << 32 | 1           # session 5, its first meeting
+    g0, theirs = both(at(0), at(1), delay1=0.5)          # host 1 late
+    assert g0 == theirs["ok"]
     mm, addr = region()
     t = time.monotonic()
     with pytest.raises(NativeError, match="host 0 waited 0.3 s for host 1 to arrive"):
-        native.xh_meet(addr, REGION, 0, 1, 0.3)
+        meet(addr, 0, timeout=0.3)
     assert 0.3 <= time.monotonic() - t < 5
-    with pytest.raises(NativeError, match="host 1 waited .* for host 0 to open the meeting"):
-        native.xh_meet(addr, REGION, 1, 2, 0.2)     # generation 2 was never opened
-    with pytest.raises(NativeError, match="generation is 1 to 2"):
-        native.xh_meet(addr, REGION, 0, 0, 1)
+    with pytest.raises(NativeError, match="host 1 waited 0.2 s for host 0 to open the meeting"):
+        meet(addr, 1, session=6, timeout=0.2)            # no meeting of session 6 opened
+    with pytest.raises(NativeError, match="a session .not 0."):
+        meet(addr, 0, session=0)
     with pytest.raises(NativeError, match="page-aligned region of at least"):
-        native.xh_meet(addr, PAGE, 0, 1, 1)
+        native.xh_meet(addr, PAGE, 0, 1, 0, 1)
+
+
+def test_a_dead_host_times_out_and_one_that_gives_up_ends_the_wait_at_once():
+    def dies(addr):
+        os._exit(3)                                 # host 1 never comes
+    t = time.monotonic()
+    with pytest.raises(NativeError, match="host 0 waited 0.5 s for host 1 to arrive"):
+        both(lambda addr: meet(addr, 0, timeout=0.5), dies)
+    assert time.monotonic() - t < 5
+
+    def gives_up(addr):                             # host 1 fails before the meeting
+        native.xh_abort(addr, REGION, 1, 5)
+    t = time.monotonic()
+    with pytest.raises(NativeError, match="host 1 gave up meeting 1 while host 0 waited for "
+                                          "host 1 to arrive"):
+        both(lambda addr: meet(addr, 0, timeout=30), gives_up, delay1=0.2)
+    assert time.monotonic() - t < 10                # not the 30 s wait
+
+    def then_meet_again(host):                      # ...and both go on to meeting 2
+        def run(addr):
+            if host == 1:
+                native.xh_abort(addr, REGION, 1, 5)
+            else:
+                with pytest.raises(NativeError, match="gave up"):
+                    meet(addr, 0)
+            return meet(addr, host)
+        return run
+    g0, theirs = both(then_meet_again(0), then_meet_again(1))
+    assert g0 == theirs["ok"] == 5 << 32 | 2
+
+
+def test_hosts_running_different_cases_are_told_so():
+    """Host 1 finds another case's key in the meeting, says so and gives up (as the
+    benchmarks do on any failure): host 0's wait ends at once."""
+    def host1(addr):
+        try:
+            meet(addr, 1, key=2)
+        except NativeError as e:
+            native.xh_abort(addr, REGION, 1, 5)
+            return str(e)
+    t = time.monotonic()
+    with pytest.raises(NativeError, match="host 1 gave up meeting 1"):
+        both(lambda addr: meet(addr, 0, key=1, timeout=30), host1)
+    assert time.monotonic() - t < 10
+
+
+def test_meetings_count_on_across_processes_of_one_session():
+    """A case per worker process: each process of a run meets once, and the numbers go
+    on from the region (the ready words), the same on both hosts."""
+    mm, addr = region()
+    seen = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                meet(addr, 1)
+            finally:
+                os._exit(0)
+        seen.append(meet(addr, 0))
+        os.waitpid(pid, 0)
+    assert [g & 0xffffffff for g in seen] == [1, 2, 3]
+    mm.close()
 
 
 FLUSHES = [f for f in ("clflush", "clflushopt", "clwb") if native.flush_supported(f)]
@@ -76,21 +146,21 @@ FLUSHES = [f for f in ("clflush", "clflushopt", "clwb") if native.flush_supporte
 @pytest.mark.parametrize("protocol,flush", [("none", "clflush")] +
                          [("flush", f) for f in FLUSHES])
 def test_the_flag_goes_round_as_often_as_asked(protocol, flush):
-    """Both flags end at the meeting's generation (high 32 bits) plus the round trips:
-    a value an earlier meeting left is below every one this one waits for."""
+    """Both flags end at the meeting's count (high 32 bits) plus the round trips: a value
+    an earlier meeting left is below every one this one waits for."""
     n, generation = 2000, 7
 
     def side(host):
         def run(addr):
-            native.xh_meet(addr, REGION, host, generation, 10)
-            ns = native.xh_pingpong(addr, REGION, host, n, protocol, flush, 10, generation)
+            g = meet(addr, host, session=generation)
+            ns = native.xh_pingpong(addr, REGION, host, n, protocol, flush, 10, g)
             words = native.ffi.cast("uint64_t *", addr)
             return ns, [int(words[PAGE // 8]), int(words[(PAGE + 128) // 8])]
         return run
     (ns0, flags), theirs = both(side(0), side(1))
     assert "ok" in theirs, theirs
     assert ns0 > 0 and theirs["ok"][0] > 0
-    assert flags == [(generation << 32) + n] * 2
+    assert flags == [(1 << 32) + n] * 2             # meeting 1 of session 7
 
 
 @pytest.mark.parametrize("message", [64, 4096, 65536])
@@ -99,8 +169,8 @@ def test_a_coherent_ring_is_clean_with_and_without_the_protocol(message):
 
     def side(host, protocol, flush):
         def run(addr):
-            native.xh_meet(addr, REGION, host, 1, 10)
-            return native.xh_ring(addr, REGION, host, n, message, protocol, flush, 10)
+            return native.xh_ring(addr, REGION, host, n, message, protocol, flush, 10,
+                                  meet(addr, host))
         return run
     for protocol, flush in [("none", "clflush")] + [("flush", f) for f in FLUSHES]:
         (ns, stale0, torn0), theirs = both(side(0, protocol, flush), side(1, protocol, flush))
@@ -116,9 +186,8 @@ def test_the_checksums_catch_a_missing_protocol_and_a_planted_missing_flush():
 
     def side(host, protocol, plant=False):
         def run(addr):
-            native.xh_meet(addr, REGION, host, 1, 10)
             return native.xh_ring(addr, REGION, host, n, message, protocol, "clflush", 10,
-                                  simulate=True, plant=plant)
+                                  meet(addr, host), simulate=True, plant=plant)
         return run
     outcomes = {}
     for protocol, plant in (("none", False), ("flush", False), ("flush", True)):
@@ -132,12 +201,12 @@ def test_the_checksums_catch_a_missing_protocol_and_a_planted_missing_flush():
 def test_a_ring_too_small_or_a_message_out_of_shape_is_refused():
     mm, addr = region()
     with pytest.raises(NativeError, match="at least 64 bytes, whole words"):
-        native.xh_ring(addr, REGION, 0, 1, 60, "none", "clflush", 1)
+        native.xh_ring(addr, REGION, 0, 1, 60, "none", "clflush", 1, 1)
     with pytest.raises(NativeError, match="holds 0 slots of 1048576 bytes; the ring needs 2"):
-        native.xh_ring(addr, REGION, 0, 1, 1 << 20, "none", "clflush", 1)
+        native.xh_ring(addr, REGION, 0, 1, 1 << 20, "none", "clflush", 1, 1)
     # the ring is as deep as the bytes given, not the region's pages: 3 pages and 1 slot
     with pytest.raises(NativeError, match="holds 1 slots of 128 bytes"):
-        native.xh_ring(addr, 3 * PAGE + 128 + 64, 0, 1, 128, "none", "clflush", 1)
+        native.xh_ring(addr, 3 * PAGE + 128 + 64, 0, 1, 128, "none", "clflush", 1, 1)
 
 
 def test_meetings_in_turn_on_one_region_leave_nothing_behind():
@@ -151,9 +220,8 @@ def test_meetings_in_turn_on_one_region_leave_nothing_behind():
         def run(addr):
             seen = []
             for k in range(rounds):
-                native.xh_meet(addr, REGION, host, k + 1, 10)
                 seen.append(native.xh_ring(addr, REGION, host, n, 64, "none", "clflush",
-                                           10, k + 1)[1:])
+                                           10, meet(addr, host))[1:])
             return seen
         return run
     _, theirs = both(side(0), side(1))
@@ -226,7 +294,8 @@ def test_the_shared_memory_benchmarks_run_as_a_suite(tmp_path):
     assert sorted(f.name for f in (tmp_path / "report" / "figures").iterdir()) == \
         ["shared-pingpong.png", "shared-ring.png", "shared-stale.png"]
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "Fixed: flush=clflush, mem=bind:0, messages=200" in md and "simulate=False" in md
+    assert "Fixed: flush=clflush, host=both, mem=bind:0, messages=200" in md and \
+        "simulate=False" in md and "region=" not in md
 
 
 def test_a_suite_for_two_hosts_needs_two_cpus(tmp_path):
@@ -251,3 +320,104 @@ def test_host_1s_failure_is_the_one_raised_and_the_cpus_are_given_back():
     assert os.sched_getaffinity(0) == allowed
     assert _both(cpus, lambda: 0, lambda: 1) == (0, 1)
     assert os.sched_getaffinity(0) == allowed
+
+
+TWO_HOSTS = """
+[vars]
+cpu = 0
+
+[global]
+cpus = "${cpu}"
+repeat = 2
+warmup = 1
+
+[pingpong]
+bench = "shared_pingpong"
+protocol = "all"
+iterations = 300
+
+[ring]
+bench = "shared_ring"
+protocol = "flush"
+message = 4096
+messages = 200
+
+[atomic]
+bench = "shared_atomic"
+op = "all"
+iterations = 2000
+"""
+
+
+def two_hosts(tmp_path, suite: str, env: dict, extra=()):
+    """`cxlbench run SUITE` as host 0 and host 1 at once, two processes of this machine
+    mapping one file (as two machines map one DAX device), each on a CPU of its own
+    where there are two: (exit code, stderr, run folder) of each."""
+    region = tmp_path / "region"
+    region.write_bytes(b"\0" * (1 << 20))
+    (tmp_path / "two.toml").write_text(suite)
+    cpus = sorted(os.sched_getaffinity(0))
+    procs = []
+    for h in (0, 1):
+        out = tmp_path / f"host{h}"
+        out.mkdir()
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "cxlbench", "run", str(tmp_path / "two.toml"),
+             "--results-dir", str(out), "--var", f"cpu={cpus[h % len(cpus)]}", *extra],
+            env={**os.environ, **env, "CXLBENCH_SHARED_HOST": str(h),
+                 "CXLBENCH_SHARED_REGION": str(region)},
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    done = []
+    for h, p in enumerate(procs):
+        _, err = p.communicate(timeout=300)
+        runs = list((tmp_path / f"host{h}").glob("*/*/run.json"))
+        done.append((p.returncode, err, runs[0].parent if runs else None))
+    return done
+
+
+def test_two_processes_run_a_suite_as_two_hosts_on_one_file(tmp_path):
+    """The cross-host form as a person runs it on two machines: host and region from the
+    environment (as emulate and the fleet script set them), a session both name; each
+    host's run records its role, the region, and figures of its own (the ring's stale
+    and torn counts are the consumer's, host 1's)."""
+    from cxlbench import results
+    done = two_hosts(tmp_path, TWO_HOSTS, {"CXLBENCH_SHARED_SESSION": "test-1"})
+    for h, (rc, err, run) in enumerate(done):
+        assert rc == 0, err[-2000:]
+        df = results.load(run)
+        assert set(df["host"].astype(str)) == {str(h)}
+        journal = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
+        assert {e["placement"]["spec"] for e in journal} == \
+            {f"region {tmp_path / 'region'} (host {h} of 2)"}
+        ring = df[df["job"] == "ring"]
+        assert set(ring["metric"]) == ({"bandwidth", "messages", "stale", "torn"} if h else
+                                       {"bandwidth", "messages"})
+        atomic = df[(df["job"] == "atomic") & (df["metric"] == "lost")]
+        lost = dict(zip(atomic["op"], atomic["value"]))
+        # two processes of one machine are coherent: its atomics stay atomic
+        assert lost["add"] == lost["cas"] == 0
+
+
+def test_two_hosts_need_a_session_and_a_region(tmp_path):
+    from .conftest import cxlbench
+    env = {k: v for k, v in os.environ.items() if k not in
+           ("CXLBENCH_SHARED_SESSION", "SLURM_JOB_ID")}
+    r = cxlbench("run", "--bench", "shared_pingpong", "--set", "host=1", "--dry-run",
+                 env={"CXLBENCH_SHARED_REGION": ""}, cwd=tmp_path)
+    assert r.returncode == 2 and "host=1: name the region both hosts map" in r.stderr
+    (tmp_path / "r").write_bytes(b"\0" * 4096)
+    r = subprocess.run([sys.executable, "-m", "cxlbench", "run", "--bench", "shared_pingpong",
+                        "--set", "host=0", "--set", f"region={tmp_path / 'r'}", "--dry-run"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 2 and "set CXLBENCH_SHARED_SESSION to the same word on both" \
+        in r.stderr
+    r = cxlbench("run", "--bench", "shared_pingpong", "--set", "host=0", "--set",
+                 f"region={tmp_path / 'r'}", "--dry-run",
+                 env={"CXLBENCH_SHARED_SESSION": "x"}, cwd=tmp_path)
+    assert r.returncode == 2 and f"region {tmp_path / 'r'}: 4096 bytes, the case needs " \
+        "12288" in r.stderr
+
+
+def test_the_python_names_follow_the_c_enums():
+    from cxlbench.benchmarks import crosshost
+    assert crosshost.OPS == native.XH_OPS and crosshost.PROTOCOLS == native.XH_PROTOCOLS

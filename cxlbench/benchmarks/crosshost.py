@@ -10,36 +10,54 @@ torn data:
 - shared_ring: messages of `message` bytes streamed from host 0 to host 1 through a
   single-producer single-consumer ring, every message's sequence number and checksum
   read back; GB/s at the consumer, and the messages read stale or torn.
+- shared_atomic: both hosts add to one counter (lock xadd, a compare-and-swap loop, or a
+  plain load and store); ns an operation, and the additions lost.
 
-Here the two hosts are two CPUs of this machine (`cpus`), each a thread on one region
-placed by `mem` (on a CXL node, the protocol's flushes and reloads reach the device).
-Their caches are kept coherent by the hardware, so without the protocol nothing goes
-wrong: `simulate=true` makes each host see the ring's messages through a private copy that
-only the protocol moves, the worst a non-coherent device can do (whether a protocol is
-complete, not how often a device serves stale data). Two emulated or real hosts on one
-shared region are the next step of issue 32."""
+`host=both` (the default): the two hosts are two CPUs of this machine (`cpus`), each a
+thread on one region placed by `mem` (on a CXL node, the protocol's flushes and reloads
+reach the device). `host=0` or `host=1` with `region=PATH`: this machine is one host of
+two that map the same DAX device (or file) at PATH, each running the same suite; they
+meet at the region's first page for every repetition (meeting numbers counted in the
+region, in a session both name: $CXLBENCH_SHARED_SESSION, or SLURM's job id). Both
+options default to $CXLBENCH_SHARED_HOST and $CXLBENCH_SHARED_REGION, which `cxlbench
+emulate --topology shared-cxl` and the two-host fleet script set on each host.
+
+Coherent hosts (two CPUs, or two QEMU guests of one machine) read nothing stale without
+the protocol: `simulate=true` makes each host see the ring's messages through a private
+copy that only the protocol moves, the worst a non-coherent device can do (whether a
+protocol is complete, not how often a device serves stale data)."""
 from __future__ import annotations
 
+import json
+import mmap
 import os
+import random
+import stat
 import threading
+import zlib
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import CheckError, UserError
 from ..memory import native
-from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from ..options import Option, pick, to_json
+from .common import Measurement, check_placement, measure, place, resolve_cpus, unplaced
 
 TITLE = "Memory shared by two hosts"
 BUFFERS = ("region",)
 PROTOCOLS = ("none", "flush")               # CXB_XH_*, in value order
 FLUSHES = ("clflush", "clflushopt", "clwb")  # the protocol's writer: CXB_FLUSH_* 0-2
+OPS = ("add", "cas", "plain")               # shared_atomic's: CXB_XHOP_*, in value order
+HOSTS = ("both", "0", "1")
+HOST_ENV, REGION_ENV = "CXLBENCH_SHARED_HOST", "CXLBENCH_SHARED_REGION"
+SESSION_ENVS = ("CXLBENCH_SHARED_SESSION", "SLURM_JOB_ID")
 PAGE = 4096
-PAGES = 3               # the meeting block, the flag lines, the ring's indices
+PAGES = 3               # the meeting block, the flag lines and counter, the ring's indices
 LINE = 64
 APART = 128             # bytes between words two hosts write (native/crosshost.c)
 FLAG_WORDS = (PAGE // 8, (PAGE + APART) // 8)       # host 0's flag, host 1's
-WAIT_S = 60.0           # the longest wait for the other host before the case fails
+DAX_ALIGN = 2 << 20     # a DAX device's mapping: whole multiples of its alignment
 
 SIMULATED = ("each host sees the messages through a private copy that only the protocol "
              "moves: the worst a non-coherent device can do (every line the reader holds is "
@@ -48,6 +66,13 @@ SIMULATED = ("each host sees the messages through a private copy that only the p
 COHERENT = ("the two hosts are two CPUs of one machine, whose hardware keeps their caches "
             "coherent: without the protocol nothing is read stale here (simulate=true "
             "shows what a non-coherent device would)")
+EMULATED = ("the two hosts are QEMU guests of one machine mapping one file: the machine "
+            "keeps them coherent, so nothing is read stale or lost to a missing flush here, "
+            "and every figure is the emulator's (each access to the device is emulated), "
+            "not a device's")
+TWO_HOSTS = ("this is host {host} of two hosts mapping {region}: whether the device keeps "
+             "their caches coherent is the device's (most CXL devices today do not: the "
+             "protocol is then what keeps data whole)")
 
 
 def _options(extra: dict) -> dict:
@@ -58,25 +83,137 @@ def _options(extra: dict) -> dict:
         "flush": Option("flush", "choice", "clflush", "the instruction the protocol's writer "
                         "flushes with", choices=FLUSHES, expand={"all": FLUSHES}),
         **extra,
+        "host": Option("host", "choice", os.environ.get(HOST_ENV) or "both", "which host "
+                       "this machine is of two sharing `region` (0 or 1), or both (two CPUs "
+                       f"of this machine); default ${HOST_ENV} or both", choices=HOSTS),
+        "region": Option("region", "path", os.environ.get(REGION_ENV, ""), "the DAX device "
+                         "(or file) both hosts map, with host=0 or 1; default "
+                         f"${REGION_ENV}; none: a region placed by mem"),
+        "wait": Option("wait", "int", 120, "seconds a host waits for the other before the "
+                       "case fails", "s", min=1, max=86400),
         "cpus": Option("cpus", "cpus", "", "the two CPUs standing in for host 0 and host 1 "
-                       "(a,b); default: the first two allowed"),
+                       "(a,b), or with host=0 or 1 this host's one; default: the first "
+                       "allowed"),
         **pick("mem", "page", "repeat", "warmup", "tolerance", "timeout"),
     }
 
 
+def _across(params: dict) -> bool:
+    """This machine is one of two hosts (host=0 or 1), not both."""
+    return params["host"] in ("0", "1")
+
+
 def _cpus(params: dict) -> list[int]:
     cpus = resolve_cpus({**params, "threads": "all"})
+    if _across(params):
+        return cpus[:1]
     if len(cpus) < 2:
         raise UserError("two hosts need two CPUs (cpus=a,b)")
     return cpus[:2]
 
 
 def _unused(params: dict) -> dict[str, str]:
+    out = {}
     if params["protocol"] == "none":
-        return {"flush": "protocol=none flushes nothing"}
-    if params.get("simulate"):
-        return {"flush": "simulate moves the private copies by memcpy, flushing nothing"}
-    return {}
+        out["flush"] = "protocol=none flushes nothing"
+    elif params.get("simulate"):
+        out["flush"] = "simulate moves the private copies by memcpy, flushing nothing"
+    if not _across(params):
+        out["region"] = "host=both: the region is placed by mem"
+    elif params.get("region"):
+        out.update(mem=f"the region is {params['region']}", page="the region is mapped "
+                   "whole, in the device's own pages")
+    return out
+
+
+def session() -> int:
+    """The run both hosts belong to, as the C side numbers it (1 to 2^32 - 1): from
+    $CXLBENCH_SHARED_SESSION, or SLURM's job id."""
+    for name in SESSION_ENVS:
+        text = os.environ.get(name, "").strip()
+        if text:
+            return zlib.crc32(f"{name}={text}".encode()) or 1
+    raise UserError("two hosts name their run alike: set CXLBENCH_SHARED_SESSION to the "
+                    "same word on both (a new one for each run; under SLURM the job id is "
+                    "used)")
+
+
+def case_key(bench: str, params: dict) -> int:
+    """What both hosts must agree on: the benchmark and its options, less those that are
+    each host's own (which host, where its region is, its CPUs and memory)."""
+    mine = {"host", "region", "cpus", "mem", "page", "wait", "timeout"}
+    shown = {k: v for k, v in to_json(params).items() if k not in mine and "." not in k}
+    return zlib.crc32(json.dumps([bench, shown], sort_keys=True).encode())
+
+
+def validate_hosts(params: dict, size: int, topology) -> None:
+    """In the parent: host, region and session fit together (cross-host), or the region
+    can be placed (both)."""
+    if params["host"] not in HOSTS:
+        raise UserError(f"host={params['host']!r} (from ${HOST_ENV}?): choose from "
+                        f"{', '.join(HOSTS)}")
+    if not _across(params):
+        check_placement({**params, "size": size}, _cpus(params), topology, BUFFERS)
+        return
+    if not params["region"]:
+        raise UserError(f"host={params['host']}: name the region both hosts map, "
+                        f"region=/dev/daxX.Y (or a file), or set ${REGION_ENV}")
+    session()
+    _cpus(params)
+    with Region(params["region"], size):
+        pass
+
+
+class Region:
+    """A DAX device or a file, mapped shared: the first `need` bytes (rounded up to the
+    device's alignment). A device too small, or a path neither, is refused."""
+
+    def __init__(self, path: str, need: int):
+        self.path, self.need = path, need
+
+    def __enter__(self) -> "Region":
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError as e:
+            raise UserError(f"region {self.path}: {e.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISCHR(st.st_mode):
+                have, align = _dax_size(st)
+            elif stat.S_ISREG(st.st_mode):
+                have, align = st.st_size, PAGE
+            else:
+                raise UserError(f"region {self.path}: neither a DAX device nor a file")
+            length = -(-self.need // align) * align
+            if have < length:
+                raise UserError(f"region {self.path}: {have} bytes, the case needs {length}")
+            self.map = mmap.mmap(fd, length, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self.view = np.frombuffer(self.map, np.uint8)
+        self.addr = self.view.ctypes.data
+        return self
+
+    def __exit__(self, *exc) -> None:
+        del self.view
+        self.map.close()
+
+
+def _dax_size(st) -> tuple[int, int]:
+    """A character device's size and alignment, read from sysfs where it is a DAX
+    device (/sys/dev/char/MAJOR:MINOR); UserError otherwise."""
+    where = Path(f"/sys/dev/char/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+    try:
+        size = int((where / "size").read_text())
+    except (OSError, ValueError):
+        raise UserError("a character device that is no DAX device (no size in "
+                        f"{where})") from None
+    try:
+        align = int((where / "align").read_text())
+    except (OSError, ValueError):
+        align = DAX_ALIGN
+    return size, align
 
 
 def _both(cpus: list[int], host0, host1):
@@ -121,25 +258,57 @@ def _unsupported(m: Measurement, params: dict) -> bool:
     return True
 
 
-def _run(m: Measurement, params: dict, size: int, op, figures) -> Measurement:
-    """The region placed (its meeting block cleared), then each repetition a meeting of
-    the two hosts (its own generation), op(addr, host, generation) on both, and
-    figures((host 0's, host 1's results), buf, generation)."""
+def _run(m: Measurement, bench: str, params: dict, size: int, op, figures) -> Measurement:
+    """Each repetition a meeting of the two hosts, op(addr, host, generation) on each,
+    and figures({host: its result}, region) (both hosts' results where this machine is
+    both, its own where it is one of two)."""
+    if _across(params):
+        return _run_across(m, bench, params, size, op, figures)
     if _unsupported(m, params):
         return m
     (buf,) = place({**params, "size": size}, m.cpus, BUFFERS)
     buf.array(np.uint8)[:PAGES * PAGE] = 0
-    generation = 0
+    sess, key = random.randrange(1, 1 << 32), case_key(bench, params)
 
     def once() -> dict[str, float]:
-        nonlocal generation
-        generation += 1
-
         def host(h):
-            native.xh_meet(buf.addr, size, h, generation, WAIT_S)
-            return op(buf.addr, h, generation)
-        return figures(_both(m.cpus, lambda: host(0), lambda: host(1)), buf, generation)
+            g = native.xh_meet(buf.addr, size, h, sess, key, params["wait"])
+            return op(buf.addr, h, g)
+        r0, r1 = _both(m.cpus, lambda: host(0), lambda: host(1))
+        return figures({0: r0, 1: r1}, buf.array(np.uint64))
+    m.info["hosts"] = COHERENT if not params.get("simulate") else SIMULATED
     return measure(m, params, [buf], once)
+
+
+def _run_across(m: Measurement, bench: str, params: dict, size: int, op,
+                figures) -> Measurement:
+    """This machine as host 0 or 1 of two on `region`: a host that fails, or cannot run
+    the case, gives up the meeting so the other stops waiting at once."""
+    h, sess, key = int(params["host"]), session(), case_key(bench, params)
+    os.sched_setaffinity(0, set(m.cpus))
+    emulated = bool(os.environ.get("CXLBENCH_EMULATED"))
+    m.info.update(host=h, session=sess, hosts=SIMULATED if params.get("simulate") else
+                  EMULATED if emulated else
+                  TWO_HOSTS.format(host=h, region=params["region"]))
+    with Region(params["region"], size) as region:
+        generation = 0
+        try:
+            if _unsupported(m, params):
+                native.xh_abort(region.addr, size, h, sess)
+                return m
+
+            def once() -> dict[str, float]:
+                nonlocal generation
+                generation = native.xh_meet(region.addr, size, h, sess, key, params["wait"])
+                result = op(region.addr, h, generation)
+                generation = 0
+                return figures({h: result}, None)
+            measure(m, params, [], once)
+        except BaseException:
+            native.xh_abort(region.addr, size, h, sess, generation)
+            raise
+    m.placement = unplaced(f"region {params['region']} (host {h} of 2)")
+    return m
 
 
 class SharedPingPong:
@@ -153,27 +322,37 @@ class SharedPingPong:
 
     @staticmethod
     def validate(params: dict, topology) -> None:
-        check_placement({**params, "size": PAGES * PAGE}, _cpus(params), topology, BUFFERS)
+        validate_hosts(params, PAGES * PAGE, topology)
 
     @staticmethod
     def run(params: dict) -> Measurement:
         n = params["iterations"]
         m = Measurement(kernel="xh_pingpong", isa="scalar", cpus=_cpus(params),
                         units={"round_trip": "ns", "one_way": "ns"},
-                        info={"round_trips": n, "hosts": COHERENT})
+                        info={"round_trips": n})
 
-        def figures(result, buf, generation) -> dict[str, float]:
-            (ns, _) = result
-            flags = [int(f) for f in buf.array(np.uint64)[list(FLAG_WORDS)]]
-            want = (generation << 32) + n           # the flags count from the generation
-            if flags != [want, want]:
-                raise CheckError(f"the flags ended at {flags}, not {want} each")
-            return {"round_trip": ns / n, "one_way": ns / n / 2}
+        def figures(results, words) -> dict[str, float]:
+            # Each host's clock spans every round trip (host 1's from its first wait).
+            ns = results.get(0, results.get(1))
+            if words is not None:
+                flags = [int(f) for f in words[list(FLAG_WORDS)]]
+                want = (generation_count(results) << 32) + n
+                if flags != [want, want]:
+                    raise CheckError(f"the flags ended at {flags}, not {want} each")
+            return {"round_trip": ns[0] / n, "one_way": ns[0] / n / 2}
 
         def op(addr, h, generation):
-            return native.xh_pingpong(addr, PAGES * PAGE, h, n, params["protocol"],
-                                      params["flush"], WAIT_S, generation)
-        return _run(m, params, PAGES * PAGE, op, figures)
+            ns = native.xh_pingpong(addr, PAGES * PAGE, h, n, params["protocol"],
+                                    params["flush"], params["wait"], generation)
+            return ns, generation
+        return _run(m, SharedPingPong.NAME, params, PAGES * PAGE, op, figures)
+
+
+def generation_count(results: dict) -> int:
+    """The meeting's count (what flags and sequence numbers count from), from the
+    (value, generation) results of its hosts."""
+    (_, generation) = next(iter(results.values()))
+    return generation & 0xffffffff
 
 
 class SharedRing:
@@ -206,35 +385,80 @@ class SharedRing:
 
     @classmethod
     def validate(cls, params: dict, topology) -> None:
-        check_placement({**params, "size": cls.size(params)}, _cpus(params), topology,
-                        BUFFERS)
+        validate_hosts(params, cls.size(params), topology)
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
-        n, message, size = params["messages"], params["message"], cls.size(params)
+        n, message = params["messages"], params["message"]
         protocol, simulate = params["protocol"], params["simulate"]
+        consumer = params["host"] != "0"
         # simulated: what the protocol leaves stale or torn, counted; its time is memcpy
-        # between private copies, no figure of the region's.
-        units = {"stale": "messages", "torn": "messages"} if simulate else \
-            {"bandwidth": "GB/s", "messages": "M/s", "stale": "messages", "torn": "messages"}
+        # between private copies, no figure of the region's. The counts are the
+        # consumer's (host 1's).
+        counts = {"stale": "messages", "torn": "messages"} if consumer else {}
+        units = counts if simulate else {"bandwidth": "GB/s", "messages": "M/s", **counts}
+        if not units:
+            units = {"messages_sent": "messages"}
         m = Measurement(kernel="xh_ring", isa="scalar", cpus=_cpus(params), units=units,
-                        info={"messages": n, "slots": params["slots"],
-                              "hosts": COHERENT if not simulate else SIMULATED})
+                        info={"messages": n, "slots": params["slots"]})
 
-        def figures(result, buf, generation) -> dict[str, float]:
-            _, (ns, stale, torn) = result
-            if protocol == "flush" and stale + torn:
+        def figures(results, words) -> dict[str, float]:
+            ns, stale, torn = results.get(1, results.get(0))
+            if 1 in results and protocol == "flush" and stale + torn:
                 raise CheckError(f"with the protocol, {stale} messages were read stale and "
                                  f"{torn} torn: the region does not keep what was flushed")
-            counts = {"stale": stale, "torn": torn}
-            if simulate:
-                return counts
-            return {"bandwidth": n * message / ns, "messages": n / ns * 1e3, **counts}
+            out = {"stale": stale, "torn": torn} if 1 in results else {}
+            if not simulate:
+                out.update(bandwidth=n * message / ns, messages=n / ns * 1e3)
+            return out or {"messages_sent": n}
 
         def op(addr, h, generation):
             return native.xh_ring(addr, cls.ring_bytes(params), h, n, message, protocol,
-                                  params["flush"], WAIT_S, generation, simulate=simulate)
-        return _run(m, params, size, op, figures)
+                                  params["flush"], params["wait"], generation,
+                                  simulate=simulate)
+        return _run(m, cls.NAME, params, cls.size(params), op, figures)
 
 
-BENCHMARKS = (SharedPingPong, SharedRing)
+class SharedAtomic:
+    NAME = "shared_atomic"
+    TITLE = TITLE
+    BUFFERS = BUFFERS
+    DESCRIPTION = "both hosts add 1 to one counter on one region, `iterations` times each; " \
+                  "ns an addition, and the additions lost"
+    OPTIONS = _options({
+        "op": Option("op", "choice", "add", "add: lock xadd; cas: a compare-and-swap loop; "
+                     "plain: a load and a store (atomic on no machine)",
+                     choices=OPS, expand={"all": OPS}),
+        "iterations": Option("iterations", "int", 100000, "additions by each host", min=1,
+                             max=(1 << 62)),
+    })
+    unused = staticmethod(_unused)
+
+    @staticmethod
+    def validate(params: dict, topology) -> None:
+        validate_hosts(params, PAGES * PAGE, topology)
+
+    @staticmethod
+    def run(params: dict) -> Measurement:
+        n, op_name = params["iterations"], params["op"]
+        m = Measurement(kernel="xh_atomic", isa="scalar", cpus=_cpus(params),
+                        units={"op": "ns", "lost": "additions"},
+                        info={"additions": 2 * n, "atomic_across_hosts":
+                              "recorded, not assumed: a device that keeps no coherence "
+                              "across hosts does not make their atomics atomic together"})
+
+        def figures(results, words) -> dict[str, float]:
+            ns, value = results.get(0, results.get(1))
+            lost = 2 * n - value
+            # One machine keeps its own atomics: an addition lost there is the kernel's.
+            if words is not None and op_name != "plain" and lost:
+                raise CheckError(f"{op_name}: the counter came to {value}, not {2 * n}")
+            return {"op": ns / n, "lost": lost}
+
+        def op(addr, h, generation):
+            return native.xh_atomic(addr, PAGES * PAGE, h, n, op_name, params["protocol"],
+                                    params["flush"], params["wait"], generation)
+        return _run(m, SharedAtomic.NAME, params, PAGES * PAGE, op, figures)
+
+
+BENCHMARKS = (SharedPingPong, SharedRing, SharedAtomic)
