@@ -587,7 +587,7 @@ def _plan_check(planned, results_dir: str) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--topology", "topology_name", required=True,
-              type=click.Choice(["hmat", "cxl", "cxl-2way"]),
+              type=click.Choice(["hmat", "cxl", "cxl-2way", "shared-cxl"]),
               help="the emulated machine (see README: Emulation)")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="a topology parameter, e.g. far=1G (repeatable)")
@@ -601,7 +601,8 @@ def _plan_check(planned, results_dir: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @_errors
 def emulate(topology_name, params, timeout, accel, kernel_package, kernel_tiering, command):
-    """Run `cxlbench COMMAND` in a QEMU guest with emulated far memory.
+    """Run `cxlbench COMMAND` in a QEMU guest with emulated far memory (shared-cxl: in two
+    guests at once, host 0 and host 1 of one shared CXL device).
 
     Example: cxlbench emulate --topology cxl -- run suites/ci.toml"""
     from . import emulate as emu
@@ -816,11 +817,15 @@ RESULTS_HELP = "the shared results folder (on a file system every machine mounts
               help="a suite variable from its [vars] (repeatable)")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
               help="any other sbatch option, e.g. --sbatch-arg=--qos=lab (repeatable)")
+@click.option("--hosts", type=int, help="2: two machines sharing one CXL region (with "
+              "--shared-dax), run together in one job as host 0 and host 1")
+@click.option("--shared-dax", metavar="PATH", help="the region both machines map (a DAX "
+              "device, the same path on both), for suites/shared.toml")
 @click.option("--dry-run", is_flag=True, help="print the sbatch script and stop")
 @_errors
 def fleet_submit(suite_name, partition, nodelist, nodes, constraint, max_running, gang,
                  results_dir, local_results, time_limit, env, variables, sbatch_args,
-                 dry_run):
+                 hosts, shared_dax, dry_run):
     """Run SUITE_NAME once on each machine, each allocated whole, through sbatch: an array
     of one task a machine (or one --gang job); print the job id. The script is kept in
     RESULTS/fleet/<stamp>/."""
@@ -829,7 +834,8 @@ def fleet_submit(suite_name, partition, nodelist, nodes, constraint, max_running
     options = script.Options(nodes=nodes, nodelist=nodelist, partition=partition,
                              constraint=constraint, time=time_limit,
                              sbatch_args=list(sbatch_args), gang=gang,
-                             max_running=max_running, env=suite.parse_pairs(env, "--env"))
+                             max_running=max_running, env=suite.parse_pairs(env, "--env"),
+                             hosts=hosts, shared_dax=shared_dax)
     fleet_, text = submit.prepare(suite_name, suite.parse_pairs(variables, "--var"), options,
                                   results_dir, dry_run=dry_run, local_results=local_results)
     for line in text.splitlines():

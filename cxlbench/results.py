@@ -53,7 +53,10 @@ def machine_id() -> str:
     emulated = os.environ.get("CXLBENCH_EMULATED")
     if emulated:
         try:
-            return _machine_id(None, json.loads(emulated)["topology"])
+            marker = json.loads(emulated)
+            # Two guests of one topology (shared-cxl) file apart, each by its host.
+            host = f"-host{int(marker['host'])}" if "host" in marker else ""
+            return _machine_id(None, f"{marker['topology']}{host}")
         except (ValueError, KeyError, TypeError):
             return "emulated"
     return _machine_id(socket.gethostname(), None)

@@ -421,3 +421,49 @@ def test_two_hosts_need_a_session_and_a_region(tmp_path):
 def test_the_python_names_follow_the_c_enums():
     from cxlbench.benchmarks import crosshost
     assert crosshost.OPS == native.XH_OPS and crosshost.PROTOCOLS == native.XH_PROTOCOLS
+
+
+def test_the_two_host_fleet_script_runs_host_0_and_host_1_together(tmp_path):
+    """`cxlbench fleet submit SUITE --hosts 2 --shared-dax PATH`: one job on two machines,
+    each step told its host number by its place in the node list and the region's path,
+    SLURM's job id the session. The script run here with srun and scontrol standing in
+    (each step runs on this machine), the region a file: both runs finish, in step."""
+    from cxlbench import results
+    from .conftest import cxlbench
+    from .test_fleet import STEP_SRUN, fake, sbatch_lines
+    region = tmp_path / "region"
+    region.write_bytes(b"\0" * (1 << 20))
+    suite = tmp_path / "two.toml"
+    suite.write_text(TWO_HOSTS.replace('cpus = "${cpu}"\n', "").replace("[vars]\ncpu = 0\n", ""))
+    shared = tmp_path / "shared"
+    r = cxlbench("fleet", "submit", str(suite), "--hosts", "2", "--shared-dax", str(region),
+                 "--nodelist", "n1,n2", "--local-results", "--results", str(shared),
+                 "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "--nodelist=n1,n2" in sbatch_lines(r.stdout) and "--no-kill" in sbatch_lines(r.stdout)
+    assert f"# two hosts sharing {region}: host 0 and host 1 by their place" in r.stdout
+    # the dry run's folder stands in for the fleet's
+    text = r.stdout.replace(f"{shared}/fleet/<stamp>", str(tmp_path / "fleet"))
+    (tmp_path / "fleet" / "logs").mkdir(parents=True)
+    (tmp_path / "fleet" / "two.toml").write_text(suite.read_text())
+    bin_dir = tmp_path / "bin"
+    fake(bin_dir, "srun", STEP_SRUN)
+    fake(bin_dir, "scontrol", "print('\\n'.join(sys.argv[3].split(',')))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXLBENCH_SHARED")}
+    done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=300,
+                          env={**env, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                               "STEPS": str(tmp_path / "steps.jsonl"),
+                               "SLURM_JOB_NODELIST": "n1,n2", "SLURM_JOB_ID": "41"})
+    logs = "".join(p.read_text() for p in (tmp_path / "fleet" / "logs").glob("*"))
+    assert done.returncode == 0, done.stderr + logs[-3000:]
+    runs = sorted(p.parent for p in shared.glob("*/*/run.json"))
+    assert len(runs) == 2
+    hosts = sorted(",".join(sorted(set(results.load(run)["host"].astype(str)))) for run in runs)
+    assert hosts == ["0", "1"]
+    for run in runs:
+        meta = json.loads((run / "run.json").read_text())
+        assert all(c.get("status", "ok") == "ok" for c in meta.get("cases", [])), meta
+    # one more case on one host than the other: told, not measured out of step
+    assert "--hosts 2: two machines" in cxlbench(
+        "fleet", "submit", str(suite), "--hosts", "2", "--shared-dax", str(region),
+        "--nodes", "3", "--local-results", "--results", str(shared), "--dry-run").stderr

@@ -674,14 +674,16 @@ def fake_guest(monkeypatch, tmp_path):
     monkeypatch.setattr(emulate, "qemu_version", lambda: "7.2.22")
     monkeypatch.chdir(tmp_path)
 
-    def run(script: str, timeout: float = 60, stderr=None):
+    def run(script: str, timeout: float = 60, stderr=None, topology="cxl"):
+        # _qemu_command(topo, params, image, accel, scratch, xchg, console, host)
         monkeypatch.setattr(emulate, "_qemu_command", lambda *a: [
-            "sh", "-c", script.replace("XCHG", str(a[-2]))])
+            "sh", "-c", script.replace("XCHG", str(a[5])).replace("HOST", str(a[7]))])
         stdout, stderr = io.StringIO(), stderr or io.StringIO()
         monkeypatch.setattr(sys, "stdout", stdout)
         monkeypatch.setattr(sys, "stderr", stderr)
         try:
-            got = emulate.run("cxl", {}, ["run", "ci"], timeout=timeout, log=lambda *_: None)
+            got = emulate.run(topology, {}, ["run", "ci"], timeout=timeout,
+                              log=lambda *_: None)
         except CxlbenchError as e:
             got = e
         return got, stdout.getvalue(), stderr.getvalue()
@@ -742,3 +744,54 @@ def test_failure_logs_go_to_a_new_folder_and_never_follow_the_guest_s_links(tmp_
         Path("results") / "emulate-failures"
     assert (first / "guest.log").is_symlink() and (first / "stderr").read_text() == "guest said\n"
     assert sorted(p.name for p in first.iterdir()) == ["console.log", "guest.log", "stderr"]
+
+
+# A guest of two as cxlbench's guest.sh makes it: set up, arrive, wait for the host's go,
+# run (its progress on stderr), its output and exit code; FAIL makes host 1 fail instead.
+TWO = ("touch XCHG/arrived; while [ ! -e XCHG/go ]; do sleep 0.05; done; "
+       "echo '[1/1] pingpong/000 ...' > XCHG/stderr; echo host HOST > XCHG/stdout; "
+       "echo 0 > XCHG/rc")
+
+
+def test_two_guests_start_together_and_both_outputs_are_shown(fake_guest):
+    rc, out, err = fake_guest(TWO, topology="shared-cxl", timeout=30)
+    assert rc == 0
+    assert out == "== host 0 ==\nhost 0\n== host 1 ==\nhost 1\n"
+    assert sorted(err.splitlines()) == ["[host 0] [1/1] pingpong/000 ...",
+                                        "[host 1] [1/1] pingpong/000 ..."]
+
+
+def test_a_guest_of_two_that_fails_ends_the_other_with_its_own_lines_shown(fake_guest):
+    """Host 1's set-up fails (no rc, as when its DAX device never appears): host 0, still
+    waiting for the go, is ended at once and the error names host 1 and its last lines."""
+    t0 = time.monotonic()
+    e, out, err = fake_guest(
+        'if [ HOST = 1 ]; then echo "ndctl: no region" > XCHG/guest.log; exit 0; fi; ' + TWO,
+        topology="shared-cxl", timeout=60)
+    assert isinstance(e, CxlbenchError), e
+    assert "emulation failed (host 1): the guest's set-up failed before the command ran. " \
+        "Last guest lines: ndctl: no region" in str(e)
+    assert time.monotonic() - t0 < 20               # not host 0's limit
+
+
+def test_a_guest_of_two_left_waiting_is_ended_after_the_grace(fake_guest, monkeypatch):
+    monkeypatch.setattr(emulate, "GRACE_S", 1.0)
+    e, out, err = fake_guest(
+        'if [ HOST = 1 ]; then touch XCHG/arrived; exec sleep 60; fi; ' + TWO,
+        topology="shared-cxl", timeout=60)
+    assert isinstance(e, CxlbenchError), e
+    assert "emulation failed (host 1): host 1 did not finish within 1.0 s of the other" in str(e)
+
+
+def test_the_shared_topology_maps_one_file_and_never_onlines_it():
+    topo = topologies.get("shared-cxl")
+    params = topo.resolve({})
+    args = [topo.qemu_args(params, "/S", h) for h in (0, 1)]
+    mem = [a for a in args[0] if a.startswith("memory-backend-file,id=cxl-mem0")]
+    assert mem == [a for a in args[1] if a.startswith("memory-backend-file,id=cxl-mem0")]
+    assert "mem-path=/S/cxl-mem0.raw" in mem[0]
+    lsa = [[a for a in arg if "id=cxl-lsa0" in a][0] for arg in args]
+    assert "cxl-lsa0-host0.raw" in lsa[0] and "cxl-lsa0-host1.raw" in lsa[1]
+    setup = "\n".join(topo.guest_setup(params))
+    assert "system-ram" not in setup and "-m devdax -M mem" in setup
+    assert "CXLBENCH_SHARED_REGION" in setup

@@ -70,9 +70,13 @@ KERNEL_TIERING = ["echo 2 > /proc/sys/kernel/numa_balancing",
                   "echo true > /sys/kernel/mm/numa/demotion_enabled"]
 
 
-def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
+def _guest_script(topo, params: dict, command: list[str], marker: dict,
+                  shared: dict[str, str] | None = None) -> str:
+    """The guest's script. shared: the variables of one host of two (its number, the
+    session both name); such a guest waits, once set up, for the other's (the host says
+    go when both have arrived), so neither's first meeting waits for the other's boot."""
     env = {"PATH": GUEST_PATH, "HOME": "/tmp", ENV: json.dumps(marker),
-           "PYTHONDONTWRITEBYTECODE": "1"}
+           "PYTHONDONTWRITEBYTECODE": "1", **(shared or {})}
     # QEMU 7.2's TCG mis-executes numpy's AVX2 loops now and then: a worker died by
     # SIGSEGV at a vpgatherdd in numpy's FLOAT_maximum_X86_V3 (a core dump of the guest's
     # optimizer case), never on hardware. numpy's own loops (the checks, not the timed
@@ -84,11 +88,14 @@ def _guest_script(topo, params: dict, command: list[str], marker: dict) -> str:
                 "NPY_DISABLE_CPU_FEATURES"):
         if key in os.environ:
             env[key] = os.environ[key]
+    meet = ["touch /.xchg/arrived",
+            "while [ ! -e /.xchg/go ]; do sleep 0.2; done"] if shared else []
     lines = ["#!/bin/sh", *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
              f"cd {shlex.quote(os.getcwd())}", "set -ex", *topo.guest_setup(params),
              *(KERNEL_TIERING if marker.get("kernel_tiering") else []), "set +ex",
              # Trust no figure until the far memory has held data.
              f"{guest_python('cxlbench.emulate.probe')} > /.xchg/probe.json || exit 3",
+             *meet,
              f"{guest_python('cxlbench')} {' '.join(shlex.quote(a) for a in command)} "
              "> /.xchg/stdout 2> /.xchg/stderr",
              "echo $? > /.xchg/rc"]
@@ -143,8 +150,9 @@ def host_memory() -> int | None:
 def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout: float = 900,
         accel: str = "tcg", kernel_package: str | None = None, kernel_tiering: bool = False,
         log=print) -> int:
-    """Boot the guest, run `cxlbench COMMAND` inside, relay its output (its stderr, the
-    progress, as it comes); its exit code."""
+    """Boot the guest (or both, for a topology of two hosts), run `cxlbench COMMAND`
+    inside, relay its output (its stderr, the progress, as it comes); its exit code (the
+    first host's that failed)."""
     topo, params = check_options(topology, overrides, timeout=timeout, accel=accel,
                                  kernel_package=kernel_package, kernel_tiering=kernel_tiering)
     missing = missing_requirements(topology)
@@ -155,76 +163,140 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
               "guest_kernel": image.version, "probe_file": "/.xchg/probe.json",
               "note": "QEMU emulation: figures come from an emulator, not from hardware",
               **({"kernel_tiering": True} if kernel_tiering else {})}
+    session = os.urandom(6).hex()
     with tempfile.TemporaryDirectory(prefix="cxlbench-emulate-") as scratch:
-        xchg = Path(scratch) / "xchg"
-        xchg.mkdir()
-        (xchg / "workdir").write_text(os.getcwd())
-        (xchg / "guest.sh").write_text(_guest_script(topo, params, command, marker))
-        console = Path(scratch) / "console.log"
-        cmd = _qemu_command(topo, params, image, accel, scratch, xchg, console)
-        log(f"booting the {topo.name} guest (QEMU {marker['qemu']}, {accel}, kernel "
-            f"{image.version}); limit {timeout:g} s")
+        guests = [_Guest(h, topo, params, image, accel, scratch, command, marker, session)
+                  for h in range(topo.hosts)]
+        two = f"two guests of {topo.name}" if topo.hosts > 1 else f"the {topo.name} guest"
+        log(f"booting {two} (QEMU {marker['qemu']}, {accel}, kernel {image.version}); "
+            f"limit {timeout:g} s")
         t0 = time.monotonic()
-        relay = _Tail(xchg / "stderr", sys.stderr)
-        problem = _boot(cmd, Path(scratch) / "qemu.log", timeout, relay)
-        relay.poll(final=True)
-        log(f"guest finished in {time.monotonic() - t0:.1f} s")
-        rc_file = xchg / "rc"
-        if problem is None and not rc_file.exists():
-            probe = xchg / "probe.json"
-            problem = ("the far-memory check failed: " + probe.read_text().strip()
-                       if probe.exists() and probe.read_text().strip()
-                       else "the guest's set-up failed before the command ran")
-        if problem:
-            where = _keep_logs(console, xchg, topo.name)
-            guest_log = xchg / "guest.log"
+        failed = _boot(guests, timeout)
+        log(f"guest{'s' * (len(guests) > 1)} finished in {time.monotonic() - t0:.1f} s")
+        for g in guests:
+            if failed is None and not (g.xchg / "rc").exists():
+                failed = (g, g.setup_failure())
+        if failed:
+            g, problem = failed
+            where = _keep_logs(g.console, g.xchg, topo.name + g.suffix)
+            guest_log = g.xchg / "guest.log"
             tail = guest_log.read_text().strip().splitlines()[-4:] if guest_log.exists() else []
-            raise CxlbenchError(f"emulation failed: {problem}. Last guest lines: "
+            raise CxlbenchError(f"emulation failed{g.named}: {problem}. Last guest lines: "
                                 f"{' | '.join(tail) or '-'}. Console and guest logs: {where}")
-        out = xchg / "stdout"
-        if out.exists():
-            sys.stdout.write(out.read_text())
-            sys.stdout.flush()
-        return int(rc_file.read_text().strip() or 1)
+        codes = []
+        for g in guests:
+            out = g.xchg / "stdout"
+            if out.exists():
+                if len(guests) > 1:
+                    sys.stdout.write(f"== host {g.host} ==\n")
+                sys.stdout.write(out.read_text())
+                sys.stdout.flush()
+            codes.append(int((g.xchg / "rc").read_text().strip() or 1))
+        return next((c for c in codes if c), 0)
 
 
-def _boot(cmd: list[str], qemu_log: Path, timeout: float, relay: "_Tail") -> str | None:
-    """Run QEMU to its end, relaying the guest's progress meanwhile; what went wrong, or
-    None. Killed with SIGKILL at the limit (QEMU has been seen to ignore SIGTERM), and by
-    the kernel if cxlbench is (lifetime.dying_with_us)."""
+class _Guest:
+    """One QEMU guest of a run: its exchange folder, console, command line and relay."""
+
+    def __init__(self, host: int, topo, params: dict, image, accel: str, scratch: str,
+                 command: list[str], marker: dict, session: str):
+        self.host, self.many = host, topo.hosts > 1
+        home = Path(scratch) / f"host{host}" if self.many else Path(scratch)
+        home.mkdir(exist_ok=True)
+        self.xchg, self.console = home / "xchg", home / "console.log"
+        self.qemu_log = home / "qemu.log"
+        self.xchg.mkdir()
+        (self.xchg / "workdir").write_text(os.getcwd())
+        shared = {"CXLBENCH_SHARED_HOST": str(host),
+                  "CXLBENCH_SHARED_SESSION": session} if self.many else None
+        (self.xchg / "guest.sh").write_text(_guest_script(
+            topo, params, command, {**marker, "host": host} if self.many else marker, shared))
+        self.cmd = _qemu_command(topo, params, image, accel, scratch, self.xchg, self.console,
+                                 host)
+        self.relay = _Tail(self.xchg / "stderr", sys.stderr,
+                           f"[host {host}] " if self.many else "")
+        self.suffix = f"-host{host}" if self.many else ""
+        self.named = f" (host {host})" if self.many else ""
+        self.proc = None
+
+    def setup_failure(self) -> str:
+        probe = self.xchg / "probe.json"
+        if probe.exists() and probe.read_text().strip():
+            return "the far-memory check failed: " + probe.read_text().strip()
+        return "the guest's set-up failed before the command ran"
+
+
+GRACE_S = 180   # once a host of two has finished, how long the other may take to (> wait)
+
+
+def _boot(guests: list[_Guest], timeout: float) -> tuple[_Guest, str] | None:
+    """Run each guest's QEMU to its end, relaying their progress meanwhile and saying go
+    to two guests once both have arrived: the guest that failed and what went wrong, or
+    None. A guest that fails ends the others at once; once one has finished well, the
+    others have GRACE_S more. Killed with SIGKILL at the limit (QEMU has been seen to
+    ignore SIGTERM), and by the kernel if cxlbench is (lifetime.dying_with_us)."""
     deadline = time.monotonic() + timeout
-    with open(qemu_log, "wb") as qlog:
-        # QEMU's own output to a file, not a pipe nobody reads while it runs.
-        proc = subprocess.Popen(lifetime.dying_with_us(cmd), stdin=subprocess.DEVNULL,
-                                stdout=qlog, stderr=subprocess.STDOUT)
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                try:
-                    proc.wait(timeout=max(0.0, min(POLL_S, left)))
-                    break
-                except subprocess.TimeoutExpired:
-                    relay.poll()
-                    if left <= 0:
-                        proc.kill()
-                        proc.wait()
-                        return f"the guest did not finish within {timeout:g} s"
-        except BaseException:           # ^C, say: the guest goes too
-            proc.kill()
-            proc.wait()
-            raise
-    if proc.returncode != 0:
-        return (f"QEMU exited {proc.returncode}: "
-                f"{qemu_log.read_text(errors='replace').strip()[-500:]}")
-    return None
+    logs = []
+    try:
+        for g in guests:
+            logs.append(open(g.qemu_log, "wb"))
+            # QEMU's own output to a file, not a pipe nobody reads while it runs.
+            g.proc = subprocess.Popen(lifetime.dying_with_us(g.cmd), stdin=subprocess.DEVNULL,
+                                      stdout=logs[-1], stderr=subprocess.STDOUT)
+        said_go = len(guests) == 1
+        while True:
+            for g in guests:
+                g.relay.poll()
+            if not said_go and all((g.xchg / "arrived").exists() for g in guests):
+                for g in guests:
+                    (g.xchg / "go").write_text("go\n")
+                said_go = True
+            running = [g for g in guests if g.proc.poll() is None]
+            for g in guests:
+                if g.proc.returncode is not None and (
+                        g.proc.returncode != 0 or not (g.xchg / "rc").exists()) \
+                        and len(running) > 0:
+                    return g, _problem(g)
+            if not running:
+                break
+            if len(running) < len(guests):
+                deadline = min(deadline, time.monotonic() + GRACE_S)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                g = running[0]
+                if len(running) < len(guests):
+                    return g, (f"host {g.host} did not finish within {GRACE_S} s of the "
+                               "other (waiting for a host that is gone?)")
+                return g, f"the guest did not finish within {timeout:g} s"
+            time.sleep(min(POLL_S, left))
+        for g in guests:
+            g.relay.poll(final=True)
+            if g.proc.returncode != 0:
+                return g, _problem(g)
+        return None
+    finally:                # ^C, a failure, the limit: every guest goes
+        for g in guests:
+            if g.proc is not None and g.proc.poll() is None:
+                g.proc.kill()
+                g.proc.wait()
+        for f in logs:
+            f.close()
+
+
+def _problem(g: _Guest) -> str:
+    if g.proc.returncode != 0:
+        return (f"QEMU exited {g.proc.returncode}: "
+                f"{g.qemu_log.read_text(errors='replace').strip()[-500:]}")
+    return g.setup_failure()
 
 
 class _Tail:
     """Relays the lines a file grows by (the guest's stderr, written over 9p) to a stream,
-    whole lines only until the last poll."""
+    whole lines only until the last poll, each after `prefix`."""
 
-    def __init__(self, path: Path, stream):
+    def __init__(self, path: Path, stream, prefix: str = ""):
         self.path, self.stream, self.offset, self.partial = path, stream, 0, b""
+        self.prefix = prefix.encode()
 
     def poll(self, final: bool = False) -> None:
         try:
@@ -238,12 +310,15 @@ class _Tail:
         cut = len(data) if final else data.rfind(b"\n") + 1
         self.partial = data[cut:]
         if cut:
-            self.stream.write(data[:cut].decode(errors="replace"))
+            text = data[:cut]
+            if self.prefix:
+                text = b"".join(self.prefix + line for line in text.splitlines(True))
+            self.stream.write(text.decode(errors="replace"))
             self.stream.flush()
 
 
 def _qemu_command(topo, params: dict, image, accel: str, scratch: str, xchg: Path,
-                  console: Path) -> list[str]:
+                  console: Path, host: int = 0) -> list[str]:
     # Hot-added memory stays offline until daxctl onlines it (as movable): Debian's 6.12
     # onlines it itself otherwise, and daxctl then refuses.
     cpu, append = "max", "console=ttyS0 panic=-1 quiet memhp_default_state=offline"
@@ -253,7 +328,7 @@ def _qemu_command(topo, params: dict, image, accel: str, scratch: str, xchg: Pat
     return ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
             "-accel", accel, "-cpu", cpu, "-smp", str(params["cpus"]),
             "-kernel", str(image.kernel), "-initrd", str(image.initramfs), "-append", append,
-            "-serial", f"file:{console}", *topo.qemu_args(params, scratch),
+            "-serial", f"file:{console}", *topo.qemu_args(params, scratch, host),
             *_share("hostroot", "/", readonly=True), *_share("work", os.getcwd()),
             *_share("xchg", str(xchg))]
 

@@ -26,6 +26,7 @@ class EmuTopology:
     description: str
     params: dict                          # defaults; values as users type them
     cxl_devices: int = 0                  # type-3 devices; 0: an HMAT node instead
+    hosts: int = 1                        # guests; 2: both map one device (shared-cxl)
 
     def resolve(self, overrides: dict[str, str]) -> dict:
         """The parameters as numbers, every one checked before anything is built or
@@ -78,15 +79,29 @@ class EmuTopology:
                             f"got {value!r}")
         return int(text)
 
-    def qemu_args(self, p: dict, scratch: str) -> list[str]:
+    def qemu_args(self, p: dict, scratch: str, host: int = 0) -> list[str]:
         if self.cxl_devices:
-            return _cxl_args(p, scratch, self.cxl_devices)
+            return _cxl_args(p, scratch, self.cxl_devices,
+                             shared=host if self.hosts > 1 else None)
         return _hmat_args(p)
 
     def guest_setup(self, p: dict) -> list[str]:
         if not self.cxl_devices:
             return []
         mems = " ".join(f"mem{i}" for i in range(self.cxl_devices))
+        if self.hosts > 1:
+            # Shared: never system RAM (two kernels would hand out the same pages). A
+            # devdax namespace whose page structures live in the guest's own memory (-M
+            # mem: with -M dev both kernels would write theirs into the shared bytes).
+            return [*self._region(mems),
+                    "ndctl create-namespace -f -r region0 -m devdax -M mem -a 4096",
+                    "export CXLBENCH_SHARED_REGION=$(ls /dev/dax* | head -n 1)",
+                    'test -c "$CXLBENCH_SHARED_REGION"']
+        return [*self._region(mems),
+                "ndctl create-namespace -f -r region0 -m devdax -a 4096",
+                "daxctl reconfigure-device --mode=system-ram dax0.0"]
+
+    def _region(self, mems: str) -> list[str]:
         return [
             # Devices probe asynchronously after the modules load.
             f"for i in $(seq 100); do [ $(cxl list -M | grep -c '\"memdev\"') -ge "
@@ -95,8 +110,6 @@ class EmuTopology:
             # when it came straight after the memdevs appeared.
             "sleep 2",
             f"cxl create-region -m -d decoder0.0 -w {self.cxl_devices} -g 256 -t pmem {mems}",
-            "ndctl create-namespace -f -r region0 -m devdax -a 4096",
-            "daxctl reconfigure-device --mode=system-ram dax0.0",
         ]
 
     def declared_hmat(self, p: dict) -> dict | None:
@@ -141,7 +154,9 @@ def _hmat_args(p: dict) -> list[str]:
     return args
 
 
-def _cxl_args(p: dict, scratch: str, devices: int) -> list[str]:
+def _cxl_args(p: dict, scratch: str, devices: int, shared: int | None = None) -> list[str]:
+    """shared: this guest's host number where two guests map one device's memory (the
+    file is one, each guest's label area its own)."""
     # An explicit node 0 gives the guest an SRAT; without one Linux runs without NUMA
     # and the CXL window gets no node of its own.
     args = ["-machine", "q35,cxl=on", "-m", f"{p['dram'] >> 20}M",
@@ -153,11 +168,12 @@ def _cxl_args(p: dict, scratch: str, devices: int) -> list[str]:
     # writes and read back zeros (seen with one device and one port).
     for i in range(devices + 1):
         args += ["-device", f"cxl-rp,port={i},bus=cxl.1,id=rp{i},chassis=0,slot={i + 2}"]
+    lsa = "" if shared is None else f"-host{shared}"
     for i in range(devices):
         args += ["-object", f"memory-backend-file,id=cxl-mem{i},share=on,"
                             f"mem-path={scratch}/cxl-mem{i}.raw,size={per_device >> 20}M",
                  "-object", f"memory-backend-file,id=cxl-lsa{i},share=on,"
-                            f"mem-path={scratch}/cxl-lsa{i}.raw,size=256M",
+                            f"mem-path={scratch}/cxl-lsa{i}{lsa}.raw,size=256M",
                  "-device", f"cxl-type3,bus=rp{i},memdev=cxl-mem{i},lsa=cxl-lsa{i},"
                             f"id=cxl-pmem{i}"]
     window = max(4 << 30, 1 << (p["far"] - 1).bit_length())
@@ -173,6 +189,9 @@ TOPOLOGIES = {t.name: t for t in [
                 {"far": "512M"}, cxl_devices=1),
     EmuTopology("cxl-2way", "two CXL type-3 devices, one region interleaved across both",
                 {"far": "1G"}, cxl_devices=2),
+    EmuTopology("shared-cxl", "two hosts (guests) attached to one CXL type-3 device, its "
+                "region a DAX device in each (not onlined), for suites/shared.toml",
+                {"far": "256M", "dram": "1G", "cpus": "1"}, cxl_devices=1, hosts=2),
 ]}
 
 

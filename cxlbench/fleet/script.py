@@ -31,6 +31,7 @@ _NODELIST = re.compile(r"[A-Za-z0-9_.\-\[\],]+")
 _WORD = re.compile(r"[A-Za-z0-9_.,\-]+")
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.,\-&|*\[\]():!]+")
 _TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE", re.IGNORECASE)
+_PATH = re.compile(r"[A-Za-z0-9_./\-]+")
 # sbatch options fleet sets, or whose setting would undo what it promises, each with why
 # it is refused. sbatch takes any unambiguous prefix of a long option, so a prefix of one
 # of these is refused too, and so are short options (-N4, -pdebug).
@@ -70,9 +71,12 @@ class Options:
     gang: bool = False                  # one job on every machine at once, not an array
     max_running: int | None = None      # an array's tasks running at once (%K)
     env: dict[str, str] = field(default_factory=dict)   # passed to the job beside job_env()'s
+    hosts: int | None = None            # 2: two machines sharing one region, run together
+    shared_dax: str | None = None       # the region's path (the same on both machines)
 
     def validate(self) -> "Options":
         """Refuse what sbatch would misread, or what fleet sets itself (UserError)."""
+        self._validate_hosts()
         if self.nodes is not None and self.nodelist:
             raise UserError("give --nodes N or --nodelist a,b,c, not both (a node list "
                             "sets the count)")
@@ -113,6 +117,35 @@ class Options:
                 said = "" if hit == name else f"sbatch could read {name} as {hit}: "
                 raise UserError(f"--sbatch-arg {arg}: {said}{_REFUSED[hit]}")
         return self
+
+    def _validate_hosts(self) -> None:
+        """--hosts 2 --shared-dax PATH: two machines, one gang job, the region's path
+        absolute and plain (it is written into the script)."""
+        if self.hosts is None and self.shared_dax is None:
+            return
+        if self.hosts != 2:
+            raise UserError(f"--hosts {self.hosts}: two hosts share a region (--hosts 2 "
+                            "--shared-dax PATH)" if self.hosts is not None else
+                            "--shared-dax names the region of --hosts 2")
+        if not self.shared_dax:
+            raise UserError("--hosts 2: name the region both machines map, --shared-dax "
+                            "/dev/daxX.Y")
+        if not self.shared_dax.startswith("/") or not _PATH.fullmatch(self.shared_dax):
+            raise UserError(f"--shared-dax {self.shared_dax!r}: an absolute path of letters, "
+                            "digits and / . _ - (such as /dev/dax0.0)")
+        count = self.nodes if self.nodes is not None else \
+            len(self.nodelist.split(",")) if self.nodelist and "[" not in self.nodelist \
+            else None
+        if count is not None and count != 2:
+            raise UserError(f"--hosts 2: two machines (--nodes 2 or --nodelist a,b), not "
+                            f"{count}")
+        if self.max_running is not None:
+            raise UserError("--hosts 2 runs both machines at once in one job: no "
+                            "--max-running")
+
+    @property
+    def two_hosts(self) -> bool:
+        return self.hosts == 2
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -195,7 +228,16 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
         return "\n".join(lines) + "\n"
     lines += _RUN.replace("FLEET", shlex.quote(fleet_dir)).splitlines()
     assert commands is not None
-    if set(commands) == {None}:
+    if options.two_hosts:
+        # Host 0 and host 1 by their place in the job's node list; SLURM's job id is
+        # the session both name (benchmarks/crosshost.py).
+        lines += [f"export CXLBENCH_SHARED_REGION={shlex.quote(options.shared_dax)}",
+                  '[ "$(echo $nodes | wc -w)" -eq 2 ] || { echo "cxlbench fleet: --hosts 2 '
+                  'got $nodes" >&2; exit 3; }', "h=0", "for n in $nodes; do"]
+        # A resume of two hosts is refused (submit.resume): one command for both.
+        lines += [f"  (CXLBENCH_SHARED_HOST=$h run_on \"$n\" {shlex.join(commands[None])}) &"]
+        lines += ['  pids+=("$!")', "  h=$((h + 1))", "done"]
+    elif set(commands) == {None}:
         lines += ["for n in $nodes; do", f"  run_on \"$n\" {shlex.join(commands[None])} &",
                   '  pids+=("$!")', "done"]
     else:

@@ -155,6 +155,8 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     loaded here, so a bad name, file, variable or option is refused before anything is
     queued, and copied into the fleet's folder, so that every machine runs the same text
     whatever happens to the file meanwhile."""
+    if options.hosts is not None or options.shared_dax is not None:
+        options = replace(options, gang=True)   # both hosts at once, in one job
     options.validate()
     s = suite.load(suite_name, variables)
     # Its options checked now rather than after the queue: the wildcards (every node, the
@@ -193,6 +195,9 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
         if estimate else ()
     if down:
         notes += (f"left out of the pool, taking no jobs now: {_states(down)}",)
+    if options.two_hosts:
+        notes += (f"two hosts sharing {options.shared_dax}: host 0 and host 1 by their place "
+                  "in the job's node list, SLURM's job id the session both name",)
     if pool and count > len(pool):
         notes += (f"{WARNING}{count} tasks on a pool of {len(pool)} machines: some machines "
                   "are measured more than once",)
@@ -250,6 +255,10 @@ def resume_script(fleet: record.Fleet, chosen: list[status.Machine],
     array of just these tasks, each landing on a machine the fleet has not measured
     where the pool has one; on the same machines (a gang fleet, or same_machines), a job
     on exactly those machines, each finishing its own run."""
+    if fleet.data["options"].get("hosts"):
+        raise UserError("a fleet of two hosts sharing a region is not resumed: each host "
+                        "would finish a different part of the suite, and the two must run "
+                        "the same cases in step. Submit it again")
     results_dir = fleet.data["results"]
     env = fleet.data.get("environment") or script.job_env(script.Options(
         **fleet.data["options"]))

@@ -1,6 +1,7 @@
 """Memory shared by two hosts (benchmarks/crosshost.py): the flag's round trip with and
 without the software-coherence protocol, the ring's bandwidth by message size, and the
-messages a ring read stale or torn."""
+messages a ring read stale or torn, and additions to one counter (their time, and those
+lost)."""
 from __future__ import annotations
 
 from .draw import bars, lines
@@ -37,4 +38,24 @@ def shared_ring(frame, runs):
                             "non-coherent device can do")
 
 
-PLOTTERS = {"shared_pingpong": shared_pingpong, "shared_ring": shared_ring}
+def shared_atomic(frame, runs):
+    yield bars(frame, ("op", "protocol"), "op", key="shared-atomic", family="shared_atomic",
+               title="An addition to a counter both hosts add to",
+               measured="Time (ns) of one addition by each host to one counter on the "
+                        "region: lock xadd, a compare-and-swap loop, or a plain load and "
+                        "store, without the protocol or bracketed by the reader's and the "
+                        "writer's flushes")
+    # Lost additions where any were lost: a plain add always can; an atomic one only
+    # where the device keeps no coherence across hosts.
+    lost = frame[(frame["metric"] == "lost") & (frame["median"] > 0)]
+    if len(lost):
+        yield bars(frame[frame["case"].isin(set(lost["case"]))], ("op", "protocol"), "lost",
+                   key="shared-lost", family="shared_atomic",
+                   title="Additions lost when both hosts add to one counter",
+                   measured="Additions missing from the counter once both hosts finished "
+                            "(of 2 x iterations made): a read-modify-write that another "
+                            "host's overwrote")
+
+
+PLOTTERS = {"shared_pingpong": shared_pingpong, "shared_ring": shared_ring,
+            "shared_atomic": shared_atomic}
