@@ -544,10 +544,10 @@ def atomics(addr: int, mode: int, iterations: int, cpus) -> tuple[int, list[int]
     return _coherence("cxb_atomics", lib.cxb_atomics, addr, mode, iterations, cpus)
 
 
-def _shared(call, fn, addr: int, nbytes: int, host: int, *, timeout_s: float = 1.0,
-            session: int = 0, key: int = 0, generation: int = 0, protocol: str = "none",
-            flush: str = "clflush", iterations: int = 0, message: int = 0,
-            simulate: bool = False, plant: bool = False, op: str = "add"):
+def _xh_args(addr: int, nbytes: int, host: int, *, timeout_s: float = 1.0,
+             session: int = 0, key: int = 0, generation: int = 0, protocol: str = "none",
+             flush: str = "clflush", iterations: int = 0, message: int = 0,
+             simulate: bool = False, plant: bool = False, op: str = "add"):
     a = ffi.new("struct cxb_xh_args *")
     a.region, a.bytes, a.host = ffi.cast("void *", addr), nbytes, host
     a.session, a.key, a.generation = session, key, generation
@@ -555,6 +555,11 @@ def _shared(call, fn, addr: int, nbytes: int, host: int, *, timeout_s: float = 1
     a.protocol, a.flush = XH_PROTOCOLS.index(protocol), FLUSH_KINDS.index(flush)
     a.iterations, a.message, a.simulate, a.plant = iterations, message, simulate, plant
     a.op = XH_OPS.index(op)
+    return a
+
+
+def _shared(call, fn, addr: int, nbytes: int, host: int, **kw):
+    a = _xh_args(addr, nbytes, host, **kw)
     _raise_if_failed(call, fn(a))
     return a
 
@@ -564,16 +569,24 @@ def xh_meet(addr: int, nbytes: int, host: int, session: int, key: int,
     """Meet the other host at the shared region's start: the meeting's generation (the
     same on both; host 0 opens it, clearing the work pages first). NativeError
     ETIMEDOUT where the other host did not come within timeout_s, ECONNABORTED where it
-    gave up, EPROTO where it runs another case (`key`) or another session."""
-    return _shared("cxb_xh_meet", lib.cxb_xh_meet, addr, nbytes, host, session=session,
-                   key=key, timeout_s=timeout_s).generation
+    gave up, EPROTO where it opened the meeting for another case (`key`); the error's
+    `generation` is the meeting this host had joined (0: none), for xh_abort."""
+    a = _xh_args(addr, nbytes, host, session=session, key=key, timeout_s=timeout_s)
+    try:
+        _raise_if_failed("cxb_xh_meet", lib.cxb_xh_meet(a))
+    except NativeError as e:
+        e.generation = a.generation
+        raise
+    return a.generation
 
 
-def xh_abort(addr: int, nbytes: int, host: int, session: int, generation: int = 0) -> None:
-    """This host gives up the meeting `generation` (0: the one it would join next): the
-    other host's waits for it end at once, and both go on to the next meeting in step."""
+def xh_abort(addr: int, nbytes: int, host: int, session: int, generation: int = 0,
+             meetings: int = 1) -> None:
+    """This host gives up `meetings` meetings from `generation` (0: the one it would join
+    next): the other host's waits for them end at once, and both go on after them in
+    step."""
     _shared("cxb_xh_abort", lib.cxb_xh_abort, addr, nbytes, host, session=session,
-            generation=generation)
+            generation=generation, iterations=meetings)
 
 
 def xh_together(addr: int, nbytes: int, host: int, generation: int, phase: int,

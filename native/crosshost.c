@@ -124,11 +124,13 @@ static uint64_t number(struct cxb_xh_args *a)
     return (SESSION(last) == a->session ? last : (uint64_t)a->session << 32) + 1;
 }
 
-/* ECONNABORTED where the other host gave up the meeting this host is in (or goes to). */
+/* ECONNABORTED where the other host gave up the meeting this host is in (or goes to):
+ * its abort word holds the last meeting of its session it gave up. */
 static int given_up(struct cxb_xh_args *a, const char *what)
 {
     uint64_t meeting = number(a);
-    if (get(&((struct meet_block *)a->region)->abort[1 - a->host].word, 1) != meeting)
+    uint64_t mark = get(&((struct meet_block *)a->region)->abort[1 - a->host].word, 1);
+    if (SESSION(mark) != SESSION(meeting) || mark < meeting)
         return 0;
     return cxb_fail(ECONNABORTED, "host %d gave up meeting %llu while host %d waited for %s "
                     "(its error is in its own output)", 1 - a->host,
@@ -137,27 +139,30 @@ static int given_up(struct cxb_xh_args *a, const char *what)
 
 /* Waits until *w (read fresh from the region where `fresh`) equals `want`, or is at
  * least it; ETIMEDOUT once the timeout passed without it, ECONNABORTED where the other
- * host gave up this meeting (looked at first, and then between spins). */
+ * host gave up this meeting. A wait that ends within XH_SPIN looks at nothing else (the
+ * timed loops' waits cost one load each, and no more). */
 static int wait_for(struct cxb_xh_args *a, volatile uint64_t *w, uint64_t want, int exact,
                     int fresh, const char *what)
 {
-    uint64_t since = cxb_now_ns();
-    for (unsigned spin = 0;; spin++) {
-        if (spin % XH_SPIN == 0) {
-            int rc = given_up(a, what);
-            if (rc)
-                return rc;
-            /* A host whose other side shares its CPU (two processes of one machine)
-             * lets it run; elsewhere this returns at once. */
-            if (spin)
-                sched_yield();
-            if (spin && cxb_now_ns() - since > a->timeout_ns)
-                return cxb_fail(ETIMEDOUT, "host %d waited %.3g s for %s", a->host,
-                                (double)a->timeout_ns / 1e9, what);
-        }
+    uint64_t since = 0;
+    for (unsigned spin = 1;; spin++) {
         uint64_t seen = get(w, fresh);
         if (exact ? seen == want : seen >= want)
             return 0;
+        if (spin % XH_SPIN)
+            continue;
+        int rc = given_up(a, what);
+        if (rc)
+            return rc;
+        /* A host whose other side shares its CPU (two processes of one machine) lets it
+         * run; elsewhere this returns at once. */
+        sched_yield();
+        uint64_t now = cxb_now_ns();
+        if (!since)
+            since = now;
+        else if (now - since > a->timeout_ns)
+            return cxb_fail(ETIMEDOUT, "host %d waited %.3g s for %s", a->host,
+                            (double)a->timeout_ns / 1e9, what);
     }
 }
 
@@ -191,8 +196,6 @@ int cxb_xh_together(struct cxb_xh_args *a)
                    COUNT(a->generation) << 16 | a->iterations, what);
 }
 
-static uint64_t newest(uint64_t a, uint64_t b) { return a > b ? a : b; }
-
 int cxb_xh_meet(struct cxb_xh_args *a)
 {
     int rc = check(a, SLOTS);
@@ -208,15 +211,34 @@ int cxb_xh_meet(struct cxb_xh_args *a)
                         a->session);
     int other = 1 - a->host;
     if (a->host == 0) {
-        /* Host 0 opens the meeting: the work pages cleared, then the case, then its
-         * number (host 1 reads them in that order). */
+        /* Host 0 opens the meeting: the work pages cleared (and, at a session's first,
+         * the barriers an earlier session left), then the case, then its number (host 1
+         * reads them in that order). */
+        if (get(&m->magic, 1) != XH_MAGIC || SESSION(get(&m->generation, 1)) != a->session) {
+            memset(m->start, 0, sizeof m->start);
+            memset(m->phase, 0, sizeof m->phase);
+            publish(m->start, sizeof m->start + sizeof m->abort + sizeof m->phase,
+                    CXB_FLUSH_CLFLUSH);
+        }
         memset((char *)a->region + FLAGS, 0, SLOTS - FLAGS);
         publish((char *)a->region + FLAGS, SLOTS - FLAGS, CXB_FLUSH_CLFLUSH);
         put(&m->magic, XH_MAGIC);
         put(&m->key, a->key);
         put(&m->generation, g);
     } else {
-        if ((rc = wait_for(a, &m->generation, g, 1, 1, "host 0 to open the meeting")))
+        /* Host 0 may have given this meeting up before opening it. */
+        rc = given_up(a, "host 0 to open the meeting");
+        if (!rc && (rc = wait_for(a, &m->generation, g, 1, 1, "host 0 to open the meeting"))
+            == -ETIMEDOUT) {
+            uint64_t held = get(&m->generation, 1);
+            return cxb_fail(ETIMEDOUT, "host 1 waited %.3g s for host 0 to open meeting %llu "
+                            "of session %u (the region holds meeting %llu of session %llu: "
+                            "do both hosts name the same session?)",
+                            (double)a->timeout_ns / 1e9, (unsigned long long)COUNT(g),
+                            a->session, (unsigned long long)COUNT(held),
+                            (unsigned long long)SESSION(held));
+        }
+        if (rc)
             return rc;
         if (get(&m->magic, 1) != XH_MAGIC)
             return cxb_fail(EPROTO, "the region's first page is no cxlbench meeting block");
@@ -227,6 +249,7 @@ int cxb_xh_meet(struct cxb_xh_args *a)
                             "options on both hosts", (unsigned long long)COUNT(g),
                             (unsigned long long)key, (unsigned long long)a->key);
     }
+    /* From here a failure leaves a->generation set: the caller gives up this meeting. */
     a->generation = g;
     put(&m->ready[a->host].word, g);
     char what[48];
@@ -237,19 +260,25 @@ int cxb_xh_meet(struct cxb_xh_args *a)
     return given_up(a, what);
 }
 
-/* This host gives up the meeting it is in or goes to next: the other stops waiting for
- * it, and both count the meeting as held (the next is the one after). */
+/* This host gives up `iterations` meetings from the one it is in (a->generation) or
+ * goes to next: the rest of a case it leaves. The other host's waits for any of them end
+ * at once, and both count them as held, so the next case finds both in step. */
 int cxb_xh_abort(struct cxb_xh_args *a)
 {
     int rc = check(a, SLOTS);
     if (rc)
         return rc;
-    if (a->session == 0 && a->generation == 0)
-        return cxb_fail(EINVAL, "abort: a session or a meeting");
+    if ((a->session == 0 && a->generation == 0) || a->iterations == 0 ||
+        a->iterations >= 0xffffffffull)
+        return cxb_fail(EINVAL, "abort: a session or a meeting, and 1 or more meetings");
     struct meet_block *m = a->region;
-    uint64_t g = number(a);
-    put(&m->abort[a->host].word, g);
-    put(&m->ready[a->host].word, g);
+    uint64_t last = number(a) + a->iterations - 1;
+    if (SESSION(last) != SESSION(number(a)))
+        return cxb_fail(EOVERFLOW, "abort: past the session's last meeting");
+    put(&m->abort[a->host].word, last);
+    uint64_t ready = get(&m->ready[a->host].word, 1);
+    if (SESSION(ready) != SESSION(last) || ready < last)
+        put(&m->ready[a->host].word, last);
     return 0;
 }
 

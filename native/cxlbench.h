@@ -250,7 +250,8 @@ struct cxb_xh_args {
                              * (a message of one line: nothing left out) */
     int op;                 /* atomic: CXB_XHOP_ADD (lock xadd), CXB_XHOP_CAS (a cmpxchg loop)
                              * or CXB_XHOP_PLAIN (load, add, store: no atomicity at all) */
-    uint64_t iterations;    /* ping-pong: round trips; ring: messages; atomic: operations */
+    uint64_t iterations;    /* ping-pong: round trips; ring: messages; atomic: operations;
+                             * abort: meetings given up; together: the phase */
     size_t message;         /* ring: bytes a message, 64 or more, whole words */
     uint64_t ns;            /* out: this host's time */
     uint64_t stale;         /* out, ring consumer: messages of an older sequence number */

@@ -70,7 +70,9 @@ def test_two_hosts_meet_one_late_and_one_never_there():
     with pytest.raises(NativeError, match="host 0 waited 0.3 s for host 1 to arrive"):
         meet(addr, 0, timeout=0.3)
     assert 0.3 <= time.monotonic() - t < 5
-    with pytest.raises(NativeError, match="host 1 waited 0.2 s for host 0 to open the meeting"):
+    with pytest.raises(NativeError, match="host 1 waited 0.2 s for host 0 to open meeting 1 of "
+                                          r"session 6 \(the region holds meeting 1 of session 5: "
+                                          "do both hosts name the same session"):
         meet(addr, 1, session=6, timeout=0.2)            # no meeting of session 6 opened
     with pytest.raises(NativeError, match="a session .not 0."):
         meet(addr, 0, session=0)
@@ -346,6 +348,11 @@ messages = 200
 bench = "shared_atomic"
 op = "all"
 iterations = 2000
+
+[pool]
+bench = "shared_pool"
+slice = "1M"
+passes = 2
 """
 
 
@@ -354,7 +361,7 @@ def two_hosts(tmp_path, suite: str, env: dict, extra=()):
     mapping one file (as two machines map one DAX device), each on a CPU of its own
     where there are two: (exit code, stderr, run folder) of each."""
     region = tmp_path / "region"
-    region.write_bytes(b"\0" * (1 << 20))
+    region.write_bytes(b"\0" * (4 << 20))
     (tmp_path / "two.toml").write_text(suite)
     cpus = sorted(os.sched_getaffinity(0))
     procs = []
@@ -396,6 +403,9 @@ def test_two_processes_run_a_suite_as_two_hosts_on_one_file(tmp_path):
         lost = dict(zip(atomic["op"], atomic["value"]))
         # two processes of one machine are coherent: its atomics stay atomic
         assert lost["add"] == lost["cas"] == 0
+        pool = df[df["job"] == "pool"].groupby("metric")["value"].median()
+        assert pool["alone"] > 0 and pool["beside"] > 0
+        assert pool["kept"] == pytest.approx(100 * pool["beside"] / pool["alone"], rel=0.5)
 
 
 def test_two_hosts_need_a_session_and_a_region(tmp_path):
@@ -432,7 +442,7 @@ def test_the_two_host_fleet_script_runs_host_0_and_host_1_together(tmp_path):
     from .conftest import cxlbench
     from .test_fleet import STEP_SRUN, fake, sbatch_lines
     region = tmp_path / "region"
-    region.write_bytes(b"\0" * (1 << 20))
+    region.write_bytes(b"\0" * (4 << 20))
     suite = tmp_path / "two.toml"
     suite.write_text(TWO_HOSTS.replace('cpus = "${cpu}"\n', "").replace("[vars]\ncpu = 0\n", ""))
     shared = tmp_path / "shared"
@@ -467,3 +477,106 @@ def test_the_two_host_fleet_script_runs_host_0_and_host_1_together(tmp_path):
     assert "--hosts 2: two machines" in cxlbench(
         "fleet", "submit", str(suite), "--hosts", "2", "--shared-dax", str(region),
         "--nodes", "3", "--local-results", "--results", str(shared), "--dry-run").stderr
+
+
+
+def test_a_pool_slice_left_to_cxlbench_fits_the_region(tmp_path, monkeypatch):
+    """slice=0: 256 MiB past the caches; half of a smaller region (whole 2 MiB); 8 MiB in
+    an emulator, each with why."""
+    from cxlbench.benchmarks.crosshost import SharedPool
+    region = tmp_path / "r"
+    region.write_bytes(b"\0" * (64 << 20))
+    both = {"slice": 0, "host": "both", "region": ""}
+    monkeypatch.delenv("CXLBENCH_EMULATED", raising=False)
+    assert SharedPool.slice_bytes(both) == (256 << 20, "256 MiB: past the caches of most "
+                                                       "machines")
+    across = {"slice": 0, "host": "1", "region": str(region)}
+    assert SharedPool.slice_bytes(across) == (30 << 20, f"half of what {region} holds")
+    assert SharedPool.slice_bytes({**across, "slice": 1 << 20}) == (1 << 20, "as set")
+    monkeypatch.setenv("CXLBENCH_EMULATED", "{}")
+    assert SharedPool.slice_bytes(across)[0] == 8 << 20
+
+
+def test_a_pool_on_one_machine_reads_each_slice_whole(tmp_path):
+    """Two CPUs as the two hosts: each slice's read checksum checked; the share kept is
+    beside over alone."""
+    from .conftest import cxlbench
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two hosts need two CPUs")
+    r = cxlbench("run", "--bench", "shared_pool", "--set", "slice=4M", "--set", "repeat=2",
+                 "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    from cxlbench import results
+    (run,) = [p.parent for p in tmp_path.glob("*/*/run.json")]
+    df = results.load(run)
+    reps = df.pivot_table(index="repetition", columns="metric", values="value")
+    assert len(reps) == 2 and (reps["alone"] > 0).all() and (reps["beside"] > 0).all()
+    assert (reps["kept"] - 100 * reps["beside"] / reps["alone"]).abs().max() < 1e-6
+    assert set(df["unit"]) == {"GB/s", "%"}
+
+
+def test_a_host_that_leaves_a_case_early_leaves_both_in_step_for_the_next():
+    """Case A of four meetings: host 1 fails after its second (a figure it checks, say)
+    and gives up the rest; host 0 is told at its third, and gives up its rest too. Case B
+    then finds both at the same meeting, of the same case."""
+    from cxlbench.benchmarks.crosshost import _Seat
+    params = {"wait": 10, "warmup": 1, "repeat": 3}
+
+    def host(h):
+        def run(addr):
+            seat = _Seat(addr, REGION, h, 5, 0xA, params)
+            failed = None
+            for k in range(4):
+                try:
+                    seat.meet()
+                    if h == 1 and k == 1:
+                        raise ValueError("host 1's check failed")
+                    seat.done()
+                except (ValueError, NativeError) as e:
+                    seat.leave()
+                    failed = (k, str(e))
+                    break
+            b = _Seat(addr, REGION, h, 5, 0xB, params)
+            return failed, b.meet()
+        return run
+    (failed0, next0), theirs = both(host(0), host(1))
+    failed1, next1 = theirs["ok"]
+    assert failed1 == [1, "host 1's check failed"]
+    assert failed0[0] == 2 and "host 1 gave up meeting 3" in failed0[1]
+    assert next0 == next1 == 5 << 32 | 5             # case B's first: after A's four
+
+
+def test_a_new_session_starts_with_its_barriers_cleared():
+    """An earlier session's barrier words, left in the region, must not let a new
+    session's hosts through before both are there (the atomic's end, the pool's phases)."""
+    mm, addr = region()
+    for session in (5, 9):
+        def side(host, delay=0.0):
+            def run(addr_):
+                g = meet(addr_, host, session=session)
+                time.sleep(delay)
+                t = time.monotonic()
+                native.xh_together(addr_, REGION, host, g, 1, 10)
+                return time.monotonic() - t
+            return run
+        pid = os.fork()
+        if pid == 0:
+            side(1, delay=0.5)(addr)
+            os._exit(0)
+        if session == 5:                             # leave session 5 far ahead
+            waited = side(0)(addr)
+            os.waitpid(pid, 0)
+            for _ in range(3):
+                pid = os.fork()
+                if pid == 0:
+                    g = meet(addr, 1, session=5)
+                    native.xh_together(addr, REGION, 1, g, 7, 10)
+                    os._exit(0)
+                g = meet(addr, 0, session=5)
+                native.xh_together(addr, REGION, 0, g, 7, 10)
+                os.waitpid(pid, 0)
+        else:
+            waited = side(0)(addr)
+            os.waitpid(pid, 0)
+        assert waited > 0.3, (session, waited)        # host 0 waited for host 1
+    mm.close()

@@ -309,6 +309,51 @@ def test_cxl_2way_region_interleaves_two_devices(tmp_path):
     assert topo["machine"]["emulated"]["far_memory_check"]["nodes"]["1"]["wrong"] == 0
 
 
+@pytest.mark.qemu
+@needs("shared-cxl")
+def test_two_guests_run_the_shared_suite_on_one_cxl_device(tmp_path):
+    """README's two-host emulation as written: two guests, each mapping the one device's
+    region as a DAX device (never system RAM), run suites/shared.toml in step, host 0
+    and host 1. Every case of both ends well; each run is filed apart and marked with its
+    host; with the protocol the ring is always clean; the simulated non-coherent ring
+    reads every message stale without the protocol and none with it; the flags went
+    round (the pingpong's check ran on both hosts)."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "shared.toml").write_bytes((REPO / "suites" / "shared.toml")
+                                                      .read_bytes())
+    r = cxlbench("emulate", "--topology", "shared-cxl", "--", "run", "suites/shared.toml",
+                 cwd=tmp_path, timeout=1200)
+    assert r.returncode == 0, failed_cases(tmp_path) + r.stderr[-3000:]
+    assert "== host 0 ==" in r.stdout and "== host 1 ==" in r.stdout
+    expected = len(suite.expand(suite.load(str(REPO / "suites" / "shared.toml"), {}),
+                                [0], [0], ["0,1"]))
+    frames = {}
+    for h in (0, 1):
+        (run_dir,) = list(tmp_path.glob(f"results/emulated-shared-cxl-host{h}/*"))
+        df = results.load(run_dir)
+        meta = df.attrs["run"]
+        assert meta["emulated"]["topology"] == "shared-cxl" and meta["emulated"]["host"] == h
+        journal = [json.loads(x) for x in (run_dir / "cases.jsonl").read_text().splitlines()]
+        assert len(journal) == expected and {e["status"] for e in journal} == {"ok"}
+        assert {e["placement"]["spec"] for e in journal} == {"region /dev/dax0.0 (host "
+                                                             f"{h} of 2)"}
+        assert set(df["host"].astype(str)) == {str(h)}
+        frames[h] = df
+    consumer = frames[1]
+    def medians(job, metric, **where):
+        sel = consumer[(consumer["job"] == job) & (consumer["metric"] == metric)]
+        for k, v in where.items():
+            sel = sel[sel[k].astype(str) == str(v)]
+        return sel.groupby("case")["value"].median().tolist()
+    for job in ("ring", "ring_large"):
+        assert medians(job, "stale", protocol="flush") == [0] * len(
+            medians(job, "stale", protocol="flush")) != []
+        assert set(medians(job, "torn")) == {0}
+    assert medians("stale", "stale", protocol="none") == [4000]
+    assert medians("stale", "stale", protocol="flush") == [0]
+    assert all(v > 0 for v in medians("pingpong_flushed", "round_trip"))
+
+
 def test_missing_qemu_is_a_clear_error(tmp_path):
     r = cxlbench("emulate", "--topology", "cxl", "--", "topology", cwd=tmp_path,
                  env={"PATH": "/nonexistent"})
@@ -795,3 +840,15 @@ def test_the_shared_topology_maps_one_file_and_never_onlines_it():
     setup = "\n".join(topo.guest_setup(params))
     assert "system-ram" not in setup and "-m devdax -M mem" in setup
     assert "CXLBENCH_SHARED_REGION" in setup
+
+
+def test_a_guest_of_two_whose_cxlbench_refuses_ends_the_other_at_once(fake_guest):
+    """cxlbench in host 0's guest refuses the command (exit 2): host 1, which would wait
+    for host 0 at every meeting, is ended at once, and the error says what host 0 said."""
+    t0 = time.monotonic()
+    e, out, err = fake_guest(
+        'if [ HOST = 0 ]; then echo "error: no suite \'x\'" > XCHG/stderr; echo 2 > XCHG/rc; '
+        'exit 0; fi; touch XCHG/arrived; exec sleep 60', topology="shared-cxl", timeout=60)
+    assert isinstance(e, CxlbenchError), e
+    assert "emulation failed (host 0): cxlbench exited 2 in it: error: no suite 'x'" in str(e)
+    assert time.monotonic() - t0 < 20

@@ -62,6 +62,8 @@ SHAPES = {
                     {"messages": 4000, "slots": 8}),
     "shared_atomic": ("xh_atomic", {"op": ("ns", 14.2), "lost": ("additions", 0.0)},
                       {"additions": 200000}),
+    "shared_pool": ("read", {"alone": ("GB/s", 38.7), "beside": ("GB/s", 23.5),
+                             "kept": ("%", 60.7)}, {"slice": 1 << 28, "passes": 4}),
     "atomics": ("atomic_faa", {"throughput": ("Mops/s", 118.6), "fairness": ("jain", 1.0)},
                 {"threads": 2}),
     "flush": ("clflush", {"latency": ("ns", 4.4), "bandwidth": ("GB/s", 14.7)},

@@ -12,6 +12,8 @@ torn data:
   read back; GB/s at the consumer, and the messages read stale or torn.
 - shared_atomic: both hosts add to one counter (lock xadd, a compare-and-swap loop, or a
   plain load and store); ns an operation, and the additions lost.
+- shared_pool: each host reads its own slice of the region alone, then beside the other
+  reading its own; GB/s both ways and the share kept (a pool's noisy neighbour).
 
 `host=both` (the default): the two hosts are two CPUs of this machine (`cpus`), each a
 thread on one region placed by `mem` (on a CXL node, the protocol's flushes and reloads
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CheckError, UserError
+from ..errors import CheckError, NativeError, UserError
 from ..memory import native
 from ..options import Option, pick, to_json
 from .common import Measurement, check_placement, measure, place, resolve_cpus, unplaced
@@ -58,6 +60,8 @@ LINE = 64
 APART = 128             # bytes between words two hosts write (native/crosshost.c)
 FLAG_WORDS = (PAGE // 8, (PAGE + APART) // 8)       # host 0's flag, host 1's
 DAX_ALIGN = 2 << 20     # a DAX device's mapping: whole multiples of its alignment
+POOL_SLICE = 256 << 20  # shared_pool's slice a host, where the case leaves it to cxlbench
+EMULATED_SLICE = 8 << 20
 
 SIMULATED = ("each host sees the messages through a private copy that only the protocol "
              "moves: the worst a non-coherent device can do (every line the reader holds is "
@@ -66,9 +70,11 @@ SIMULATED = ("each host sees the messages through a private copy that only the p
 COHERENT = ("the two hosts are two CPUs of one machine, whose hardware keeps their caches "
             "coherent: without the protocol nothing is read stale here (simulate=true "
             "shows what a non-coherent device would)")
-EMULATED = ("the two hosts are QEMU guests of one machine mapping one file: the machine "
-            "keeps them coherent, so nothing is read stale or lost to a missing flush here, "
-            "and every figure is the emulator's (each access to the device is emulated), "
+EMULATED = ("the two hosts are QEMU guests of one machine mapping one file: their loads "
+            "and stores stay coherent, so nothing is read stale or torn for want of a flush "
+            "here, but one guest's locked instructions are not atomic against the other's "
+            "(QEMU emulates each access to the device on its own), so additions are lost "
+            "as on a device without cross-host coherence; every figure is the emulator's, "
             "not a device's")
 TWO_HOSTS = ("this is host {host} of two hosts mapping {region}: whether the device keeps "
              "their caches coherent is the device's (most CXL devices today do not: the "
@@ -164,6 +170,19 @@ def validate_hosts(params: dict, size: int, topology) -> None:
         pass
 
 
+def _size_of(path: str) -> tuple[int, int]:
+    """A DAX device's or a file's bytes and mapping alignment; UserError for neither."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise UserError(f"region {path}: {e.strerror}") from None
+    if stat.S_ISCHR(st.st_mode):
+        return _dax_size(st)
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size, PAGE
+    raise UserError(f"region {path}: neither a DAX device nor a file")
+
+
 class Region:
     """A DAX device or a file, mapped shared: the first `need` bytes (rounded up to the
     device's alignment). A device too small, or a path neither, is refused."""
@@ -177,13 +196,7 @@ class Region:
         except OSError as e:
             raise UserError(f"region {self.path}: {e.strerror}") from None
         try:
-            st = os.fstat(fd)
-            if stat.S_ISCHR(st.st_mode):
-                have, align = _dax_size(st)
-            elif stat.S_ISREG(st.st_mode):
-                have, align = st.st_size, PAGE
-            else:
-                raise UserError(f"region {self.path}: neither a DAX device nor a file")
+            have, align = _size_of(f"/proc/self/fd/{fd}")
             length = -(-self.need // align) * align
             if have < length:
                 raise UserError(f"region {self.path}: {have} bytes, the case needs {length}")
@@ -258,10 +271,49 @@ def _unsupported(m: Measurement, params: dict) -> bool:
     return True
 
 
+class _Seat:
+    """One host's place in a case's meetings (warm-ups and repetitions, one each): which
+    it is in, how many it has held; leave() gives up every one of the case's it will not
+    hold, so the other host leaves at the same meeting and both go on to the next case in
+    step."""
+
+    def __init__(self, addr: int, size: int, host: int, session: int, key: int,
+                 params: dict):
+        self.addr, self.size, self.host, self.session, self.key = addr, size, host, session, key
+        self.wait, self.planned = params["wait"], params["warmup"] + params["repeat"]
+        self.current = self.held = 0
+
+    def meet(self) -> int:
+        try:
+            self.current = native.xh_meet(self.addr, self.size, self.host, self.session,
+                                          self.key, self.wait)
+        except NativeError as e:
+            self.current = getattr(e, "generation", 0)
+            raise
+        return self.current
+
+    def done(self) -> None:
+        self.held, self.current = self.held + 1, 0
+
+    def leave(self) -> None:
+        left = max(self.planned - self.held, 1)
+        native.xh_abort(self.addr, self.size, self.host, self.session, self.current, left)
+
+
+def _attend(seat: _Seat, op):
+    """A meeting and op(addr, host, generation) on it: its result. A failure gives up the
+    rest of the case's meetings (a figure checked after it still counts the meeting)."""
+    try:
+        return op(seat.addr, seat.host, seat.meet())
+    except BaseException:
+        seat.leave()
+        raise
+
+
 def _run(m: Measurement, bench: str, params: dict, size: int, op, figures) -> Measurement:
     """Each repetition a meeting of the two hosts, op(addr, host, generation) on each,
-    and figures({host: its result}, region) (both hosts' results where this machine is
-    both, its own where it is one of two)."""
+    and figures({host: its result}, region words) (both hosts' results and the region's
+    words where this machine is both, its own result and None where it is one of two)."""
     if _across(params):
         return _run_across(m, bench, params, size, op, figures)
     if _unsupported(m, params):
@@ -269,12 +321,12 @@ def _run(m: Measurement, bench: str, params: dict, size: int, op, figures) -> Me
     (buf,) = place({**params, "size": size}, m.cpus, BUFFERS)
     buf.array(np.uint8)[:PAGES * PAGE] = 0
     sess, key = random.randrange(1, 1 << 32), case_key(bench, params)
+    seats = [_Seat(buf.addr, size, h, sess, key, params) for h in (0, 1)]
 
     def once() -> dict[str, float]:
-        def host(h):
-            g = native.xh_meet(buf.addr, size, h, sess, key, params["wait"])
-            return op(buf.addr, h, g)
-        r0, r1 = _both(m.cpus, lambda: host(0), lambda: host(1))
+        r0, r1 = _both(m.cpus, lambda: _attend(seats[0], op), lambda: _attend(seats[1], op))
+        for seat in seats:
+            seat.done()
         return figures({0: r0, 1: r1}, buf.array(np.uint64))
     m.info["hosts"] = COHERENT if not params.get("simulate") else SIMULATED
     return measure(m, params, [buf], once)
@@ -283,7 +335,7 @@ def _run(m: Measurement, bench: str, params: dict, size: int, op, figures) -> Me
 def _run_across(m: Measurement, bench: str, params: dict, size: int, op,
                 figures) -> Measurement:
     """This machine as host 0 or 1 of two on `region`: a host that fails, or cannot run
-    the case, gives up the meeting so the other stops waiting at once."""
+    the case, gives up the case's meetings so the other stops waiting at once."""
     h, sess, key = int(params["host"]), session(), case_key(bench, params)
     os.sched_setaffinity(0, set(m.cpus))
     emulated = bool(os.environ.get("CXLBENCH_EMULATED"))
@@ -291,22 +343,21 @@ def _run_across(m: Measurement, bench: str, params: dict, size: int, op,
                   EMULATED if emulated else
                   TWO_HOSTS.format(host=h, region=params["region"]))
     with Region(params["region"], size) as region:
-        generation = 0
-        try:
-            if _unsupported(m, params):
-                native.xh_abort(region.addr, size, h, sess)
-                return m
+        seat = _Seat(region.addr, size, h, sess, key, params)
+        if _unsupported(m, params):
+            seat.leave()
+            return m
 
-            def once() -> dict[str, float]:
-                nonlocal generation
-                generation = native.xh_meet(region.addr, size, h, sess, key, params["wait"])
-                result = op(region.addr, h, generation)
-                generation = 0
-                return figures({h: result}, None)
-            measure(m, params, [], once)
-        except BaseException:
-            native.xh_abort(region.addr, size, h, sess, generation)
-            raise
+        def once() -> dict[str, float]:
+            result = _attend(seat, op)
+            try:
+                out = figures({h: result}, None)
+            except BaseException:
+                seat.leave()
+                raise
+            seat.done()
+            return out
+        measure(m, params, [], once)
     m.placement = unplaced(f"region {params['region']} (host {h} of 2)")
     return m
 
@@ -461,4 +512,106 @@ class SharedAtomic:
         return _run(m, SharedAtomic.NAME, params, PAGES * PAGE, op, figures)
 
 
-BENCHMARKS = (SharedPingPong, SharedRing, SharedAtomic)
+class SharedPool:
+    """Pooling: each host streams over its own slice of one device, first alone, then the
+    other alone, then both at once: the bandwidth each keeps beside the other (a pool's
+    noisy neighbour). The catalogue's `read` kernel, its checksum checked each time."""
+    NAME = "shared_pool"
+    TITLE = TITLE
+    BUFFERS = BUFFERS
+    DESCRIPTION = "each host reads its own slice of one region, alone and then beside the " \
+                  "other host reading its own: GB/s alone and beside, and the share kept"
+    OPTIONS = _options({
+        "slice": Option("slice", "size", 0, "bytes of each host's slice; 0: 256 MiB (past "
+                        "the caches), less where the shared region holds less, 8 MiB in an "
+                        "emulator", "B", min=0, multiple=PAGE),
+        "passes": Option("passes", "int", 4, "passes over the slice a phase", min=1),
+    })
+    KERNEL = "read"
+
+    @staticmethod
+    def unused(params: dict) -> dict[str, str]:
+        why = "each host only reads its slice, no protocol"
+        return {**_unused(params), "protocol": why, "flush": why}
+
+    @staticmethod
+    def slice_bytes(params: dict) -> tuple[int, str]:
+        """Each host's slice, and why that size where the case left it to cxlbench."""
+        if params["slice"]:
+            return params["slice"], "as set"
+        if os.environ.get("CXLBENCH_EMULATED"):
+            return EMULATED_SLICE, ("8 MiB: an emulator reaches the device an access at a "
+                                    "time, so a larger slice only takes longer")
+        if _across(params):
+            have, _ = _size_of(params["region"])
+            most = (have - PAGES * PAGE) // 2 // DAX_ALIGN * DAX_ALIGN
+            if most < POOL_SLICE:
+                return max(most, PAGE), f"half of what {params['region']} holds"
+        return POOL_SLICE, "256 MiB: past the caches of most machines"
+
+    @classmethod
+    def size(cls, params: dict) -> int:
+        return PAGES * PAGE + 2 * cls.slice_bytes(params)[0]
+
+    @classmethod
+    def validate(cls, params: dict, topology) -> None:
+        validate_hosts(params, cls.size(params), topology)
+
+    @classmethod
+    def run(cls, params: dict) -> Measurement:
+        from .bandwidth import MASK, read_sum
+        k = native.kernel(cls.KERNEL)
+        isa = k.best_isa()
+        (slice_, why), passes = cls.slice_bytes(params), params["passes"]
+        lines = slice_ // 64
+        unit = max(k.elem_bytes, 64)
+        want = passes * read_sum(lines, unit // 64, k.bytes_read * unit // k.elem_bytes // 64) \
+            & MASK
+        m = Measurement(kernel=cls.KERNEL, isa=isa, cpus=_cpus(params),
+                        units={"alone": "GB/s", "beside": "GB/s", "kept": "%"},
+                        info={"slice": slice_, "slice_chosen": why, "passes": passes,
+                              "phases": "host 0 alone, host 1 alone, both at once"})
+        filled: set[int] = set()
+
+        def stream(addr: int, h: int) -> float:
+            cpu = m.cpus[h] if len(m.cpus) > 1 else m.cpus[0]
+            r = native.run_kernel(k, isa, [addr], slice_, passes, [cpu])
+            if r.checksum != want:
+                raise CheckError(f"host {h}: read checksum {r.checksum:#x}, expected "
+                                 f"{want:#x}: its slice did not hold what it wrote")
+            return slice_ * passes / r.ns
+
+        def op(addr, h, generation):
+            mine = addr + PAGES * PAGE + h * slice_
+            if h not in filled:         # an index fill, the read kernel's closed form
+                words = np.frombuffer(native.ffi.buffer(native.ffi.cast("char *", mine),
+                                                        slice_), np.uint64)
+                words[:] = np.arange(words.size, dtype=np.uint64)
+                del words
+                filled.add(h)
+            alone = None
+            for phase in (1, 2):                    # host 0 alone, then host 1
+                native.xh_together(addr, cls.size(params), h, generation, phase,
+                                   params["wait"])
+                if phase == h + 1:
+                    alone = stream(mine, h)
+            native.xh_together(addr, cls.size(params), h, generation, 3, params["wait"])
+            beside = stream(mine, h)
+            native.xh_together(addr, cls.size(params), h, generation, 4, params["wait"])
+            return alone, beside
+
+        def figures(results, words) -> dict[str, float]:
+            h = 0 if 0 in results else 1
+            alone, beside = results[h]
+            if 1 - h in results:                # both here: host 1's in info
+                other = results[1 - h]
+                m.info.setdefault("host 1", []).append(
+                    {"alone": other[0], "beside": other[1]})
+            return {"alone": alone, "beside": beside, "kept": 100 * beside / alone}
+        # No protocol: each host only reads its own slice; the slice as resolved, so two
+        # hosts that resolved it apart are told so at their first meeting.
+        return _run(m, cls.NAME, {**params, "protocol": "none", "slice": slice_},
+                    cls.size(params), op, figures)
+
+
+BENCHMARKS = (SharedPingPong, SharedRing, SharedAtomic, SharedPool)

@@ -219,6 +219,13 @@ class _Guest:
         self.named = f" (host {host})" if self.many else ""
         self.proc = None
 
+    def refused(self) -> bool:
+        """QEMU failed, the set-up did, or cxlbench refused the command (exit 2, say): not
+        a run whose cases finished, some maybe failed (exit 0 or 1)."""
+        rc = self.xchg / "rc"
+        return self.proc.returncode != 0 or not rc.exists() or \
+            rc.read_text().strip() not in ("0", "1")
+
     def setup_failure(self) -> str:
         probe = self.xchg / "probe.json"
         if probe.exists() and probe.read_text().strip():
@@ -226,7 +233,9 @@ class _Guest:
         return "the guest's set-up failed before the command ran"
 
 
-GRACE_S = 180   # once a host of two has finished, how long the other may take to (> wait)
+# Once a host of two has finished, how long the other may take to: more than a case's
+# wait for the other host (120 s by default) and the case itself.
+GRACE_S = 300
 
 
 def _boot(guests: list[_Guest], timeout: float) -> tuple[_Guest, str] | None:
@@ -253,9 +262,7 @@ def _boot(guests: list[_Guest], timeout: float) -> tuple[_Guest, str] | None:
                 said_go = True
             running = [g for g in guests if g.proc.poll() is None]
             for g in guests:
-                if g.proc.returncode is not None and (
-                        g.proc.returncode != 0 or not (g.xchg / "rc").exists()) \
-                        and len(running) > 0:
+                if g.proc.returncode is not None and running and g.refused():
                     return g, _problem(g)
             if not running:
                 break
@@ -287,6 +294,11 @@ def _problem(g: _Guest) -> str:
     if g.proc.returncode != 0:
         return (f"QEMU exited {g.proc.returncode}: "
                 f"{g.qemu_log.read_text(errors='replace').strip()[-500:]}")
+    rc = g.xchg / "rc"
+    if rc.exists():
+        err = g.xchg / "stderr"
+        last = err.read_text(errors="replace").strip().splitlines()[-1:] if err.exists() else []
+        return f"cxlbench exited {rc.read_text().strip()} in it: {' '.join(last) or '-'}"
     return g.setup_failure()
 
 

@@ -54,6 +54,14 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers",
     failed = int((~frame["placement_ok"].astype(bool)).sum())
     placed = ("placement verified on every case (move_pages after the case)" if not failed
               else f"placement check FAILED on {failed} rows")
+    # A host of two (crosshost.py) maps a region no NUMA placement describes.
+    across = frame["info"].map(lambda i: isinstance(i, dict) and "session" in i) \
+        if "info" in frame else pd.Series(False, index=frame.index)
+    if across.all() and len(frame):
+        placed = ("each host's region is the DAX device (or file) both map: no NUMA node, "
+                  "nothing to verify")
+    elif across.any():
+        placed += "; the runs of two hosts map a shared region, not verified"
     runs = fleet.runs_text(list(frame["label"]) if labels is None else labels)
     if shown in FLEET_SHOWN:
         text = (f"{measured}. Each run's value is the median of its {reps} repetitions"
@@ -68,6 +76,12 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers",
     legend = varying(frame, exclude)
     if legend:
         text += f"Varied: {', '.join(legend)}. "
+    # Every figure of an emulated run says so, whatever else it shows.
+    emulated = sorted({str(m) for m in frame.get("machine", ())
+                       if str(m).startswith("emulated")})
+    if emulated:
+        text = (f"EMULATED ({', '.join(emulated)}): figures from QEMU, not from hardware. "
+                + text)
     return text + f"{placed[0].upper() + placed[1:]}. Runs: {runs}."
 
 

@@ -1,7 +1,7 @@
 """Memory shared by two hosts (benchmarks/crosshost.py): the flag's round trip with and
 without the software-coherence protocol, the ring's bandwidth by message size, and the
 messages a ring read stale or torn, and additions to one counter (their time, and those
-lost)."""
+lost), and the bandwidth each host of a pool keeps beside the other."""
 from __future__ import annotations
 
 from .draw import bars, lines
@@ -57,5 +57,13 @@ def shared_atomic(frame, runs):
                             "host's overwrote")
 
 
+def shared_pool(frame, runs):
+    yield bars(frame, ("slice",), "kept", key="shared-pool", family="shared_pool",
+               title="Bandwidth a host keeps beside the other (a pool's noisy neighbour)",
+               measured="Share (%) of a host's read bandwidth on its own slice of the "
+                        "region kept while the other host reads its own slice at the same "
+                        "time, against the host reading alone")
+
+
 PLOTTERS = {"shared_pingpong": shared_pingpong, "shared_ring": shared_ring,
-            "shared_atomic": shared_atomic}
+            "shared_atomic": shared_atomic, "shared_pool": shared_pool}

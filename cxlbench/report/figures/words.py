@@ -170,6 +170,11 @@ FAMILY_WORDS = {
     ("migrate_touch", "batch"): _batch_pages,
     ("gpu", "threads"): lambda v: count(v, "thread") + " a block",
     ("gpu", "batch"): lambda v: count(v, "bag") + " a launch",
+    **{(family, "host"): (lambda v: "two CPUs as the hosts" if str(v) == "both" else
+                          f"host {v}")
+       for family in ("shared_pingpong", "shared_ring", "shared_atomic", "shared_pool")},
+    ("shared_atomic", "op"): lambda v: {"add": "lock xadd", "cas": "compare-and-swap loop",
+                                        "plain": "plain load + store"}.get(str(v), str(v)),
 }
 
 
