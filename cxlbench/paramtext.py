@@ -8,7 +8,7 @@ from .units import format_size, parse_list
 # Parameters that change how long or how carefully a case runs, not what it measures:
 # cases that differ only in these are still the same measurement.
 NOT_MEASURED = ("repeat", "warmup", "timeout", "tolerance")
-SIZES = ("size", "load_size", "window", "chunk", "step_size", "stride",
+SIZES = ("size", "slice", "load_size", "window", "chunk", "step_size", "stride",
          "checkpoint.size", "message")  # kind "size"
 
 

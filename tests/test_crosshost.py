@@ -517,8 +517,8 @@ def test_a_pool_on_one_machine_reads_each_slice_whole(tmp_path):
 
 def test_a_host_that_leaves_a_case_early_leaves_both_in_step_for_the_next():
     """Case A of four meetings: host 1 fails after its second (a figure it checks, say)
-    and gives up the rest; host 0 is told at its third, and gives up its rest too. Case B
-    then finds both at the same meeting, of the same case."""
+    and gives up the rest; host 0 is told, and gives up its rest too. Case B then finds
+    both at the same meeting, of the same case."""
     from cxlbench.benchmarks.crosshost import _Seat
     params = {"wait": 10, "warmup": 1, "repeat": 3}
 
@@ -542,7 +542,10 @@ def test_a_host_that_leaves_a_case_early_leaves_both_in_step_for_the_next():
     (failed0, next0), theirs = both(host(0), host(1))
     failed1, next1 = theirs["ok"]
     assert failed1 == [1, "host 1's check failed"]
-    assert failed0[0] == 2 and "host 1 gave up meeting 3" in failed0[1]
+    # told at its third meeting, or at the end of its second (where host 1's mark came
+    # before host 0 had looked a last time)
+    assert (failed0[0], f"host 1 gave up meeting {failed0[0] + 1}" in failed0[1]) in \
+        ((1, True), (2, True)), failed0
     assert next0 == next1 == 5 << 32 | 5             # case B's first: after A's four
 
 

@@ -22,7 +22,7 @@ LAYERS = [
     ("compiled boundaries and options", ["cxlbench.native", "cxlbench._native",
                                          "cxlbench.gpu", "cxlbench.options"]),
     ("the machine", ["cxlbench.topology"]),
-    ("placed memory", ["cxlbench.memory", "cxlbench.system"]),
+    ("placed memory", ["cxlbench.memory", "cxlbench.system", "cxlbench.shared_region"]),
     ("workloads", ["cxlbench.workloads"]),
     ("tiering engines and policies", ["cxlbench.tiering"]),
     ("planning", ["cxlbench.plan"]),

@@ -31,19 +31,18 @@ protocol is complete, not how often a device serves stale data)."""
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import random
-import stat
 import threading
 import zlib
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import CheckError, NativeError, UserError
 from ..memory import native
 from ..options import Option, pick, to_json
+from ..shared_region import DAX_ALIGN, PAGE, Region, size_of
+from .bandwidth import MASK, read_sum
 from .common import Measurement, check_placement, measure, place, resolve_cpus, unplaced
 
 TITLE = "Memory shared by two hosts"
@@ -54,12 +53,10 @@ OPS = ("add", "cas", "plain")               # shared_atomic's: CXB_XHOP_*, in va
 HOSTS = ("both", "0", "1")
 HOST_ENV, REGION_ENV = "CXLBENCH_SHARED_HOST", "CXLBENCH_SHARED_REGION"
 SESSION_ENVS = ("CXLBENCH_SHARED_SESSION", "SLURM_JOB_ID")
-PAGE = 4096
 PAGES = 3               # the meeting block, the flag lines and counter, the ring's indices
 LINE = 64
 APART = 128             # bytes between words two hosts write (native/crosshost.c)
 FLAG_WORDS = (PAGE // 8, (PAGE + APART) // 8)       # host 0's flag, host 1's
-DAX_ALIGN = 2 << 20     # a DAX device's mapping: whole multiples of its alignment
 POOL_SLICE = 256 << 20  # shared_pool's slice a host, where the case leaves it to cxlbench
 EMULATED_SLICE = 8 << 20
 
@@ -168,65 +165,6 @@ def validate_hosts(params: dict, size: int, topology) -> None:
     _cpus(params)
     with Region(params["region"], size):
         pass
-
-
-def _size_of(path: str) -> tuple[int, int]:
-    """A DAX device's or a file's bytes and mapping alignment; UserError for neither."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise UserError(f"region {path}: {e.strerror}") from None
-    if stat.S_ISCHR(st.st_mode):
-        return _dax_size(st)
-    if stat.S_ISREG(st.st_mode):
-        return st.st_size, PAGE
-    raise UserError(f"region {path}: neither a DAX device nor a file")
-
-
-class Region:
-    """A DAX device or a file, mapped shared: the first `need` bytes (rounded up to the
-    device's alignment). A device too small, or a path neither, is refused."""
-
-    def __init__(self, path: str, need: int):
-        self.path, self.need = path, need
-
-    def __enter__(self) -> "Region":
-        try:
-            fd = os.open(self.path, os.O_RDWR)
-        except OSError as e:
-            raise UserError(f"region {self.path}: {e.strerror}") from None
-        try:
-            have, align = _size_of(f"/proc/self/fd/{fd}")
-            length = -(-self.need // align) * align
-            if have < length:
-                raise UserError(f"region {self.path}: {have} bytes, the case needs {length}")
-            self.map = mmap.mmap(fd, length, mmap.MAP_SHARED,
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)
-        self.view = np.frombuffer(self.map, np.uint8)
-        self.addr = self.view.ctypes.data
-        return self
-
-    def __exit__(self, *exc) -> None:
-        del self.view
-        self.map.close()
-
-
-def _dax_size(st) -> tuple[int, int]:
-    """A character device's size and alignment, read from sysfs where it is a DAX
-    device (/sys/dev/char/MAJOR:MINOR); UserError otherwise."""
-    where = Path(f"/sys/dev/char/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
-    try:
-        size = int((where / "size").read_text())
-    except (OSError, ValueError):
-        raise UserError("a character device that is no DAX device (no size in "
-                        f"{where})") from None
-    try:
-        align = int((where / "align").read_text())
-    except (OSError, ValueError):
-        align = DAX_ALIGN
-    return size, align
 
 
 def _both(cpus: list[int], host0, host1):
@@ -543,7 +481,7 @@ class SharedPool:
             return EMULATED_SLICE, ("8 MiB: an emulator reaches the device an access at a "
                                     "time, so a larger slice only takes longer")
         if _across(params):
-            have, _ = _size_of(params["region"])
+            have, _ = size_of(params["region"])
             most = (have - PAGES * PAGE) // 2 // DAX_ALIGN * DAX_ALIGN
             if most < POOL_SLICE:
                 return max(most, PAGE), f"half of what {params['region']} holds"
@@ -559,7 +497,6 @@ class SharedPool:
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
-        from .bandwidth import MASK, read_sum
         k = native.kernel(cls.KERNEL)
         isa = k.best_isa()
         (slice_, why), passes = cls.slice_bytes(params), params["passes"]

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import memory
 from ..placement import Placement
+from ..shared_region import PAGE, Region, dax_size
 from ..topology import Topology
 
 WORDS = 4 << 20        # 32 MiB: enough to span many pages, small for emulated CXL
@@ -22,8 +23,7 @@ WORDS = 4 << 20        # 32 MiB: enough to span many pages, small for emulated C
 def shared(path: str, host: int) -> dict:
     """The shared region mapped, and a page of this host's own (the last but `host`)
     holding a pattern written and read back."""
-    from ..benchmarks.crosshost import PAGE, Region, _dax_size
-    size, _ = _dax_size(os.stat(path))
+    size, _ = dax_size(os.stat(path))
     with Region(path, size) as r:
         page = r.view[size - (host + 1) * PAGE:size - host * PAGE].view(np.uint64)
         pattern = np.arange(page.size, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15 + host)
