@@ -300,18 +300,28 @@ def _run_across(m: Measurement, bench: str, params: dict, size: int, op,
     return m
 
 
-class SharedPingPong:
-    NAME = "shared_pingpong"
+class _Shared:
+    """What every shared-memory benchmark has alike: its heading, its one buffer (the
+    region), the options it ignores, and the check of where its hosts are."""
     TITLE = TITLE
     BUFFERS = BUFFERS
+    unused = staticmethod(_unused)
+
+    @classmethod
+    def size(cls, params: dict) -> int:
+        """Bytes of the region the case uses: the three pages, and what it adds."""
+        return PAGES * PAGE
+
+    @classmethod
+    def validate(cls, params: dict, topology) -> None:
+        validate_hosts(params, cls.size(params), topology)
+
+
+class SharedPingPong(_Shared):
+    NAME = "shared_pingpong"
     DESCRIPTION = "a flag handed between two hosts on one region, with or without the " \
                   "flush protocol; ns a round trip"
     OPTIONS = _options({"iterations": Option("iterations", "int", 20000, "round trips", min=1)})
-    unused = staticmethod(_unused)
-
-    @staticmethod
-    def validate(params: dict, topology) -> None:
-        validate_hosts(params, PAGES * PAGE, topology)
 
     @staticmethod
     def run(params: dict) -> Measurement:
@@ -344,10 +354,8 @@ def generation_count(results: dict) -> int:
     return generation & 0xffffffff
 
 
-class SharedRing:
+class SharedRing(_Shared):
     NAME = "shared_ring"
-    TITLE = TITLE
-    BUFFERS = BUFFERS
     DESCRIPTION = "messages from host 0 to host 1 through a ring on one region, each read " \
                   "back by sequence number and checksum; GB/s, and messages stale or torn"
     OPTIONS = _options({
@@ -360,7 +368,6 @@ class SharedRing:
                            "a private copy only the protocol moves (the worst a non-coherent "
                            "device can do); counts only"),
     })
-    unused = staticmethod(_unused)
 
     @staticmethod
     def ring_bytes(params: dict) -> int:
@@ -371,10 +378,6 @@ class SharedRing:
     @classmethod
     def size(cls, params: dict) -> int:
         return -(-cls.ring_bytes(params) // PAGE) * PAGE
-
-    @classmethod
-    def validate(cls, params: dict, topology) -> None:
-        validate_hosts(params, cls.size(params), topology)
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
@@ -408,10 +411,8 @@ class SharedRing:
         return _run(m, cls.NAME, params, cls.size(params), op, figures)
 
 
-class SharedAtomic:
+class SharedAtomic(_Shared):
     NAME = "shared_atomic"
-    TITLE = TITLE
-    BUFFERS = BUFFERS
     DESCRIPTION = "both hosts add 1 to one counter on one region, `iterations` times each; " \
                   "ns an addition, and the additions lost"
     OPTIONS = _options({
@@ -421,11 +422,6 @@ class SharedAtomic:
         "iterations": Option("iterations", "int", 100000, "additions by each host", min=1,
                              max=(1 << 62)),
     })
-    unused = staticmethod(_unused)
-
-    @staticmethod
-    def validate(params: dict, topology) -> None:
-        validate_hosts(params, PAGES * PAGE, topology)
 
     @staticmethod
     def run(params: dict) -> Measurement:
@@ -450,13 +446,11 @@ class SharedAtomic:
         return _run(m, SharedAtomic.NAME, params, PAGES * PAGE, op, figures)
 
 
-class SharedPool:
+class SharedPool(_Shared):
     """Pooling: each host streams over its own slice of one device, first alone, then the
     other alone, then both at once: the bandwidth each keeps beside the other (a pool's
     noisy neighbour). The catalogue's `read` kernel, its checksum checked each time."""
     NAME = "shared_pool"
-    TITLE = TITLE
-    BUFFERS = BUFFERS
     DESCRIPTION = "each host reads its own slice of one region, alone and then beside the " \
                   "other host reading its own: GB/s alone and beside, and the share kept"
     OPTIONS = _options({
@@ -490,10 +484,6 @@ class SharedPool:
     @classmethod
     def size(cls, params: dict) -> int:
         return PAGES * PAGE + 2 * cls.slice_bytes(params)[0]
-
-    @classmethod
-    def validate(cls, params: dict, topology) -> None:
-        validate_hosts(params, cls.size(params), topology)
 
     @classmethod
     def run(cls, params: dict) -> Measurement:
