@@ -332,26 +332,19 @@ class SharedPingPong(_Shared):
 
         def figures(results, words) -> dict[str, float]:
             # Each host's clock spans every round trip (host 1's from its first wait).
-            ns = results.get(0, results.get(1))
+            ns, generation = results.get(0, results.get(1))
             if words is not None:
                 flags = [int(f) for f in words[list(FLAG_WORDS)]]
-                want = (generation_count(results) << 32) + n
+                want = ((generation & 0xffffffff) << 32) + n
                 if flags != [want, want]:
                     raise CheckError(f"the flags ended at {flags}, not {want} each")
-            return {"round_trip": ns[0] / n, "one_way": ns[0] / n / 2}
+            return {"round_trip": ns / n, "one_way": ns / n / 2}
 
         def op(addr, h, generation):
             ns = native.xh_pingpong(addr, PAGES * PAGE, h, n, params["protocol"],
                                     params["flush"], params["wait"], generation)
             return ns, generation
         return _run(m, SharedPingPong.NAME, params, PAGES * PAGE, op, figures)
-
-
-def generation_count(results: dict) -> int:
-    """The meeting's count (what flags and sequence numbers count from), from the
-    (value, generation) results of its hosts."""
-    (_, generation) = next(iter(results.values()))
-    return generation & 0xffffffff
 
 
 class SharedRing(_Shared):
@@ -490,6 +483,7 @@ class SharedPool(_Shared):
         k = native.kernel(cls.KERNEL)
         isa = k.best_isa()
         (slice_, why), passes = cls.slice_bytes(params), params["passes"]
+        size = PAGES * PAGE + 2 * slice_          # once: a region's size is read from sysfs
         lines = slice_ // 64
         unit = max(k.elem_bytes, 64)
         want = passes * read_sum(lines, unit // 64, k.bytes_read * unit // k.elem_bytes // 64) \
@@ -518,13 +512,13 @@ class SharedPool(_Shared):
                 filled.add(h)
             alone = None
             for phase in (1, 2):                    # host 0 alone, then host 1
-                native.xh_together(addr, cls.size(params), h, generation, phase,
+                native.xh_together(addr, size, h, generation, phase,
                                    params["wait"])
                 if phase == h + 1:
                     alone = stream(mine, h)
-            native.xh_together(addr, cls.size(params), h, generation, 3, params["wait"])
+            native.xh_together(addr, size, h, generation, 3, params["wait"])
             beside = stream(mine, h)
-            native.xh_together(addr, cls.size(params), h, generation, 4, params["wait"])
+            native.xh_together(addr, size, h, generation, 4, params["wait"])
             return alone, beside
 
         def figures(results, words) -> dict[str, float]:
@@ -537,8 +531,8 @@ class SharedPool(_Shared):
             return {"alone": alone, "beside": beside, "kept": 100 * beside / alone}
         # No protocol: each host only reads its own slice; the slice as resolved, so two
         # hosts that resolved it apart are told so at their first meeting.
-        return _run(m, cls.NAME, {**params, "protocol": "none", "slice": slice_},
-                    cls.size(params), op, figures)
+        return _run(m, cls.NAME, {**params, "protocol": "none", "slice": slice_}, size, op,
+                    figures)
 
 
 BENCHMARKS = (SharedPingPong, SharedRing, SharedAtomic, SharedPool)
