@@ -60,7 +60,7 @@ SHAPES = {
     "shared_ring": ("xh_ring", {"bandwidth": ("GB/s", 4.45), "messages": ("M/s", 1.09),
                                 "stale": ("messages", 0.0), "torn": ("messages", 0.0)},
                     {"messages": 4000, "slots": 8}),
-    "shared_atomic": ("xh_atomic", {"op": ("ns", 14.2), "lost": ("additions", 0.0)},
+    "shared_atomic": ("xh_atomic", {"addition": ("ns", 14.2), "lost": ("additions", 0.0)},
                       {"additions": 200000}),
     "shared_pool": ("read", {"alone": ("GB/s", 38.7), "beside": ("GB/s", 23.5),
                              "kept": ("%", 60.7)}, {"slice": 1 << 28, "passes": 4}),

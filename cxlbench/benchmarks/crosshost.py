@@ -420,7 +420,7 @@ class SharedAtomic(_Shared):
     def run(params: dict) -> Measurement:
         n, op_name = params["iterations"], params["op"]
         m = Measurement(kernel="xh_atomic", isa="scalar", cpus=_cpus(params),
-                        units={"op": "ns", "lost": "additions"},
+                        units={"addition": "ns", "lost": "additions"},
                         info={"additions": 2 * n, "atomic_across_hosts":
                               "recorded, not assumed: a device that keeps no coherence "
                               "across hosts does not make their atomics atomic together"})
@@ -431,7 +431,7 @@ class SharedAtomic(_Shared):
             # One machine keeps its own atomics: an addition lost there is the kernel's.
             if words is not None and op_name != "plain" and lost:
                 raise CheckError(f"{op_name}: the counter came to {value}, not {2 * n}")
-            return {"op": ns / n, "lost": lost}
+            return {"addition": ns / n, "lost": lost}
 
         def op(addr, h, generation):
             return native.xh_atomic(addr, PAGES * PAGE, h, n, op_name, params["protocol"],

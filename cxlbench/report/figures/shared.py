@@ -4,6 +4,7 @@ messages a ring read stale or torn, and additions to one counter (their time, an
 lost), and the bandwidth each host of a pool keeps beside the other."""
 from __future__ import annotations
 
+from ...units import format_size
 from .draw import bars, lines
 
 
@@ -39,7 +40,7 @@ def shared_ring(frame, runs):
 
 
 def shared_atomic(frame, runs):
-    yield bars(frame, ("op", "protocol"), "op", key="shared-atomic", family="shared_atomic",
+    yield bars(frame, ("op",), "addition", key="shared-atomic", family="shared_atomic",
                title="An addition to a counter both hosts add to",
                measured="Time (ns) of one addition by each host to one counter on the "
                         "region: lock xadd, a compare-and-swap loop, or a plain load and "
@@ -49,7 +50,7 @@ def shared_atomic(frame, runs):
     # where the device keeps no coherence across hosts.
     lost = frame[(frame["metric"] == "lost") & (frame["median"] > 0)]
     if len(lost):
-        yield bars(frame[frame["case"].isin(set(lost["case"]))], ("op", "protocol"), "lost",
+        yield bars(frame[frame["case"].isin(set(lost["case"]))], ("op",), "lost",
                    key="shared-lost", family="shared_atomic",
                    title="Additions lost when both hosts add to one counter",
                    measured="Additions missing from the counter once both hosts finished "
@@ -58,11 +59,16 @@ def shared_atomic(frame, runs):
 
 
 def shared_pool(frame, runs):
-    yield bars(frame, ("slice",), "kept", key="shared-pool", family="shared_pool",
+    # The slice each case read (slice=0 leaves it to cxlbench: the case's info says).
+    slices = sorted({int(i["slice"]) for i in frame["info"]
+                     if isinstance(i, dict) and i.get("slice")})
+    read = f"its own slice of {' or '.join(format_size(b) for b in slices)}" if slices \
+        else "its own slice"
+    yield bars(frame, (), "kept", key="shared-pool", family="shared_pool",
                title="Bandwidth a host keeps beside the other (a pool's noisy neighbour)",
-               measured="Share (%) of a host's read bandwidth on its own slice of the "
-                        "region kept while the other host reads its own slice at the same "
-                        "time, against the host reading alone")
+               measured=f"Share (%) of a host's read bandwidth on {read} of the region kept "
+                        "while the other host reads its own at the same time, against the "
+                        "host reading alone")
 
 
 PLOTTERS = {"shared_pingpong": shared_pingpong, "shared_ring": shared_ring,
