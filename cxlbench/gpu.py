@@ -1,32 +1,28 @@
 """The one boundary to the GPU library, as native.py is to the CPU core: only this module
-touches its ffi and lib. The library (native/gpu/*.cu) is built by nvcc on first use into a
-cache keyed by the sources' hash, nvcc's version and the flags, and loaded with cffi's ABI
-mode (ffi.dlopen): no CUDA Python package, and `pip install` works where nvcc is absent.
-A separate library from the CPU core, not a part of it, because nvcc (not the C compiler
-cffi drives) must build it and it must load, or fail to, on its own: the CPU benchmarks
-never depend on CUDA being there."""
+touches its ffi and lib. The library (native/gpu/*.cu) is built by nvcc at install time
+where nvcc is, else on first use into a cache (cxlbench/gpu_build.py), and loaded with
+cffi's ABI mode (ffi.dlopen): no CUDA Python package, `pip install` works where nvcc is
+absent, and a built library loads where only a driver is. A separate library from the CPU
+core, not a part of it, because nvcc (not the C compiler cffi drives) must build it and it
+must load, or fail to, on its own: the CPU benchmarks never depend on CUDA being there."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cffi import FFI
 
+from . import gpu_build
 from .errors import CxlbenchError, UserError
+from .gpu_build import HEADER
 from .placement import Placement
 
-# SASS for A100 (sm_80) and H100/H200 (sm_90), and PTX for what comes after; the CUDA
-# runtime linked in statically, so only the driver (libcuda) is needed where it runs.
-NVCC_FLAGS = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-cudart", "static",
-              "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
-              "-gencode", "arch=compute_90,code=compute_90"]
-HEADER = "cxb_gpu.h"
+# The oldest Linux driver each CUDA major version's runtime runs on (minor-version
+# compatibility: any 13.x runtime on a 580 driver).
+DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525.60.13", 13: "580"}
+INSUFFICIENT_DRIVER = 35    # cudaErrorInsufficientDriver
 
 
 class GpuError(CxlbenchError):
@@ -42,55 +38,37 @@ def source_dir() -> Path:
 
 
 def nvcc() -> str | None:
-    return shutil.which("nvcc") or next(
-        (str(p) for p in (Path("/usr/local/cuda/bin/nvcc"),) if p.exists()), None)
+    return gpu_build.nvcc()
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench")) / "gpu"
 
 
-@functools.lru_cache(maxsize=1)
-def nvcc_version(compiler: str) -> str:
-    out = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
+def library_path() -> Path:
+    """Where a library built on first use from these sources lives."""
+    return cache_dir() / gpu_build.library_name(source_dir())
 
 
-def library_path(compiler: str) -> Path:
-    """Where the library built from these sources by this nvcc with these flags lives."""
-    h = hashlib.sha256()
-    for p in sorted(source_dir().glob("*")):
-        if p.suffix in (".cu", ".h"):
-            h.update(p.name.encode() + b"\0" + p.read_bytes())
-    h.update(nvcc_version(compiler).encode() + " ".join(NVCC_FLAGS).encode())
-    return cache_dir() / f"libcxbgpu-{h.hexdigest()[:16]}.so"
+def built() -> Path | None:
+    """The library built from these sources, at install time (beside this module) or on
+    an earlier first use (in the cache); None where neither is. No nvcc is asked."""
+    name = gpu_build.library_name(source_dir())
+    for folder in (Path(__file__).resolve().parent, cache_dir()):
+        if (folder / name).is_file():
+            return folder / name
+    return None
 
 
 def build(compiler: str) -> Path:
-    """The library, built now unless already cached (written under a temporary name and
-    renamed, so a build that is interrupted or runs twice at once leaves no half file)."""
-    out = library_path(compiler)
-    if out.exists():
-        return out
-    sources = sorted(str(p) for p in source_dir().glob("*.cu"))
+    """The library in the cache, built now unless already there."""
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so")
-    except OSError as e:
-        raise UserError(f"the GPU library is built on first use into {out.parent}, which "
-                        f"cannot be written ({e.strerror or e}): set CXLBENCH_CACHE to a "
-                        "writable folder") from None
-    os.close(fd)
-    try:
-        r = subprocess.run([compiler, *NVCC_FLAGS, "-I", str(source_dir()), "-o", tmp,
-                            *sources], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise UserError(f"nvcc could not build the GPU library: {r.stderr.strip()[-2000:]}")
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+        return gpu_build.build(compiler, source_dir(), cache_dir())
+    except gpu_build.BuildError as e:
+        if e.unwritable:
+            raise UserError(f"the GPU library is built on first use into {e}: set "
+                            "CXLBENCH_CACHE to a writable folder") from None
+        raise UserError(str(e)) from None
 
 
 # The header's declarations, once a process (cffi refuses a struct declared twice), at
@@ -141,13 +119,20 @@ KERNELS = _kernel_bytes()           # the streaming kernels: name -> bytes moved
 @functools.lru_cache(maxsize=1)
 def _loaded():
     """(lib, None), or (None, why the library cannot be had here)."""
-    compiler = nvcc()
-    if compiler is None:
-        return None, "nvcc not found (the GPU library is built by nvcc on first use)"
+    path = built()
+    if path is None:
+        compiler = nvcc()
+        if compiler is None:
+            return None, ("not built, and no nvcc to build it (pip install where nvcc is on "
+                          "PATH builds it; so does a first use with nvcc on PATH)")
+        try:
+            path = build(compiler)
+        except UserError as e:
+            return None, str(e)
     try:
-        return ffi.dlopen(str(build(compiler))), None
-    except (UserError, OSError, subprocess.CalledProcessError) as e:
-        return None, str(e)
+        return ffi.dlopen(str(path)), None
+    except OSError as e:
+        return None, f"{path} does not load: {e}"
 
 
 def lib():
@@ -188,9 +173,26 @@ def unavailable() -> str | None:
     rt = runtime()
     if rt.driver_version <= 0:
         return "no CUDA driver (cudaDriverGetVersion gives 0): no GPU here"
+    if rt.status == INSUFFICIENT_DRIVER or rt.driver_version // 1000 < rt.runtime_version // 1000:
+        return old_driver(rt)
     if rt.devices < 1:
         return f"no CUDA device ({rt.error or 'cudaGetDeviceCount gives 0'})"
     return None
+
+
+def cuda_version(v: int) -> str:
+    """CUDA's integer version (13000) as people write it (13.0)."""
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def old_driver(rt: Runtime) -> str:
+    """One line: the driver's CUDA version, the runtime's, and the driver it needs."""
+    need = DRIVER_FOR_CUDA.get(rt.runtime_version // 1000)
+    return (f"the NVIDIA driver here runs CUDA {cuda_version(rt.driver_version)} at most; the "
+            f"GPU library was built with CUDA {cuda_version(rt.runtime_version)}, which needs "
+            f"driver {need + ' or newer' if need else 'for that version'}: update the "
+            f"driver, or reinstall cxlbench where nvcc {cuda_version(rt.driver_version)} or "
+            "older is on PATH")
 
 
 def movable_only_nodes(proc_root: str = "/proc") -> set[int]:
@@ -270,13 +272,14 @@ class StreamResult:
 
 
 def stream(kernel: str, n: int, blocks: int, threads: int, reps: int,
-           device_index: int = 0) -> StreamResult:
-    """reps timed launches of a streaming kernel over arrays of n doubles, then its check."""
+           device_index: int = 0, passes: int = 1) -> StreamResult:
+    """reps timed launches of a streaming kernel over arrays of n doubles (n even), each
+    `passes` times over them, then its check."""
     cuda = lib()
     a = ffi.new("struct cxb_gpu_stream_args *")
     ns = ffi.new("unsigned long long[]", reps)
     a.device, a.kernel, a.n = device_index, list(KERNELS).index(kernel), n
-    a.blocks, a.threads, a.reps, a.ns = blocks, threads, reps, ns
+    a.blocks, a.threads, a.reps, a.ns, a.passes = blocks, threads, reps, ns, passes
     _raise_if_failed(cuda.cxb_gpu_stream(a), f"gpu stream {kernel}")
     return StreamResult(list(ns), int(a.bad), float(a.sum), float(a.want_sum))
 

@@ -56,6 +56,21 @@ def last_json(stdout: str):
     return json.loads(stdout)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """One line on what the GPU tests checked here, where a skip among hundreds is missed:
+    the library's build (with nvcc) and its kernels (on a GPU)."""
+    from cxlbench import gpu
+    compiler = gpu.nvcc()
+    if compiler is None and gpu.built() is None:
+        terminalreporter.write_line("GPU library: NOT built or checked here (no nvcc); GPU "
+                                    "kernels not run")
+        return
+    why = gpu.unavailable()
+    terminalreporter.write_line(
+        f"GPU library: {'built by ' + compiler if compiler else 'built at install, no nvcc'}; "
+        f"GPU kernels {'run on this GPU' if not why else 'NOT run: ' + why}")
+
+
 def pytest_collection_modifyitems(items):
     """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out. One
     that needs two memory nodes on this machine skips, with why, where it has fewer; one

@@ -1,4 +1,5 @@
 """The C core builds for a non-x86 target with only its scalar variants."""
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -62,3 +63,14 @@ def test_a_plain_install_runs_and_finds_the_gpu_sources(tmp_path):
                            cwd=tmp_path, env=env)
         assert r.returncode == 0, (args, r.stderr[-3000:])
     assert r.stdout.strip() == str(tmp_path / "t" / "cxlbench" / "gpu_src")
+    # Where nvcc is, pip built the GPU library into the wheel; it is found with no nvcc.
+    from cxlbench import gpu
+    if gpu.nvcc() is None:
+        return
+    r = subprocess.run([sys.executable, "-c", "from cxlbench import gpu, gpu_build\n"
+                        "gpu_build.nvcc = gpu.nvcc = None\nprint(gpu.built())"],
+                       capture_output=True, text=True, cwd=tmp_path,
+                       env={**env, "CXLBENCH_CACHE": str(tmp_path / "empty")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.fullmatch(re.escape(str(tmp_path / "t" / "cxlbench")) + r"/libcxbgpu-\w{16}\.so",
+                        r.stdout.strip())

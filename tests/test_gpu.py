@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cffi import FFI
@@ -52,8 +53,8 @@ def test_the_library_builds_loads_and_lists_the_options_kernels():
     byte and row for row: row i is the kernel of enum value i."""
     assert list(gpu.kernels().items()) == list(gpu.KERNELS.items())
     assert list(gpu.kernels()) == list(gpu_stream.OPTIONS["kernel"].choices)
-    path = gpu.library_path(gpu.nvcc())
-    assert path.exists() and path.parent == gpu.cache_dir()
+    path = gpu.built()
+    assert path.exists() and path.parent in (gpu.cache_dir(), Path(gpu.__file__).parent)
     rt = gpu.runtime()
     assert rt.runtime_version >= 12000          # the toolkit's runtime, linked in
 
@@ -65,7 +66,7 @@ def test_a_build_is_cached_by_its_sources_and_a_failed_one_says_why(private_sour
     assert first.exists() and gpu.build(compiler) == first           # cached
     (private_sources / "stream.cu").write_text(
         (private_sources / "stream.cu").read_text() + "\n// a change\n")
-    second = gpu.library_path(compiler)
+    second = gpu.library_path()
     assert second != first and not second.exists()
     assert gpu.build(compiler) == second and second.exists()
     (private_sources / "stream.cu").write_text("this is not CUDA\n")
@@ -159,13 +160,14 @@ def test_an_enum_names_options_lower_case_with_dashes(monkeypatch):
     assert gpu._enum("thing") == ("first-touch", "b")
 
 
-def test_without_nvcc_the_reason_says_so(monkeypatch):
+def test_without_a_built_library_or_nvcc_the_reason_says_so(monkeypatch):
     monkeypatch.setattr(gpu, "nvcc", lambda: None)
+    monkeypatch.setattr(gpu, "built", lambda: None)
     gpu._loaded.cache_clear()
     try:
-        assert gpu.unavailable() == "GPU library: nvcc not found (the GPU library is built " \
-                                    "by nvcc on first use)"
-        with pytest.raises(UserError, match="GPU library: nvcc not found"):
+        assert gpu.unavailable() == "GPU library: not built, and no nvcc to build it (pip " \
+            "install where nvcc is on PATH builds it; so does a first use with nvcc on PATH)"
+        with pytest.raises(UserError, match="GPU library: not built, and no nvcc"):
             gpu.lib()
     finally:
         gpu._loaded.cache_clear()
@@ -177,7 +179,7 @@ def test_an_unwritable_cache_says_where_and_what_moves_it(tmp_path, monkeypatch)
     (tmp_path / "a-file").write_text("x")
     monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path / "a-file" / "cache"))
     monkeypatch.setattr(gpu, "nvcc", lambda: "nvcc")
-    monkeypatch.setattr(gpu, "library_path", lambda compiler: gpu.cache_dir() / "lib.so")
+    monkeypatch.setattr(gpu, "built", lambda: None)
     gpu._loaded.cache_clear()
     try:
         assert gpu.unavailable() == (
@@ -244,8 +246,8 @@ def params(**over):
 def fake(monkeypatch, ns, bad=0):
     calls = []
 
-    def stream(kernel, n, blocks, threads, reps, device_index=0):
-        calls.append((kernel, n, blocks, threads, reps, device_index))
+    def stream(kernel, n, blocks, threads, reps, device_index=0, passes=1):
+        calls.append((kernel, n, blocks, threads, reps, device_index, passes))
         return gpu.StreamResult(ns, bad, 0.0, 1.0)
     monkeypatch.setattr(gpu, "device", lambda i: {**H200, "index": i})
     monkeypatch.setattr(gpu, "stream", stream)
@@ -260,15 +262,31 @@ def test_the_grid_is_blocks_per_sm_times_sms(threads, per_sm, blocks):
 
 
 def test_bandwidth_is_the_declared_bytes_over_each_launch_warmups_dropped(monkeypatch):
-    """triad over 1 MiB arrays: 131072 elements x 24 B a launch; the two warm-up launches
-    are timed but not kept."""
+    """triad over 1 MiB arrays: 131072 elements x 24 B a pass, 342 passes a launch (1 GiB
+    at least); the two warm-up launches are timed but not kept."""
     calls = fake(monkeypatch, [1, 1, 1000, 2000, 4000])
     m = gpu_stream.run(params(kernel="triad", device=1))
-    assert calls == [("triad", 131072, 8 * 132, 256, 5, 1)]
-    moved = 131072 * 24
+    assert calls == [("triad", 131072, 8 * 132, 256, 5, 1, 342)]
+    moved = 131072 * 24 * 342
     assert [r["bandwidth"] for r in m.reps] == [moved / 1000, moved / 2000, moved / 4000]
     assert m.units == {"bandwidth": "GB/s"} and m.kernel == "gpu_triad" and m.isa == "sm_90"
     assert m.info["bytes"] == moved and m.info["blocks"] == 1056
+
+
+@pytest.mark.parametrize("kernel,size,passes", [
+    ("triad", 1 << 30, 1), ("read", 1 << 30, 1), ("read", 1 << 29, 2), ("read", 64 << 10, 16384),
+    ("triad", 64 << 10, 5462), ("copy", 48 << 20, 11)])
+def test_a_launch_passes_over_small_arrays_until_it_has_moved_a_gib(kernel, size, passes):
+    """One pass over 64 KiB takes less than a launch costs: a launch goes over the arrays
+    until it has moved 1 GiB, so L1 and L2 are timed, not the launch."""
+    assert gpu_stream.passes(kernel, size) == passes
+    assert gpu_stream.KERNELS[kernel] * size // 8 * passes >= 1 << 30
+
+
+def test_the_arrays_are_pairs_of_doubles():
+    """The kernels move 16 bytes a load: an array is a whole number of them."""
+    with pytest.raises(ValueError, match="not a multiple of 16 bytes"):
+        gpu_stream.OPTIONS["size"].convert((64 << 10) + 8)
 
 
 def test_a_kernel_off_its_value_fails_the_case(monkeypatch):
@@ -519,10 +537,21 @@ def test_every_kernel_runs_and_checks_on_the_gpu(kernel):
 
 
 @pytest.mark.gpu
-def test_read_sums_to_its_closed_form_on_the_gpu():
-    """read over n elements of 0.1, reduced by blocks and then on the host: n x 0.1."""
-    r = gpu.stream("read", 1 << 20, 132, 256, 2)
-    assert r.bad == 0 and r.total == pytest.approx(0.1 * (1 << 20), rel=1e-12)
+@pytest.mark.parametrize("passes", [1, 3])
+def test_read_sums_to_its_closed_form_on_the_gpu(passes):
+    """read over n elements of 0.1, passes times, reduced by blocks and then on the host:
+    passes x n x 0.1."""
+    r = gpu.stream("read", 1 << 20, 132, 256, 2, passes=passes)
+    assert r.bad == 0 and r.total == pytest.approx(0.1 * (1 << 20) * passes, rel=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", list(gpu_stream.KERNELS))
+def test_every_kernel_checks_after_many_passes_over_a_small_set_on_the_gpu(kernel):
+    """64 KiB arrays (within L1), 16 k passes a launch: checked, and faster than HBM."""
+    m = gpu_stream.run(params(kernel=kernel, size=64 << 10, repeat=3, warmup=1))
+    assert m.info["passes"] > 1000
+    print(kernel, "64 KiB", [round(r["bandwidth"]) for r in m.reps], "GB/s")
 
 
 @pytest.mark.gpu

@@ -51,8 +51,9 @@ struct cxb_gpu_kernel_row {
     int bytes_per_element;
 };
 
-/* One case of a streaming kernel: three arrays of n doubles in device memory, the kernel
- * launched reps times on a grid of blocks x threads (grid-stride loops), each launch timed
+/* One case of a streaming kernel: three arrays of n doubles (n even: the kernels move
+ * pairs) in device memory, the kernel launched reps times on a grid of blocks x threads
+ * (grid-stride loops), `passes` times over the arrays a launch, each launch timed
  * by events around it alone. After the timing every element (or, for read and dot, the
  * reduced sum) is checked against its closed-form value: bad counts those off it. */
 struct cxb_gpu_stream_args {
@@ -62,9 +63,10 @@ struct cxb_gpu_stream_args {
     int blocks;
     int threads;
     int reps;
+    int passes;                 /* times over the arrays in one launch */
     unsigned long long *ns;     /* reps slots: each launch's time */
     unsigned long long bad;     /* out */
-    double sum;                 /* out: read's and dot's last sum */
+    double sum;                 /* out: read's and dot's last sum (all its passes) */
     double want_sum;            /* out: what that sum should be */
 };
 
