@@ -214,7 +214,7 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
     # stream, occupancy, working set, latency, tlb; copies, SM copies (registered a node,
     # pinned), pinned copies, zero-copy, managed, embedding (HBM and pinned, then a node
     # each), KV swaps
-    assert len(cases) == (7 + 25 + 9 + 23 + 7 + 36 * nodes + 9 * nodes + 9 + 36 + 3 * nodes
+    assert len(cases) == (7 + 25 + 9 + 29 + 7 + 36 * nodes + 9 * nodes + 9 + 36 + 3 * nodes
                           + 4 + 4 + 2 * nodes + 4 * nodes)
     pageable_bidir = "pageable copies are staged by the driver synchronously"
     assert r.stderr.count(f"skipped: {why}") == len(cases) - 6 * nodes
@@ -471,6 +471,17 @@ def test_chase_latency_and_cycles_per_load_warmups_dropped(monkeypatch):
     monkeypatch.setattr(gpu, "chase", lambda *a: ([1] * 4, [1] * 4, 1))
     with pytest.raises(CheckError, match="ended elsewhere than the host"):
         gpu_chase.run(chase_params())
+
+
+def test_the_latency_sweep_steps_by_sqrt2_where_l2_caches_end():
+    """An H200's 50 MiB L2 lies between 32 and 64 MiB: the sweep has a size between them,
+    and its neighbours are at most 1.5x apart from 4 to 256 MiB (2x elsewhere)."""
+    sizes = gpu_chase.OPTIONS["size"].expand["sweep"]
+    assert sizes[0] == 1 << 10 and sizes[-1] == 4 << 30 and list(sizes) == sorted(set(sizes))
+    assert any(32 << 20 < s < 50 << 20 for s in sizes)
+    for a, b in zip(sizes, sizes[1:]):
+        assert b / a <= (1.5 if 4 << 20 <= a < 256 << 20 else 2)
+        assert a % 128 == 0
 
 
 def test_a_chase_needs_two_elements():

@@ -2,7 +2,8 @@
 `size` bytes of device memory, an element every `stride` bytes (128: a line each, so the
 sweep shows L1, L2 and HBM; 2 MiB: one element a page, so it shows the TLBs' reach). Each
 repetition is `hops` dependent loads, going on where the last stopped, after one untimed
-walk of the cycle: ns a load from CUDA events around the launch, and cycles a load from
+walk of the cycle (the cycle's links are written by the device, from an order the host
+can compute too): ns a load from CUDA events around the launch, and cycles a load from
 clock64() around the loop on the SM. The end is checked against the cycle followed on
 the host."""
 from __future__ import annotations
@@ -18,10 +19,18 @@ TITLE = "GPU memory latency"
 BUFFERS = ()            # device memory, allocated by the library
 DESCRIPTION = "GPU memory latency by working set, a random chase (ns and cycles a load)"
 
+
+def sweep() -> tuple[int, ...]:
+    """1 KiB to 4 GiB in steps of 2, and of sqrt(2) from 4 to 256 MiB, where the L2 of
+    every current GPU ends (A100 40 MiB, H100 and H200 50, L40S 96): with steps of 2 alone,
+    a 50 MiB L2 falls between 32 and 64 MiB and its edge is not seen."""
+    halves = (int(2 ** (k + 0.5)) // 65536 * 65536 for k in range(22, 28))
+    return tuple(sorted({1 << k for k in range(10, 33)} | set(halves)))
+
+
 OPTIONS = {
     "size": Option("size", "size", 1 << 30, "bytes of device memory the cycle runs through",
-                   "bytes", min=1024, multiple=8,
-                   expand={"sweep": tuple(1 << k for k in range(10, 33))}),   # 1 KiB-4 GiB
+                   "bytes", min=1024, multiple=8, expand={"sweep": sweep()}),
     "stride": Option("stride", "size", 128, "bytes between the chased elements (128: a "
                      "line each; 2M: a page each, for TLB reach)", "bytes", min=8,
                      multiple=8),

@@ -31,9 +31,17 @@ __global__ void chase(u64 hops, const u64 **at, u64 *cycles) {
 struct Chase {
     char *base = nullptr;
     const u64 **at = nullptr;
-    u64 *cycles = nullptr, *next = nullptr, *links = nullptr;
-    ~Chase() { cudaFree(base); cudaFree(at); cudaFree(cycles); free(next); free(links); }
+    u64 *cycles = nullptr;
+    ~Chase() { cudaFree(base); cudaFree(at); cudaFree(cycles); }
 };
+
+// Element order(j), at byte order(j) x stride, holds the address of element order(j + 1).
+__global__ void link(char *base, u64 stride, Order order) {
+    GRID_STRIDE(j, order.count) {
+        u64 next = j + 1 == order.count ? 0 : j + 1;
+        *(u64 *)(base + order(j) * stride) = (u64)(base + order(next) * stride);
+    }
+}
 
 // Launches that warm the caches and TLBs with one walk of (up to 2^20 elements of) the cycle.
 constexpr u64 WARM_MAX = 1ull << 20;
@@ -47,17 +55,13 @@ int cxb_gpu_chase(struct cxb_gpu_chase_args *a) {
                             "bytes (two strides at least), hops or reps out of range");
     CK(cudaSetDevice(a->device));
     Chase c;
-    c.next = random_cycle(count);
-    if (!c.next) return cxb_gpu_fail(cudaErrorMemoryAllocation, "the chase's cycle");
+    const Order order(count);
     CK(cudaMalloc((void **)&c.base, count * a->stride));
     CK(cudaMalloc((void **)&c.at, sizeof *c.at));
     CK(cudaMalloc((void **)&c.cycles, (a->reps + 1) * sizeof(u64)));  // a round each
-    // element i, at byte i x stride, holds the device address of element next[i]
-    c.links = (u64 *)malloc(count * 8);
-    if (!c.links) return cxb_gpu_fail(cudaErrorMemoryAllocation, "the chase's links");
-    for (u64 i = 0; i < count; i++) c.links[i] = (u64)(c.base + c.next[i] * a->stride);
-    CK(cudaMemcpy2D(c.base, a->stride, c.links, 8, 8, count, cudaMemcpyHostToDevice));
-    const u64 *start = (const u64 *)c.base;
+    link<<<1024, 256>>>(c.base, a->stride, order);
+    CK(cudaGetLastError());
+    const u64 *start = (const u64 *)(c.base + order(0) * a->stride);
     CK(cudaMemcpy(c.at, &start, sizeof start, cudaMemcpyHostToDevice));
     // The untimed round walks the whole cycle (up to WARM_MAX): caches and TLBs warm.
     const u64 warm = count < WARM_MAX ? count : WARM_MAX;
@@ -68,9 +72,8 @@ int cxb_gpu_chase(struct cxb_gpu_chase_args *a) {
     if (rc) return rc;
     CK(cudaMemcpy(a->cycles, c.cycles + 1, a->reps * sizeof(u64), cudaMemcpyDeviceToHost));
     const u64 *end = nullptr;
-    u64 at = 0;
     CK(cudaMemcpy(&end, c.at, sizeof end, cudaMemcpyDeviceToHost));
-    for (u64 h = 0; h < warm + a->reps * a->hops; h++) at = c.next[at];
-    a->bad = (const char *)end != c.base + at * a->stride;
+    const u64 walked = (warm + (u64)a->reps * a->hops) % count;
+    a->bad = (const char *)end != c.base + order(walked) * a->stride;
     return 0;
 }

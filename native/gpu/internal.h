@@ -74,6 +74,34 @@ inline u64 *random_cycle(u64 count) {
     return next;
 }
 
+// A random order of [0, count), computed on host and device alike: the cycle order(0),
+// order(1), ... order(count - 1), order(0) is written by the device all at once (a host
+// shuffle and a copy of 8-byte rows took many seconds at 4 GiB) and the host finds where
+// a walk of any length ends without the cycle. A bijection on k bits (odd multiplies and
+// xor-shifts, each invertible mod 2^k), applied again while it lands past count
+// (cycle-walking: a bijection on [0, count), under two steps on average).
+struct Order {
+    u64 count, mask;
+    int shift;
+    explicit Order(u64 n) : count(n), mask(1), shift(1) {
+        int k = 1;
+        while ((1ull << k) < n) k++;
+        mask = k == 64 ? ~0ull : (1ull << k) - 1;
+        shift = (k + 1) / 2;
+    }
+    __host__ __device__ u64 mix(u64 x) const {
+        x = (x * 0x9E3779B97F4A7C15ull) & mask; x ^= x >> shift;
+        x = (x * 0xBF58476D1CE4E5B9ull) & mask; x ^= x >> shift;
+        x = (x * 0x94D049BB133111EBull) & mask; x ^= x >> shift;
+        return x;
+    }
+    __host__ __device__ u64 operator()(u64 j) const {
+        u64 x = mix(j);
+        while (x >= count) x = mix(x);
+        return x;
+    }
+};
+
 // Events freed however the timing ends.
 struct Events {
     cudaEvent_t start = nullptr, stop = nullptr;
