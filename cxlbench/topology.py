@@ -465,7 +465,7 @@ GPU_QUERY = "name,memory.total,pcie.link.gen.current,pcie.link.width.current,pci
 # Asked apart: a driver that lacks one of these (MIG before R450) refuses the whole query.
 GPU_SETTINGS = {"ecc": "ecc.mode.current", "mig": "mig.mode.current",
                 "max_sm_clock": "clocks.max.sm", "max_memory_clock": "clocks.max.memory",
-                "driver": "driver_version"}
+                "driver": "driver_version", "pcie_max_gen": "pcie.link.gen.max"}
 
 
 def _smi(query: str) -> list[list[str]] | None:
@@ -478,7 +478,8 @@ def _smi(query: str) -> list[list[str]] | None:
 
 
 def _read_gpus(sysfs: Path) -> list[dict]:
-    """What nvidia-smi says of each GPU (settings as they are: never changed), the host
+    """What nvidia-smi says of each GPU (settings as they are: never changed; pcie the link
+    now, which idle is Gen1, and pcie_max_gen the most it reaches), the host
     node nearest it from sysfs, and where the GPU library loads, the runtime's facts of
     the same device (matched by PCI address): SMs, L2, compute capability."""
     if not shutil.which("nvidia-smi"):

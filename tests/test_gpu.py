@@ -5,12 +5,13 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from cffi import FFI
 
-from cxlbench import gpu
+from cxlbench import gpu, pcie_link
 from cxlbench.benchmarks import (gpu_chase, gpu_copy, gpu_embedding, gpu_kv_swap, gpu_managed,
                                  gpu_stream, gpu_zero_copy)
 from cxlbench.errors import CheckError, UserError
@@ -230,7 +231,8 @@ def test_gpu_cases_run_as_unsupported_here_with_the_reason(tmp_path):
 
 # ---- the benchmark's arithmetic, on a stand-in for the library ------------------------------
 H200 = {"index": 0, "name": "NVIDIA H200", "major": 9, "minor": 0, "sms": 132,
-        "max_threads_per_sm": 2048, "max_blocks_per_sm": 32, "l2_bytes": 50 << 20}
+        "max_threads_per_sm": 2048, "max_blocks_per_sm": 32, "l2_bytes": 50 << 20,
+        "pci_domain": 0, "pci_bus": 0x17, "pci_device": 0}
 
 
 def defaults(module, over: dict, **small) -> dict:
@@ -352,6 +354,43 @@ def test_a_copy_times_every_repetition_in_one_call_from_the_placed_buffer(
     assert m.info["bytes"] == moved
     assert [r["bandwidth"] for r in m.reps] == [moved / 1000, moved / 2000, moved / 4000]
     assert [r["time"] for r in m.reps] == [1.0, 2.0, 4.0]
+
+
+def test_a_copy_records_the_pcie_link_it_ran_over_not_the_idle_one(monkeypatch):
+    """An idle GPU's link is Gen1: the link is read while the copies run (and once just
+    after), and the fastest reading is the copy's."""
+    link = {"gen": 1, "width": 16, "max_gen": 5, "max_width": 16}
+    read = []
+
+    def copy(*args):
+        link["gen"] = 5
+        time.sleep(0.1)         # several readings during the copies
+        link["gen"] = 1
+        return [1000] * 5, 0
+
+    def sysfs(addr, root="/sys"):
+        read.append(addr)
+        return dict(link)
+    monkeypatch.setattr(gpu, "copy", copy)
+    monkeypatch.setattr(gpu, "device", lambda i: H200)
+    monkeypatch.setattr(pcie_link, "read", sysfs)
+    m = gpu_copy.run(copy_params(host="pinned"))
+    assert m.info["pcie"] == {"during": "gen5 x16", "max": "gen5 x16"}
+    assert set(read) == {"0000:17:00.0"} and len(read) >= 3
+    monkeypatch.setattr(pcie_link, "read", lambda addr, root="/sys": None)    # no sysfs
+    assert "pcie" not in gpu_copy.run(copy_params(host="pinned")).info
+
+
+def test_the_pcie_link_is_read_from_sysfs(tmp_path):
+    dev = tmp_path / "bus/pci/devices/0000:9a:00.0"
+    dev.mkdir(parents=True)
+    for name, value in (("current_link_speed", "2.5 GT/s PCIe"), ("current_link_width", "16"),
+                        ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "16")):
+        (dev / name).write_text(value + "\n")
+    assert pcie_link.read(pcie_link.address(0, 0x9A, 0), tmp_path) == \
+        {"gen": 1, "width": 16, "max_gen": 5, "max_width": 16}
+    assert pcie_link.read("0000:00:01.0", tmp_path) is None
+    assert pcie_link.generation("16 GT/s") == 4 and pcie_link.generation("Unknown") is None
 
 
 def test_a_copy_with_wrong_bytes_fails_the_case(monkeypatch):

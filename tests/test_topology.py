@@ -129,8 +129,8 @@ def test_gpu_facts_from_nvidia_smi_and_the_runtime(machines, monkeypatch, tmp_pa
     smi.write_text("#!/bin/sh\ncase \"$1\" in *name*)\n"
                    "echo 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:17:00.0'\n"
                    "echo 'NVIDIA H200, 143771 MiB, 5, 16, 00000000:9A:00.0';;\n*)\n"
-                   "echo 'Enabled, Disabled, 1980 MHz, 3201 MHz, 570.86'\n"
-                   "echo 'Enabled, Enabled, 1980 MHz, 3201 MHz, 570.86';;\nesac\n")
+                   "echo 'Enabled, Disabled, 1980 MHz, 3201 MHz, 570.86, 5'\n"
+                   "echo 'Enabled, Enabled, 1980 MHz, 3201 MHz, 570.86, 5';;\nesac\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(gpu_lib, "unavailable", lambda: None)
@@ -144,7 +144,7 @@ def test_gpu_facts_from_nvidia_smi_and_the_runtime(machines, monkeypatch, tmp_pa
     first, second = Topology.read(root / "sys", root / "proc").gpus
     assert (first["ecc"], first["mig"], first["max_sm_clock"], first["driver"]) == \
         ("Enabled", "Disabled", "1980 MHz", "570.86")
-    assert second["mig"] == "Enabled"
+    assert second["mig"] == "Enabled" and first["pcie_max_gen"] == "5"     # idle: "pcie"
     assert (first["cuda"]["index"], first["cuda"]["sms"]) == (1, 66)       # bus 17
     assert (second["cuda"]["index"], second["cuda"]["sms"]) == (0, 132)    # bus 9A
     assert first["cuda"]["l2_bytes"] == 50 << 20

@@ -11,7 +11,7 @@ Every repetition is timed by CUDA events around the copies alone; every byte is 
 after the timing. GB/s counts the bytes copied (both directions' for bidir)."""
 from __future__ import annotations
 
-from .. import gpu
+from .. import gpu, pcie_link
 from .gpu_stream import OPTIONS as STREAM_OPTIONS
 from .gpu_stream import checked_times, grid
 from ..errors import CheckError, UserError
@@ -99,20 +99,26 @@ def run(params: dict) -> Measurement:
     blocks = grid(params, dev) if engine == "sm" else 0
     threads = params["threads"] if engine == "sm" else 0
     what = f"gpu_copy {params['direction']} {params['host']} {engine}"
+    info = {"device": dev, "bytes": moved, "host": params["host"],
+            **({"blocks": blocks, "threads": threads} if blocks else {})}
 
     def timed() -> list[int]:
-        ns, bad = gpu.copy(params["direction"], params["host"], params["size"],
-                           params["warmup"] + params["repeat"], bufs[0].addr if bufs else 0,
-                           params["device"], engine, blocks, threads)
+        # The link read while the copies run: an idle GPU's link is at Gen1.
+        with pcie_link.Watch(pcie_link.address(dev["pci_domain"], dev["pci_bus"],
+                                               dev["pci_device"])) as link:
+            ns, bad = gpu.copy(params["direction"], params["host"], params["size"],
+                               params["warmup"] + params["repeat"],
+                               bufs[0].addr if bufs else 0, params["device"], engine, blocks,
+                               threads)
+        if link.highest:
+            info["pcie"] = link.highest
         if bad:
             raise CheckError(f"{what}: {bad} of {moved} bytes were not what was copied")
         return checked_times(ns, f"gpu_copy: a copy of {params['size']} bytes")
 
     m = Measurement(kernel=f"gpu_copy_{params['direction']}_{engine}",
                     isa=f"sm_{dev['major']}{dev['minor']}", cpus=cpus,
-                    units={"bandwidth": "GB/s", "time": "us"},
-                    info={"device": dev, "bytes": moved, "host": params["host"],
-                          **({"blocks": blocks, "threads": threads} if blocks else {})})
+                    units={"bandwidth": "GB/s", "time": "us"}, info=info)
     m = measure(m, params, bufs,
                 timed_in_one_call(timed, lambda ns: {"bandwidth": moved / ns, "time": ns / 1e3}))
     if not bufs:        # the driver's memory: neither placed nor verified
