@@ -217,13 +217,16 @@ def movable_only_nodes(proc_root: str = "/proc") -> set[int]:
                                                       if z != "Movable")}
 
 
+MOVABLE_ONLY = "holds only movable memory"
+
+
 def pinnable(mem: Placement | str, proc_root: str = "/proc") -> str | None:
     """Why memory placed by `mem` cannot be pinned where it lies, or None."""
     movable = movable_only_nodes(proc_root)
     nodes = sorted(set(Placement.of(mem).nodes) & movable)
     if not nodes:
         return None
-    return (f"mem={mem}: node {', '.join(map(str, nodes))} holds only movable memory, which "
+    return (f"mem={mem}: node {', '.join(map(str, nodes))} {MOVABLE_ONLY}, which "
             "the GPU driver migrates to another node when it pins it (cudaHostRegister): "
             "measured, the pages would not be where they were placed")
 

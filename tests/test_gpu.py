@@ -817,3 +817,31 @@ def test_latency_steps_up_from_l1_to_hbm():
     assert med["l"] > 3 * med["s"]
     assert sorted(r["cycles"] for r in large.reps)[1] > sorted(r["cycles"] for r in
                                                                small.reps)[1]
+
+
+def test_a_run_whose_gpu_cases_skip_on_movable_memory_says_once_how_to_pin_it(
+        topo, monkeypatch):
+    """CXL memory onlined movable (dax/kmem's default): the cases that pin skip, each with
+    its reason, and one note gives the command that makes the node pinnable; pageable
+    copies from the node still run."""
+    from cxlbench import benchmarks
+    from cxlbench.suite import Case
+    monkeypatch.setattr(gpu, "unavailable", lambda: None)
+    monkeypatch.setattr(gpu, "movable_only_nodes", lambda proc_root="/proc": {2})
+    monkeypatch.setattr(gpu, "runtime", lambda: gpu.Runtime(13000, 13000, 1, 0, ""))
+    machine = topo("two_socket_cxl")
+    cases = [Case(f"j{i}/000", f"j{i}", bench, {**defaults(module, {}), **over})
+             for i, (bench, module, over) in enumerate([
+                 ("gpu_zero_copy", gpu_zero_copy, {"mem": "bind:2"}),
+                 ("gpu_kv_swap", gpu_kv_swap, {"mem": "bind:2"}),
+                 ("gpu_copy", gpu_copy, {"mem": "bind:2", "host": "pageable"}),
+                 ("gpu_copy", gpu_copy, {"mem": "bind:0"})])]
+    notes = benchmarks.precheck(cases, machine)
+    skipped = [n for n in notes if "skipped" in n]
+    assert [n.split(":")[0] for n in skipped] == ["j0/000", "j1/000"]
+    (hint,) = [n for n in notes if n.startswith("GPU cases that pin")]
+    assert hint == ("GPU cases that pin host memory skip on node 2 (movable memory only; "
+                    "its pageable copies still run). To make it pinnable, as root: "
+                    "daxctl offline-memory dax0.0 && daxctl online-memory --no-movable dax0.0")
+    monkeypatch.setattr(gpu, "movable_only_nodes", lambda proc_root="/proc": set())
+    assert not [n for n in benchmarks.precheck(cases, machine) if "pin" in n]

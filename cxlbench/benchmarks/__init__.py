@@ -170,7 +170,21 @@ def precheck(cases, topology) -> list[str]:
             if unused:
                 notes.append(f"{case.id}: {', '.join(unused)} ignored: the case places only "
                              f"{', '.join(mine)}")
-    return notes
+    return notes + _pinning_note(notes, topology)
+
+
+def _pinning_note(notes: list[str], topology) -> list[str]:
+    """Once, where GPU cases skip because a node's memory is all movable (CXL memory as
+    dax/kmem onlines it): the one command that makes it pinnable."""
+    from .. import doctor, gpu
+    if not any(gpu.MOVABLE_ONLY in n for n in notes):
+        return []
+    movable = sorted(gpu.movable_only_nodes())
+    if not movable:
+        return []
+    return [f"GPU cases that pin host memory skip on node {', '.join(map(str, movable))} "
+            f"(movable memory only; its pageable copies still run). To make it pinnable, as "
+            f"root: {doctor.no_movable_command(topology, movable)}"]
 
 
 def _ignored_settings(cases) -> list[str]:
