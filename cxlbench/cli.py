@@ -13,8 +13,8 @@ import warnings
 
 import click
 
-from . import (__version__, analysis, analysis_text, benchmarks, headline, listing, paramtext,
-               results, runner, suite)
+from . import (__version__, analysis, analysis_text, benchmarks, estimate, headline, listing,
+               paramtext, results, runner, suite)
 from .errors import CxlbenchError, ResultsWarning, StorageError, UserError
 from .benchmarks import tiering as tiering_bench
 from .tiering import calibration
@@ -159,6 +159,10 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
         echo(f"note: {note}")
     if dry_run:
         _list_cases(cases, cases)
+        found = estimate.of(cases)
+        if found.unestimated < len(cases):     # a benchmark that estimates is among them
+            for line in found.lines():
+                echo(line)
         return None
     results.check_writable(results_dir)
     run_ = runner.start(s, cases, topo, results_dir)

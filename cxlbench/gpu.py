@@ -25,6 +25,23 @@ DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525.60.13", 13: "580"}
 INSUFFICIENT_DRIVER = 35    # cudaErrorInsufficientDriver
 
 
+# What a GPU case's time is estimated from before it runs (--dry-run, the ETA): an H200's
+# published figures, assumed, never measured here, and never a figure a case reports.
+# Each is the slow end, so an estimate errs long.
+ASSUMED = {
+    "profile": "h200 (assumed from published figures)",
+    "hbm": 4.0e12,          # B/s: HBM3e streaming (BabelStream triad ~4.1 TB/s)
+    "pcie": 50e9,           # B/s: a Gen5 x16 copy, pinned or registered
+    "pageable": 10e9,       # B/s: a pageable copy through the driver's staging
+    "zero_copy": 40e9,      # B/s: the GPU reading host memory in place
+    "fault": 8e9,           # B/s: managed pages migrated on fault
+    "load": 1e-6,           # s: a dependent load in device memory, TLB misses included
+    "link_load": 2e-6,      # s: a dependent load across the link
+    "call": 10e-6,          # s: a cudaMemcpyAsync issued
+    "host": 5e9,            # B/s: the host writing or checking a buffer, one thread
+}
+
+
 class GpuError(CxlbenchError):
     """A CUDA call failed; the message is the library's (the case fails with it)."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cffi import FFI
 
-from cxlbench import gpu, pcie_link
+from cxlbench import benchmarks, gpu, pcie_link
 from cxlbench.benchmarks import (gpu_chase, gpu_copy, gpu_embedding, gpu_kv_swap, gpu_managed,
                                  gpu_stream, gpu_zero_copy)
 from cxlbench.errors import CheckError, UserError
@@ -845,3 +845,44 @@ def test_a_run_whose_gpu_cases_skip_on_movable_memory_says_once_how_to_pin_it(
                     "daxctl offline-memory dax0.0 && daxctl online-memory --no-movable dax0.0")
     monkeypatch.setattr(gpu, "movable_only_nodes", lambda proc_root="/proc": set())
     assert not [n for n in benchmarks.precheck(cases, machine) if "pin" in n]
+
+
+# ---- the quick suite and its estimate --------------------------------------------------------
+@pytest.mark.parametrize("machine,nodes", [("vm", 1), ("lab", 4)])
+def test_gpu_quick_runs_every_gpu_benchmark_within_5_minutes_of_an_h200(topo, machine, nodes):
+    """Every GPU benchmark once, each node's copies (registered and pageable), zero-copy,
+    embedding and KV swaps; estimated (assumed H200 figures, each case's start) within 5
+    minutes, on a lab machine's four nodes too."""
+    from cxlbench import estimate, suite
+    shape = topo(machine)
+    cases = suite.expand_for(suite.load("gpu-quick"), shape)
+    assert {c.bench for c in cases} == {b for b in benchmarks.available() if b.startswith("gpu_")}
+    per_node = [c for c in cases if "mem" in c.params and str(c.params["mem"]) != "local"]
+    assert {str(c.params["mem"]) for c in per_node} == {f"bind:{n}" for n in
+                                                       shape.memory_nodes}
+    assert len(shape.memory_nodes) == nodes and len(cases) == 17 + 7 * nodes
+    pageable = {str(c.params["mem"]) for c in cases if c.params.get("host") == "pageable"}
+    assert pageable == {f"bind:{n}" for n in shape.memory_nodes}
+    found = estimate.of(cases)
+    assert found.unestimated == 0 and 30 < found.seconds < 300
+    assert found.seconds >= len(cases) * (estimate.CASE_S + estimate.GPU_CASE_S)
+
+
+def test_a_stream_case_is_estimated_from_its_bytes_at_the_assumed_hbm_bandwidth():
+    p = params(kernel="triad", size=1 << 30, repeat=20, warmup=2)
+    launch = 24 * (1 << 27)                         # 1 pass over 3 x 1 GiB
+    assert gpu_stream.estimate(p) == pytest.approx((22 * launch + 3 * (1 << 30)) /
+                                                   gpu.ASSUMED["hbm"])
+    small = params(kernel="read", size=64 << 10, repeat=20, warmup=2)
+    assert gpu_stream.estimate(small) == pytest.approx(
+        (22 * 8 * 8192 * 16384 + 3 * (64 << 10)) / gpu.ASSUMED["hbm"])
+
+
+def test_the_dry_run_gives_each_jobs_estimate_and_the_total_with_its_source(tmp_path):
+    r = cxlbench("run", "gpu-quick", "--dry-run", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert any(re.fullmatch(r"  hbm: 2 cases, ~\d+ s", line) for line in lines)
+    (total,) = [line for line in lines if line.startswith("estimated time: ~")]
+    assert "GPU cases' work from h200 (assumed from published figures)" in total
+    assert not list(tmp_path.iterdir())                 # a dry run writes nothing

@@ -34,6 +34,7 @@ class Benchmark:
     test_only: bool = False
     buffers_of: Callable | None = None  # (params) -> the buffers this case places (None: all)
     unused: Callable | None = None  # (params) -> {option: why}: options this case ignores
+    estimate: Callable | None = None  # (params) -> seconds of the case's own work
 
     def buffer_names(self) -> tuple[str, ...] | None:
         """Every buffer a case may place; None where the names come from the compiled core
@@ -97,11 +98,11 @@ class Benchmark:
 
 def _record(m) -> Benchmark:
     """A module's (or class's) NAME, DESCRIPTION, OPTIONS, BUFFERS, TITLE, run, and the
-    validate, skip, buffers_of and unused it may have."""
+    validate, skip, buffers_of, unused and estimate it may have."""
     return Benchmark(m.NAME, m.DESCRIPTION, m.OPTIONS, m.BUFFERS, m.TITLE, m.run,
                      getattr(m, "validate", None), getattr(m, "skip", None),
                      getattr(m, "TEST_ONLY", False), getattr(m, "buffers_of", None),
-                     getattr(m, "unused", None))
+                     getattr(m, "unused", None), getattr(m, "estimate", None))
 
 
 def _discover() -> dict[str, Benchmark]:

@@ -15,6 +15,7 @@ from .common import Measurement
 from .gpu_stream import checked_times
 
 NAME = "gpu_chase"
+WARM_MAX = 1 << 20      # the library's untimed walk: the whole cycle, up to this many hops
 TITLE = "GPU memory latency"
 BUFFERS = ()            # device memory, allocated by the library
 DESCRIPTION = "GPU memory latency by working set, a random chase (ns and cycles a load)"
@@ -50,6 +51,14 @@ def validate(params: dict, topology) -> None:
         raise UserError(f"gpu_chase: size={params['size']} holds fewer than two elements "
                         f"{params['stride']} bytes apart")
     gpu.check_device(params["device"])
+
+
+def estimate(params: dict) -> float:
+    """Seconds of the case's own work: its warm walk and every repetition's loads at the
+    assumed latency (gpu.ASSUMED)."""
+    warm = min(params["size"] // params["stride"], WARM_MAX)
+    hops = warm + (params["warmup"] + params["repeat"]) * params["hops"]
+    return hops * gpu.ASSUMED["load"]
 
 
 def run(params: dict) -> Measurement:

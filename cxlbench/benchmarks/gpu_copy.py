@@ -90,6 +90,15 @@ def validate(params: dict, topology) -> None:
                         sizes(params))
 
 
+def estimate(params: dict) -> float:
+    """Seconds of the case's own work (gpu.ASSUMED): the copies at the link's bandwidth
+    (staged, for pageable), and the host buffer written, registered and checked."""
+    a = gpu.ASSUMED
+    host = sizes(params)["host"]
+    link = a["pageable"] if params["host"] == "pageable" else a["pcie"]
+    return (params["warmup"] + params["repeat"]) * host / link + 3 * host / a["host"]
+
+
 def run(params: dict) -> Measurement:
     cpus = resolve_cpus({**params, "threads": 1})
     bufs = place(params, cpus, sizes(params)) if params["host"] in PLACED else []

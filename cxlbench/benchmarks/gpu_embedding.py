@@ -107,6 +107,16 @@ def figures(lookups: int, gathered: int):
     return lambda ns: {"lookups": lookups / ns * 1e3, "bandwidth": gathered / ns}
 
 
+def estimate(params: dict) -> float:
+    """Seconds of the case's own work (gpu.ASSUMED): the table filled (and, registered,
+    placed and checked), then each launch's gathered rows from HBM or across the link."""
+    a = gpu.ASSUMED
+    gathered = params["batch"] * params["pooling"] * params["dim"] * 4
+    per = a["hbm"] if params["table"] == "hbm" else a["zero_copy"]
+    return (params["warmup"] + params["repeat"]) * gathered / per + \
+        3 * table_bytes(params) / a["host"]
+
+
 def run(params: dict) -> Measurement:
     cpus = resolve_cpus({**params, "threads": 1})
     placed = params["table"] == "registered"

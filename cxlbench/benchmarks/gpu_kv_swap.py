@@ -133,6 +133,15 @@ def figures(moved: int):
     return lambda t: {"bandwidth": moved / t[0], "time": t[0] / 1e3, "issue_time": t[1] / 1e3}
 
 
+def estimate(params: dict) -> float:
+    """Seconds of the case's own work (gpu.ASSUMED): the pool placed, filled and checked,
+    then each swap's bytes over the link and, by copies, each copy's issue."""
+    a, n = gpu.ASSUMED, copies(params)
+    swap = n * copy_bytes(params) / a["pcie"] + (n * a["call"] if params["method"] ==
+                                                  "copies" else 0)
+    return (params["warmup"] + params["repeat"]) * swap + 3 * pool_bytes(params) / a["host"]
+
+
 def run(params: dict) -> Measurement:
     cpus = resolve_cpus({**params, "threads": 1})
     (buf,) = place(params, cpus, {"pool": pool_bytes(params)})

@@ -43,6 +43,14 @@ OPTIONS = {
 }
 
 
+def estimate(params: dict) -> float:
+    """Seconds of the case's own work (gpu.ASSUMED): each repetition's pages written by
+    the host and migrated on fault (the slowest mode)."""
+    a = gpu.ASSUMED
+    return (params["warmup"] + params["repeat"]) * params["size"] * (1 / a["fault"] +
+                                                                      1 / a["host"])
+
+
 def skip(params: dict, topology) -> str | None:
     return gpu.unavailable()
 

@@ -68,6 +68,14 @@ def passes(kernel: str, size: int) -> int:
     return max(1, -(-PASS_BYTES // (KERNELS[kernel] * (size // 8))))
 
 
+def estimate(params: dict) -> float:
+    """Seconds of the case's own work at the assumed HBM bandwidth (gpu.ASSUMED)."""
+    n = params["size"] // 8
+    launch = KERNELS[params["kernel"]] * n * passes(params["kernel"], params["size"])
+    return ((params["warmup"] + params["repeat"]) * launch + 3 * params["size"]) / \
+        gpu.ASSUMED["hbm"]
+
+
 def run(params: dict) -> Measurement:
     dev = gpu.device(params["device"])
     blocks = grid(params, dev)

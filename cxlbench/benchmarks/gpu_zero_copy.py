@@ -54,6 +54,17 @@ def validate(params: dict, topology) -> None:
                     {"host": params["size"]})
 
 
+def estimate(params: dict) -> float:
+    """Seconds of the case's own work (gpu.ASSUMED): each launch's pass over the buffer,
+    or its loads across the link after a warm walk; the buffer written and checked."""
+    a, reps = gpu.ASSUMED, params["warmup"] + params["repeat"]
+    if params["op"] == "chase":
+        work = (min(params["size"] // 64, 1 << 20) + reps * params["hops"]) * a["link_load"]
+    else:
+        work = reps * params["size"] / a["zero_copy"]
+    return work + 3 * params["size"] / a["host"]
+
+
 def run(params: dict) -> Measurement:
     cpus = resolve_cpus({**params, "threads": 1})
     (buf,) = place(params, cpus, {"host": params["size"]})
