@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import system
 from .emulate import GUEST_PATH, guest_image
-from .topology import Topology, _numbered, _read
+from .topology import Topology, _numbered, _read, no_movable_command
 from .units import MAX_NODES, format_list, parse_list
 
 THP = "/sys/kernel/mm/transparent_hugepage"
@@ -117,19 +117,6 @@ def _movable(topo: Topology, sysfs: Path, procfs: Path) -> Check:
         return Check(name, f"{_node_list(far)}: ZONE_NORMAL memory too", "ok", affects)
     return Check(name, f"{_node_list(movable)}: all ZONE_MOVABLE", "warn", affects,
                  no_movable_command(topo, movable))
-
-
-def no_movable_command(topo: Topology, movable) -> str:
-    """The command (as root) that onlines these nodes' memory outside ZONE_MOVABLE, so it
-    can be pinned: daxctl's where a DAX device in system-ram mode feeds them."""
-    daxes = [d["name"] for d in topo.dax if d["mode"] == "system-ram"
-             and d["target_node"] in movable]
-    if daxes:
-        return (f"daxctl offline-memory {' '.join(daxes)} && "
-                f"daxctl online-memory --no-movable {' '.join(daxes)}")
-    return ("for b in " + " ".join(f"/sys/devices/system/node/node{n}/memory*"
-                                   for n in sorted(movable))
-            + "; do echo offline > $b/state && echo online_kernel > $b/state; done")
 
 
 def _hugepages(topo: Topology) -> Check:

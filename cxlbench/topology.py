@@ -519,3 +519,16 @@ def _add_cuda_facts(gpus: list[dict]) -> None:
         if g is not None:
             g["cuda"] = {k: d[k] for k in ("index", "major", "minor", "sms", "l2_bytes",
                                            "max_threads_per_sm", "bus_width_bits")}
+
+
+def no_movable_command(topo: "Topology", movable) -> str:
+    """The command (as root) that onlines these nodes' memory outside ZONE_MOVABLE, so it
+    can be pinned: daxctl's where a DAX device in system-ram mode feeds them."""
+    daxes = [d["name"] for d in topo.dax if d["mode"] == "system-ram"
+             and d["target_node"] in movable]
+    if daxes:
+        return (f"daxctl offline-memory {' '.join(daxes)} && "
+                f"daxctl online-memory --no-movable {' '.join(daxes)}")
+    return ("for b in " + " ".join(f"/sys/devices/system/node/node{n}/memory*"
+                                   for n in sorted(movable))
+            + "; do echo offline > $b/state && echo online_kernel > $b/state; done")

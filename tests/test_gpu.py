@@ -886,3 +886,38 @@ def test_the_dry_run_gives_each_jobs_estimate_and_the_total_with_its_source(tmp_
     (total,) = [line for line in lines if line.startswith("estimated time: ~")]
     assert "GPU cases' work from h200 (assumed from published figures)" in total
     assert not list(tmp_path.iterdir())                 # a dry run writes nothing
+
+
+def readme_gpu_recipe() -> list[str]:
+    """The commands of README's "A new GPU machine, first" block."""
+    from .conftest import REPO
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("### A new GPU machine, first"):]
+    return re.search(r"```\n(.*?)```", section, re.S).group(1).strip().splitlines()
+
+
+def test_the_readme_gpu_recipe_runs_each_file_with_gpu_tests_on_its_own():
+    """The loop names every test file that holds a `gpu` test, each run by itself."""
+    from .conftest import REPO
+    (loop,) = [c for c in readme_gpu_recipe() if c.startswith("for f in")]
+    named = re.search(r"for f in (.*?); do pytest -m gpu -s \"\$f\"; done", loop).group(1)
+    holding = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py")
+                     if "mark.gpu" in p.read_text())
+    assert sorted(named.split()) == holding
+    assert "pytest tests/test_gpu_build.py" in readme_gpu_recipe()     # no gpu mark: all
+
+
+@pytest.mark.slow
+def test_the_readme_gpu_recipe_runs_and_reports_where_no_gpu_is(tmp_path):
+    """`cxlbench run gpu-quick` and the report line as README writes them: here every case
+    is UNSUPPORTED with the reason, the run exits 0, and the report is written."""
+    recipe = readme_gpu_recipe()
+    assert "cxlbench run gpu-quick" in recipe
+    r = cxlbench("run", "gpu-quick", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    if gpu.unavailable():
+        assert r.stdout.count("UNSUPPORTED") == len(re.findall(r"^\[\s*\d+/", r.stderr, re.M))
+    (report,) = [c for c in recipe if c.startswith("cxlbench report")]
+    r = cxlbench(*report.split()[1:], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "reports/first-gpu/report.html").is_file()

@@ -13,7 +13,8 @@ from typing import Callable
 
 from ..errors import UserError
 from ..options import Option, buffer_option, from_core, split_buffer_option
-from ..topology import Topology
+from .. import gpu
+from ..topology import Topology, no_movable_command
 from . import common
 
 TEST_ENV = "CXLBENCH_TEST_KERNELS"
@@ -177,7 +178,6 @@ def precheck(cases, topology) -> list[str]:
 def _pinning_note(notes: list[str], topology) -> list[str]:
     """Once, where GPU cases skip because a node's memory is all movable (CXL memory as
     dax/kmem onlines it): the one command that makes it pinnable."""
-    from .. import doctor, gpu
     if not any(gpu.MOVABLE_ONLY in n for n in notes):
         return []
     movable = sorted(gpu.movable_only_nodes())
@@ -185,7 +185,7 @@ def _pinning_note(notes: list[str], topology) -> list[str]:
         return []
     return [f"GPU cases that pin host memory skip on node {', '.join(map(str, movable))} "
             f"(movable memory only; its pageable copies still run). To make it pinnable, as "
-            f"root: {doctor.no_movable_command(topology, movable)}"]
+            f"root: {no_movable_command(topology, movable)}"]
 
 
 def _ignored_settings(cases) -> list[str]:
