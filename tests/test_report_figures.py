@@ -25,8 +25,8 @@ from cxlbench.units import parse_list
 
 from . import sysfs_fixtures
 
-SUITES = ["calibrate", "ci", "ci-full", "coherence", "full", "gpu", "migration", "ml",
-          "model-check", "node", "quick", "shared", "tiering"]
+SUITES = ["calibrate", "ci", "ci-full", "coherence", "full", "gpu", "gpu-quick", "migration",
+          "ml", "model-check", "node", "quick", "shared", "tiering"]
 # Their reports take 2.5-4 s each on the two-CPU VM, 15 s together (the rest: 9 s).
 SLOW = {"ci-full", "full", "gpu", "migration", "tiering"}
 MAX_HEIGHT = 2600       # pixels: a few screens, panels stacked
