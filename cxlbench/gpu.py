@@ -62,19 +62,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench")) / "gpu"
 
 
-def library_path() -> Path:
-    """Where a library built on first use from these sources lives."""
-    return cache_dir() / gpu_build.library_name(source_dir())
+def library_path(compiler: str) -> Path:
+    """Where this nvcc's library built on first use from these sources lives."""
+    return cache_dir() / gpu_build.library_name(source_dir(), compiler)
 
 
 def built() -> Path | None:
     """The library built from these sources, at install time (beside this module) or on
     an earlier first use (in the cache); None where neither is. No nvcc is asked."""
-    name = gpu_build.library_name(source_dir())
-    for folder in (Path(__file__).resolve().parent, cache_dir()):
-        if (folder / name).is_file():
-            return folder / name
-    return None
+    return gpu_build.find(source_dir(), (Path(__file__).resolve().parent, cache_dir()))
 
 
 def build(compiler: str) -> Path:
@@ -131,6 +127,8 @@ def _kernel_bytes() -> dict[str, int]:
 
 
 KERNELS = _kernel_bytes()           # the streaming kernels: name -> bytes moved per element
+# The chase's untimed hops at most (the header's, read without the library).
+CHASE_WARM_MAX = ffi.typeof("enum cxb_gpu_limits").relements["CXB_GPU_CHASE_WARM_MAX"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -289,19 +287,23 @@ class StreamResult:
     bad: int
     total: float        # read's and dot's sum (0 for the others)
     want: float
+    blocks: int = 0     # launched
+    resident: int = 0   # blocks of the kernel an SM holds at once
 
 
 def stream(kernel: str, n: int, blocks: int, threads: int, reps: int,
            device_index: int = 0, passes: int = 1) -> StreamResult:
-    """reps timed launches of a streaming kernel over arrays of n doubles (n even), each
-    `passes` times over them, then its check."""
+    """reps timed launches of a streaming kernel over arrays of n doubles (n even) on a grid
+    of `blocks` (0: as many as every SM holds at once), each `passes` times over them,
+    then its check."""
     cuda = lib()
     a = ffi.new("struct cxb_gpu_stream_args *")
     ns = ffi.new("unsigned long long[]", reps)
     a.device, a.kernel, a.n = device_index, list(KERNELS).index(kernel), n
     a.blocks, a.threads, a.reps, a.ns, a.passes = blocks, threads, reps, ns, passes
     _raise_if_failed(cuda.cxb_gpu_stream(a), f"gpu stream {kernel}")
-    return StreamResult(list(ns), int(a.bad), float(a.sum), float(a.want_sum))
+    return StreamResult(list(ns), int(a.bad), float(a.sum), float(a.want_sum), int(a.blocks),
+                        int(a.resident))
 
 
 def _timed(call: str, fill, reps: int, what: str) -> tuple[list[int], int]:

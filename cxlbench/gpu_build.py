@@ -1,8 +1,9 @@
 """Building the GPU library (native/gpu/*.cu) with nvcc: at install time where nvcc is
 (setup.py loads this file by path, before the package's dependencies are installed, so it
 imports nothing of cxlbench's), else on first use into a cache (cxlbench/gpu.py). A built
-library is named by a hash of its sources and the flags alone, so finding one needs no
-nvcc: lab GPU hosts often have a driver and no toolkit."""
+library is named by a hash of its sources and flags, then one of the nvcc that built it:
+finding one for these sources needs no nvcc (lab GPU hosts often have a driver and no
+toolkit), and a reinstall with another nvcc replaces it rather than finding it built."""
 from __future__ import annotations
 
 import hashlib
@@ -30,26 +31,55 @@ class BuildError(Exception):
         self.unwritable = unwritable
 
 
+def tool(name: str) -> str | None:
+    """A CUDA toolkit program (nvcc, cuobjdump): on PATH, else in /usr/local/cuda/bin."""
+    found = shutil.which(name)
+    if found:
+        return found
+    p = Path("/usr/local/cuda/bin") / name
+    return str(p) if p.exists() else None
+
+
 def nvcc() -> str | None:
-    return shutil.which("nvcc") or next(
-        (str(p) for p in (Path("/usr/local/cuda/bin/nvcc"),) if p.exists()), None)
+    return tool("nvcc")
 
 
-def library_name(sources: Path) -> str:
-    """The file name of the library built from these sources with these flags."""
+def sources_hash(sources: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(sources.glob("*")):
         if p.suffix in (".cu", ".h"):
             h.update(p.name.encode() + b"\0" + p.read_bytes())
     h.update(" ".join(NVCC_FLAGS).encode())
-    return f"{PREFIX}{h.hexdigest()[:16]}.so"
+    return h.hexdigest()[:16]
+
+
+def library_name(sources: Path, compiler: str) -> str:
+    """The file name of the library this nvcc builds from these sources with these flags."""
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                                 timeout=60).stdout.strip().splitlines()[-1:]
+    except (OSError, subprocess.SubprocessError):
+        version = []
+    tag = hashlib.sha256((version[0] if version else compiler).encode()).hexdigest()[:8]
+    return f"{PREFIX}{sources_hash(sources)}-{tag}.so"
+
+
+def find(sources: Path, folders) -> Path | None:
+    """A library built from these sources, by any nvcc: the first folder's that has one,
+    its newest. No nvcc is asked."""
+    for folder in folders:
+        found = sorted(Path(folder).glob(f"{PREFIX}{sources_hash(sources)}-*.so"),
+                       key=lambda p: p.stat().st_mtime, reverse=True)
+        if found:
+            return found[0]
+    return None
 
 
 def build(compiler: str, sources: Path, folder: Path) -> Path:
     """The library in `folder`, built now unless already there (written under a temporary
     name and renamed, so a build that is interrupted or runs twice at once leaves no half
     file)."""
-    out = folder / library_name(sources)
+    out = folder / library_name(sources, compiler)
     if out.exists():
         return out
     try:
@@ -66,6 +96,8 @@ def build(compiler: str, sources: Path, folder: Path) -> Path:
         if r.returncode != 0:
             raise BuildError(f"nvcc could not build the GPU library: {r.stderr.strip()[-2000:]}")
         os.replace(tmp, out)
+    except OSError as e:        # nvcc would not start; the disk filled at the rename
+        raise BuildError(f"nvcc could not build the GPU library: {e}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -91,6 +123,9 @@ def at_install(sources: Path, package: Path, say=print) -> Path | None:
         return None
     for old in package.glob(f"{PREFIX}*.so"):
         if old != out:
-            old.unlink()
+            try:
+                old.unlink()
+            except OSError:
+                pass
     say(f"cxlbench: GPU library built: {out}")
     return out

@@ -38,6 +38,12 @@ def read(addr: str, sysfs: str | Path = "/sys") -> dict | None:
         return None
 
 
+def lane_rate(gen: int | None) -> float:
+    """GT/s a lane of generation gen (0 where unknown): generations double, so a link's
+    rate is this times its width, not gen x width."""
+    return next((rate for rate, g in GENERATIONS.items() if g == gen), 0.0)
+
+
 def label(gen: int | None, width: int | None) -> str:
     return f"gen{gen if gen else '?'} x{width if width else '?'}"
 
@@ -77,6 +83,6 @@ class Watch:
     def highest(self) -> dict | None:
         if not self.seen:
             return None
-        top = max(self.seen, key=lambda s: ((s["gen"] or 0) * (s["width"] or 0)))
+        top = max(self.seen, key=lambda s: lane_rate(s["gen"]) * (s["width"] or 0))
         return {"during": label(top["gen"], top["width"]),
                 "max": label(top["max_gen"], top["max_width"])}

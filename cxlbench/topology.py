@@ -523,12 +523,15 @@ def _add_cuda_facts(gpus: list[dict]) -> None:
 
 def no_movable_command(topo: "Topology", movable) -> str:
     """The command (as root) that onlines these nodes' memory outside ZONE_MOVABLE, so it
-    can be pinned: daxctl's where a DAX device in system-ram mode feeds them."""
-    daxes = [d["name"] for d in topo.dax if d["mode"] == "system-ram"
-             and d["target_node"] in movable]
-    if daxes:
-        return (f"daxctl offline-memory {' '.join(daxes)} && "
-                f"daxctl online-memory --no-movable {' '.join(daxes)}")
-    return ("for b in " + " ".join(f"/sys/devices/system/node/node{n}/memory*"
-                                   for n in sorted(movable))
-            + "; do echo offline > $b/state && echo online_kernel > $b/state; done")
+    can be pinned: daxctl's where a DAX device in system-ram mode feeds a node, the memory
+    blocks' own state files for the rest."""
+    daxes = [d for d in topo.dax if d["mode"] == "system-ram" and d["target_node"] in movable]
+    names = " ".join(d["name"] for d in daxes)
+    rest = sorted(set(movable) - {d["target_node"] for d in daxes})
+    parts = [f"daxctl offline-memory {names} && daxctl online-memory --no-movable {names}"
+             ] if daxes else []
+    if rest:
+        parts.append("for b in " + " ".join(f"/sys/devices/system/node/node{n}/memory*"
+                                            for n in rest)
+                     + "; do echo offline > $b/state && echo online_kernel > $b/state; done")
+    return "; ".join(parts)

@@ -56,9 +56,15 @@ def last_json(stdout: str):
     return json.loads(stdout)
 
 
+GPU_TESTS = []     # whether any test of the session is a GPU one (collection says)
+
+
 def pytest_terminal_summary(terminalreporter):
     """One line on what the GPU tests checked here, where a skip among hundreds is missed:
-    the library's build (with nvcc) and its kernels (on a GPU)."""
+    the library's build (with nvcc) and its kernels (on a GPU). Said only where GPU tests
+    were collected, so a CPU-only session never builds the library to say it."""
+    if not GPU_TESTS:
+        return
     from cxlbench import gpu
     compiler = gpu.nvcc()
     if compiler is None and gpu.built() is None:
@@ -76,6 +82,8 @@ def pytest_collection_modifyitems(items):
     that needs two memory nodes on this machine skips, with why, where it has fewer; one
     that needs a GPU, where the GPU library says why none can run."""
     nodes = no_gpu = None
+    GPU_TESTS[:] = [True] if any(item.get_closest_marker("gpu") or "test_gpu" in item.nodeid
+                                 for item in items) else []
     for item in items:
         if item.get_closest_marker("gpu"):
             if no_gpu is None:

@@ -72,5 +72,5 @@ def test_a_plain_install_runs_and_finds_the_gpu_sources(tmp_path):
                        capture_output=True, text=True, cwd=tmp_path,
                        env={**env, "CXLBENCH_CACHE": str(tmp_path / "empty")})
     assert r.returncode == 0, r.stderr[-3000:]
-    assert re.fullmatch(re.escape(str(tmp_path / "t" / "cxlbench")) + r"/libcxbgpu-\w{16}\.so",
+    assert re.fullmatch(re.escape(str(tmp_path / "t" / "cxlbench")) + r"/libcxbgpu-\w{16}-\w{8}\.so",
                         r.stdout.strip())

@@ -67,7 +67,7 @@ def test_a_build_is_cached_by_its_sources_and_a_failed_one_says_why(private_sour
     assert first.exists() and gpu.build(compiler) == first           # cached
     (private_sources / "stream.cu").write_text(
         (private_sources / "stream.cu").read_text() + "\n// a change\n")
-    second = gpu.library_path()
+    second = gpu.library_path(compiler)
     assert second != first and not second.exists()
     assert gpu.build(compiler) == second and second.exists()
     (private_sources / "stream.cu").write_text("this is not CUDA\n")
@@ -250,7 +250,7 @@ def fake(monkeypatch, ns, bad=0):
 
     def stream(kernel, n, blocks, threads, reps, device_index=0, passes=1):
         calls.append((kernel, n, blocks, threads, reps, device_index, passes))
-        return gpu.StreamResult(ns, bad, 0.0, 1.0)
+        return gpu.StreamResult(ns, bad, 0.0, 1.0, blocks or 4 * 132, 4)
     monkeypatch.setattr(gpu, "device", lambda i: {**H200, "index": i})
     monkeypatch.setattr(gpu, "stream", stream)
     return calls
@@ -268,11 +268,14 @@ def test_bandwidth_is_the_declared_bytes_over_each_launch_warmups_dropped(monkey
     at least); the two warm-up launches are timed but not kept."""
     calls = fake(monkeypatch, [1, 1, 1000, 2000, 4000])
     m = gpu_stream.run(params(kernel="triad", device=1))
-    assert calls == [("triad", 131072, 8 * 132, 256, 5, 1, 342)]
+    assert calls == [("triad", 131072, 0, 256, 5, 1, 342)]         # 0: the full grid
     moved = 131072 * 24 * 342
     assert [r["bandwidth"] for r in m.reps] == [moved / 1000, moved / 2000, moved / 4000]
     assert m.units == {"bandwidth": "GB/s"} and m.kernel == "gpu_triad" and m.isa == "sm_90"
-    assert m.info["bytes"] == moved and m.info["blocks"] == 1056
+    assert m.info["bytes"] == moved and m.info["blocks"] == 4 * 132     # the library's
+    assert m.info["resident_per_sm"] == 4
+    fake(monkeypatch, [1000] * 5)
+    assert gpu_stream.run(params(blocks_per_sm=2)).info["blocks"] == 2 * 132
 
 
 @pytest.mark.parametrize("kernel,size,passes", [
@@ -508,7 +511,7 @@ def test_chase_latency_and_cycles_per_load_warmups_dropped(monkeypatch):
                       {"latency": 3.0, "cycles": 3.0}]
     assert m.info["elements"] == 4096 and m.units == {"latency": "ns", "cycles": "cycles"}
     monkeypatch.setattr(gpu, "chase", lambda *a: ([1] * 4, [1] * 4, 1))
-    with pytest.raises(CheckError, match="ended elsewhere than the host"):
+    with pytest.raises(CheckError, match="ended elsewhere than the cycle's order puts it"):
         gpu_chase.run(chase_params())
 
 
@@ -582,6 +585,8 @@ def test_every_kernel_runs_and_checks_on_the_gpu(kernel):
     floor any HBM or GDDR clears (a PCIe-bound figure would not)."""
     m = gpu_stream.run(params(kernel=kernel, size=64 << 20, repeat=5, warmup=1))
     assert len(m.reps) == 5
+    assert m.info["resident_per_sm"] >= 1       # the full grid: every block resident at once
+    assert m.info["blocks"] == m.info["resident_per_sm"] * m.info["device"]["sms"]
     print(kernel, [round(r["bandwidth"]) for r in m.reps], "GB/s")
     assert min(r["bandwidth"] for r in m.reps) > 100
 
@@ -598,7 +603,7 @@ def test_read_sums_to_its_closed_form_on_the_gpu(passes):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", list(gpu_stream.KERNELS))
 def test_every_kernel_checks_after_many_passes_over_a_small_set_on_the_gpu(kernel):
-    """64 KiB arrays (within L1), 16 k passes a launch: checked, and faster than HBM."""
+    """64 KiB arrays (within L1), 16 k passes a launch: checked, and the figure printed."""
     m = gpu_stream.run(params(kernel=kernel, size=64 << 10, repeat=3, warmup=1))
     assert m.info["passes"] > 1000
     print(kernel, "64 KiB", [round(r["bandwidth"]) for r in m.reps], "GB/s")
@@ -840,9 +845,19 @@ def test_a_run_whose_gpu_cases_skip_on_movable_memory_says_once_how_to_pin_it(
     skipped = [n for n in notes if "skipped" in n]
     assert [n.split(":")[0] for n in skipped] == ["j0/000", "j1/000"]
     (hint,) = [n for n in notes if n.startswith("GPU cases that pin")]
-    assert hint == ("GPU cases that pin host memory skip on node 2 (movable memory only; "
-                    "its pageable copies still run). To make it pinnable, as root: "
-                    "daxctl offline-memory dax0.0 && daxctl online-memory --no-movable dax0.0")
+    assert hint == ("GPU cases that pin host memory skip on node 2, whose memory is all "
+                    "movable (pageable copies from it are not affected). To make it "
+                    "pinnable, as root: daxctl offline-memory dax0.0 && daxctl online-memory "
+                    "--no-movable dax0.0")
+    # Node 1 is movable too but no case of the run pins there: not named. With a node
+    # fed by no DAX device, its memory blocks are named.
+    monkeypatch.setattr(gpu, "movable_only_nodes", lambda proc_root="/proc": {1, 2})
+    cases[0] = Case("j0/000", "j0", "gpu_zero_copy", {**cases[0].params, "mem": "bind:1,2"})
+    (hint,) = [n for n in benchmarks.precheck(cases, machine) if n.startswith("GPU cases")]
+    assert "skip on node 1, 2," in hint and hint.endswith(
+        "daxctl offline-memory dax0.0 && daxctl online-memory --no-movable dax0.0; for b in "
+        "/sys/devices/system/node/node1/memory*; do echo offline > $b/state && echo "
+        "online_kernel > $b/state; done")
     monkeypatch.setattr(gpu, "movable_only_nodes", lambda proc_root="/proc": set())
     assert not [n for n in benchmarks.precheck(cases, machine) if "pin" in n]
 
@@ -921,3 +936,11 @@ def test_the_readme_gpu_recipe_runs_and_reports_where_no_gpu_is(tmp_path):
     r = cxlbench(*report.split()[1:], cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "reports/first-gpu/report.html").is_file()
+
+
+def test_the_fastest_link_seen_is_by_its_rate_not_its_generation_times_width():
+    """gen5 x8 (256 GT/s) is faster than gen3 x16 (128 GT/s), though 5 x 8 < 3 x 16."""
+    w = pcie_link.Watch("0000:00:00.0")
+    w.seen = [{"gen": 3, "width": 16, "max_gen": 5, "max_width": 16},
+              {"gen": 5, "width": 8, "max_gen": 5, "max_width": 16}]
+    assert w.highest == {"during": "gen5 x8", "max": "gen5 x16"}

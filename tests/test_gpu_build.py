@@ -20,8 +20,7 @@ needs_nvcc = pytest.mark.skipif(gpu.nvcc() is None, reason="nvcc not installed: 
 def cuda_tool(name: str) -> str | None:
     """cuobjdump or nvdisasm: on PATH, in the toolkit, or from NVIDIA's wheels (the test
     extras install them)."""
-    found = shutil.which(name) or next(
-        (str(p) for p in (Path("/usr/local/cuda/bin") / name,) if p.exists()), None)
+    found = gpu_build.tool(name)
     if found:
         return found
     try:
@@ -59,6 +58,7 @@ def sass():
     return functions
 
 
+UNROLL = 4      # native/gpu/stream.cu's
 STREAM = {"Write": "write", "Copy": "copy", "Scale": "scale", "Add": "add", "Triad": "triad",
           "Read": "read", "Dot": "dot"}
 
@@ -85,19 +85,47 @@ def test_every_stream_kernel_loads_and_stores_16_bytes_at_a_time(sass, arch):
         else:
             assert wide and wide == stores, (kernel, stores)
     assert set(found) == set(STREAM.values())
+
+    # The first loop turn issues all its loads (UNROLL x the kernel's inputs) before any
+    # arithmetic or store: read's turn squeezed into 32 registers once kept one load in
+    # flight, LDG, DADD, LDG, DADD.
     inputs = {"read": 1, "copy": 1, "scale": 1, "add": 2, "triad": 2, "dot": 2, "write": 0}
-    for kernel, loads in found.items():         # the unrolled turn and the one after it
-        assert len(loads) >= inputs[kernel] * 5, (kernel, len(loads))
+    for (a, fn), code in sass.items():
+        m = re.search(r"stream_cu\w*(?:k_passes|k_sum)INS_\d+(\w+?)EEEv", fn)
+        if a != arch or not m:
+            continue
+        kernel = STREAM[m[1]]
+        work = [i for i in code if re.match(r"(LDG|STG|DADD|DFMA|DMUL)", i)]
+        first = next(k for k, i in enumerate(work) if not i.startswith("LDG"))
+        assert first == UNROLL * inputs[kernel], (kernel, work[:12])
+        if kernel == "write":
+            assert work[:UNROLL] == ["STG.E.128"] * UNROLL
 
 
-def test_the_library_is_named_by_its_sources_and_flags_not_by_nvcc(tmp_path):
-    """Finding a built library asks no compiler: its name is the sources' and flags' hash."""
-    shutil.copytree(gpu.source_dir(), tmp_path / "src")
-    name = gpu_build.library_name(tmp_path / "src")
-    assert name == gpu_build.library_name(gpu.source_dir())
-    assert re.fullmatch(r"libcxbgpu-[0-9a-f]{16}\.so", name)
-    (tmp_path / "src" / "stream.cu").write_text("// changed\n")
-    assert gpu_build.library_name(tmp_path / "src") != name
+def test_a_library_is_named_by_its_sources_then_its_nvcc_and_found_by_its_sources(tmp_path):
+    """Finding a built library asks no compiler: the name's first hash is the sources' and
+    flags', the second nvcc's version (a reinstall with another nvcc builds anew)."""
+    src = tmp_path / "src"
+    shutil.copytree(gpu.source_dir(), src)
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n")
+    fake.chmod(0o755)
+    name = gpu_build.library_name(src, str(fake))
+    assert re.fullmatch(r"libcxbgpu-[0-9a-f]{16}-[0-9a-f]{8}\.so", name)
+    assert name.split("-")[1] == gpu_build.sources_hash(gpu.source_dir())
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    newer = gpu_build.library_name(src, str(fake))
+    assert newer != name and newer.split("-")[1] == name.split("-")[1]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / name).write_text("older")
+    (tmp_path / "b" / newer).write_text("newer")
+    os.utime(tmp_path / "b" / name, (1, 1))
+    assert gpu_build.find(src, [tmp_path / "a", tmp_path / "b"]) == tmp_path / "b" / newer
+    (tmp_path / "a" / name).write_text("the first folder's")
+    assert gpu_build.find(src, [tmp_path / "a", tmp_path / "b"]) == tmp_path / "a" / name
+    (src / "stream.cu").write_text("// changed\n")
+    assert gpu_build.find(src, [tmp_path / "a", tmp_path / "b"]) is None
 
 
 @needs_nvcc
@@ -107,7 +135,8 @@ def test_the_install_step_builds_beside_the_package_and_clears_older_builds(tmp_
     package.mkdir()
     (package / "libcxbgpu-0000000000000000.so").write_text("an older build")
     out = gpu_build.at_install(gpu.source_dir(), package, said.append)
-    assert out == package / gpu_build.library_name(gpu.source_dir()) and out.stat().st_size
+    assert out == package / gpu_build.library_name(gpu.source_dir(), gpu.nvcc())
+    assert out.stat().st_size
     assert sorted(p.name for p in package.iterdir()) == [out.name]
     assert said == [f"cxlbench: GPU library built: {out}"]
 
@@ -121,10 +150,15 @@ def test_the_install_step_never_fails_the_install(tmp_path, monkeypatch):
     assert gpu_build.at_install(gpu.source_dir(), tmp_path, said.append) is None
     monkeypatch.setattr(gpu_build, "nvcc", lambda: "/bin/false")
     assert gpu_build.at_install(gpu.source_dir(), tmp_path, said.append) is None
-    assert said == ["cxlbench: GPU library not built (CXLBENCH_NO_GPU_BUILD is set)",
-                    "cxlbench: GPU library not built (no nvcc): GPU benchmarks will need "
-                    "nvcc on first use, or a reinstall where nvcc is",
-                    "cxlbench: GPU library not built: nvcc could not build the GPU library: "]
+    monkeypatch.setattr(gpu_build, "nvcc", lambda: str(tmp_path / "gone" / "nvcc"))
+    assert gpu_build.at_install(gpu.source_dir(), tmp_path, said.append) is None
+    assert said[:3] == ["cxlbench: GPU library not built (CXLBENCH_NO_GPU_BUILD is set)",
+                        "cxlbench: GPU library not built (no nvcc): GPU benchmarks will need "
+                        "nvcc on first use, or a reinstall where nvcc is",
+                        "cxlbench: GPU library not built: nvcc could not build the GPU "
+                        "library: "]
+    assert said[3].startswith("cxlbench: GPU library not built: nvcc could not build the "
+                              "GPU library: [Errno 2] No such file or directory")
     assert list(tmp_path.iterdir()) == []       # no half-written file
 
 
@@ -150,14 +184,13 @@ def test_a_built_library_loads_with_no_nvcc_anywhere(tmp_path, monkeypatch):
 @needs_nvcc
 def test_an_installed_library_is_found_beside_the_package(tmp_path, monkeypatch):
     monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path))
-    beside = Path(gpu.__file__).resolve().parent / gpu_build.library_name(gpu.source_dir())
-    cached = tmp_path / "gpu" / beside.name
-    if beside.exists():     # an editable install where nvcc is: pip built it there
+    beside = gpu_build.find(gpu.source_dir(), [Path(gpu.__file__).resolve().parent])
+    if beside:      # an editable install where nvcc is: pip built it there
         assert gpu.built() == beside
     else:
         assert gpu.built() is None
-        gpu.build(gpu.nvcc())
-        assert gpu.built() == cached
+        made = gpu.build(gpu.nvcc())
+        assert gpu.built() == made == gpu.library_path(gpu.nvcc())
 
 
 @pytest.mark.parametrize("runtime,driver,status,words", [

@@ -8,6 +8,7 @@ import difflib
 import importlib
 import os
 import pkgutil
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -177,15 +178,15 @@ def precheck(cases, topology) -> list[str]:
 
 def _pinning_note(notes: list[str], topology) -> list[str]:
     """Once, where GPU cases skip because a node's memory is all movable (CXL memory as
-    dax/kmem onlines it): the one command that makes it pinnable."""
-    if not any(gpu.MOVABLE_ONLY in n for n in notes):
+    dax/kmem onlines it): the one command that makes those nodes pinnable."""
+    nodes = sorted({int(n) for note in notes
+                    for found in re.findall(rf"node ([\d, ]+) {gpu.MOVABLE_ONLY}", note)
+                    for n in found.split(", ")})
+    if not nodes:
         return []
-    movable = sorted(gpu.movable_only_nodes())
-    if not movable:
-        return []
-    return [f"GPU cases that pin host memory skip on node {', '.join(map(str, movable))} "
-            f"(movable memory only; its pageable copies still run). To make it pinnable, as "
-            f"root: {no_movable_command(topology, movable)}"]
+    return [f"GPU cases that pin host memory skip on node {', '.join(map(str, nodes))}, "
+            f"whose memory is all movable (pageable copies from it are not affected). To "
+            f"make it pinnable, as root: {no_movable_command(topology, nodes)}"]
 
 
 def _ignored_settings(cases) -> list[str]:

@@ -2,10 +2,9 @@
 `size` bytes of device memory, an element every `stride` bytes (128: a line each, so the
 sweep shows L1, L2 and HBM; 2 MiB: one element a page, so it shows the TLBs' reach). Each
 repetition is `hops` dependent loads, going on where the last stopped, after one untimed
-walk of the cycle (the cycle's links are written by the device, from an order the host
-can compute too): ns a load from CUDA events around the launch, and cycles a load from
-clock64() around the loop on the SM. The end is checked against the cycle followed on
-the host."""
+walk of the cycle: ns a load from CUDA events around the launch, and cycles a load from
+clock64() around the loop on the SM. The cycle's links are written by the device from an
+order the host computes too, and the end is checked against where that order puts it."""
 from __future__ import annotations
 
 from .. import gpu
@@ -15,7 +14,6 @@ from .common import Measurement
 from .gpu_stream import checked_times
 
 NAME = "gpu_chase"
-WARM_MAX = 1 << 20      # the library's untimed walk: the whole cycle, up to this many hops
 TITLE = "GPU memory latency"
 BUFFERS = ()            # device memory, allocated by the library
 DESCRIPTION = "GPU memory latency by working set, a random chase (ns and cycles a load)"
@@ -56,7 +54,7 @@ def validate(params: dict, topology) -> None:
 def estimate(params: dict) -> float:
     """Seconds of the case's own work: its warm walk and every repetition's loads at the
     assumed latency (gpu.ASSUMED)."""
-    warm = min(params["size"] // params["stride"], WARM_MAX)
+    warm = min(params["size"] // params["stride"], gpu.CHASE_WARM_MAX)
     hops = warm + (params["warmup"] + params["repeat"]) * params["hops"]
     return hops * gpu.ASSUMED["load"]
 
@@ -67,8 +65,8 @@ def run(params: dict) -> Measurement:
     ns, cycles, bad = gpu.chase(params["size"], params["stride"], hops,
                                 warm + params["repeat"], params["device"])
     if bad:
-        raise CheckError("gpu_chase: the GPU's chase ended elsewhere than the host following "
-                         "the same cycle")
+        raise CheckError("gpu_chase: the GPU's chase ended elsewhere than the cycle's order "
+                         "puts it")
     checked_times(ns, f"gpu_chase: {hops} loads")
     reps = [{"latency": t / hops, "cycles": c / hops} for t, c in zip(ns[warm:], cycles[warm:])]
     return Measurement(kernel="gpu_chase", isa=f"sm_{dev['major']}{dev['minor']}", cpus=[],

@@ -32,7 +32,8 @@ OPTIONS = {
     "threads": Option("threads", "int", 256, "threads per block (whole warps)", min=32,
                       max=1024, expand={"sweep": (64, 128, 256, 512, 1024)}),
     "blocks_per_sm": Option("blocks_per_sm", "int", "full", "blocks per SM (full: as many as "
-                            "the SM holds at once at these threads)", min=1, max=1 << 16,
+                            "the SM holds at once at these threads and the kernel's "
+                            "registers)", min=1, max=1 << 16,
                             words=("full",), expand={"sweep": (1, 2, 4, 8, 16, 32)}),
     "device": Option("device", "int", 0, "the CUDA device", min=0),
     **pick("repeat", "warmup", "timeout", repeat=20, warmup=2),
@@ -56,6 +57,8 @@ def checked_times(ns: list[int], what: str) -> list[int]:
 
 
 def grid(params: dict, dev: dict) -> int:
+    """The copy, zero-copy, embedding and KV kernels' grid (the stream kernels' full grid
+    is the library's, from the occupancy their registers allow)."""
     per_sm = params["blocks_per_sm"]
     if per_sm == "full":        # resident at once: threads and the blocks' own limit
         per_sm = max(1, min(dev["max_threads_per_sm"] // params["threads"],
@@ -78,12 +81,12 @@ def estimate(params: dict) -> float:
 
 def run(params: dict) -> Measurement:
     dev = gpu.device(params["device"])
-    blocks = grid(params, dev)
+    full = params["blocks_per_sm"] == "full"
     n = params["size"] // 8
     warm, reps = params["warmup"], params["repeat"]
     times = passes(params["kernel"], params["size"])
-    r = gpu.stream(params["kernel"], n, blocks, params["threads"], warm + reps,
-                   params["device"], times)
+    r = gpu.stream(params["kernel"], n, 0 if full else grid(params, dev), params["threads"],
+                   warm + reps, params["device"], times)
     if r.bad:
         what = (f"sum {r.total!r}, not {r.want!r}" if params["kernel"] in ("read", "dot")
                 else f"{r.bad} of {n} elements off their value")
@@ -94,5 +97,6 @@ def run(params: dict) -> Measurement:
     return Measurement(kernel=f"gpu_{params['kernel']}", isa=f"sm_{dev['major']}{dev['minor']}",
                        cpus=[], units={"bandwidth": "GB/s"},
                        reps=[{"bandwidth": moved / ns} for ns in r.ns[warm:]],
-                       info={"device": dev, "blocks": blocks, "threads": params["threads"],
-                             "bytes": moved, "elements": n, "passes": times})
+                       info={"device": dev, "blocks": r.blocks, "threads": params["threads"],
+                             "resident_per_sm": r.resident, "bytes": moved, "elements": n,
+                             "passes": times})

@@ -3,7 +3,7 @@ verified, on the node `mem` names (local DRAM, a remote socket, a CXL node onlin
 normal zone), registered mapped, then read or written by a grid of GPU threads (GB/s), or chased by one GPU thread
 through a random cycle of its 64-byte lines (ns a dependent load, across the link). Each
 repetition is one launch between two CUDA events; reads are checked by their sum, writes
-by every double, the chase by where the host, following the same cycle, ends."""
+by every double, the chase by where the cycle's order puts its end."""
 from __future__ import annotations
 
 from .. import gpu
@@ -58,8 +58,8 @@ def estimate(params: dict) -> float:
     """Seconds of the case's own work (gpu.ASSUMED): each launch's pass over the buffer,
     or its loads across the link after a warm walk; the buffer written and checked."""
     a, reps = gpu.ASSUMED, params["warmup"] + params["repeat"]
-    if params["op"] == "chase":
-        work = (min(params["size"] // 64, 1 << 20) + reps * params["hops"]) * a["link_load"]
+    if params["op"] == "chase":     # the untimed launch's hops and every repetition's
+        work = (reps + 1) * params["hops"] * a["link_load"]
     else:
         work = reps * params["size"] / a["zero_copy"]
     return work + 3 * params["size"] / a["host"]
@@ -80,7 +80,7 @@ def run(params: dict) -> Measurement:
             raise CheckError(f"gpu_zero_copy {op}: the GPU " + (
                 f"left {bad} doubles unwritten" if op == "write" else
                 "read a sum other than what the buffer holds" if op == "read" else
-                "ended its chase elsewhere than the host following the same cycle"))
+                "ended its chase elsewhere than the cycle's order puts it"))
         return checked_times(ns, f"gpu_zero_copy {op}: a launch over {size} bytes")
 
     if op == "chase":

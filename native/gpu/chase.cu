@@ -43,8 +43,6 @@ __global__ void link(char *base, u64 stride, Order order) {
     }
 }
 
-// Launches that warm the caches and TLBs with one walk of (up to 2^20 elements of) the cycle.
-constexpr u64 WARM_MAX = 1ull << 20;
 
 }  // namespace
 
@@ -64,7 +62,7 @@ int cxb_gpu_chase(struct cxb_gpu_chase_args *a) {
     const u64 *start = (const u64 *)(c.base + order(0) * a->stride);
     CK(cudaMemcpy(c.at, &start, sizeof start, cudaMemcpyHostToDevice));
     // The untimed round walks the whole cycle (up to WARM_MAX): caches and TLBs warm.
-    const u64 warm = count < WARM_MAX ? count : WARM_MAX;
+    const u64 warm = count < CXB_GPU_CHASE_WARM_MAX ? count : CXB_GPU_CHASE_WARM_MAX;
     int rc = timed_rounds([](int) { return 0; }, [&](int r) {
         chase<<<1, 1>>>(r < 0 ? warm : a->hops, c.at, c.cycles + r + 1);
         return 0;

@@ -60,10 +60,11 @@ struct cxb_gpu_stream_args {
     int device;
     int kernel;                 /* enum cxb_gpu_kernel */
     unsigned long long n;
-    int blocks;
+    int blocks;                 /* in: 0 for every SM full (out: the blocks launched) */
     int threads;
     int reps;
     int passes;                 /* times over the arrays in one launch */
+    int resident;               /* out: blocks of the kernel an SM holds at once */
     unsigned long long *ns;     /* reps slots: each launch's time */
     unsigned long long bad;     /* out */
     double sum;                 /* out: read's and dot's last sum (all its passes) */
@@ -216,10 +217,13 @@ struct cxb_gpu_zero_copy_args {
 
 /* Device-memory latency: one GPU thread chasing a random cycle through `bytes` of device
  * memory, one element every `stride` bytes (128: a line each; 2 MiB: a page each, for TLB
- * reach). One launch untimed walks the whole cycle (caches and TLBs warm), then each
- * repetition `hops` dependent loads going on where the last stopped, timed by clock64()
- * around the loop (cycles) and by events around the launch (ns); the end checked against
- * the cycle followed on the host. */
+ * reach). One launch untimed walks the whole cycle, up to CXB_GPU_CHASE_WARM_MAX hops
+ * (caches and TLBs warm), then each repetition `hops` dependent loads going on where the
+ * last stopped, timed by clock64() around the loop (cycles) and by events around the
+ * launch (ns); the end checked against where the cycle's order, computed on the host,
+ * puts it. */
+enum cxb_gpu_limits { CXB_GPU_CHASE_WARM_MAX = 1048576 };
+
 struct cxb_gpu_chase_args {
     int device;
     unsigned long long bytes;

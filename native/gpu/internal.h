@@ -53,27 +53,6 @@ static __global__ void count_off(const T *x, double want, double tol, u64 n, u64
         if (e_ != cudaSuccess) return cxb_gpu_fail(e_, #call);     \
     } while (0)
 
-// A random single cycle through `count` elements (Sattolo's shuffle, xorshift64*): next[i]
-// is the element after i. nullptr where memory ran out; the caller frees it.
-inline u64 *random_cycle(u64 count) {
-    u64 *order = (u64 *)malloc(count * sizeof *order), *next = (u64 *)malloc(count * 8);
-    if (!order || !next) {
-        free(order);
-        free(next);
-        return nullptr;
-    }
-    u64 x = 0x9E3779B97F4A7C15ull;
-    for (u64 i = 0; i < count; i++) order[i] = i;
-    for (u64 i = count - 1; i > 0; i--) {
-        x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-        u64 j = (x * 0x2545F4914F6CDD1Dull) % i;       // j < i: one cycle, not several
-        u64 t = order[i]; order[i] = order[j]; order[j] = t;
-    }
-    for (u64 i = 0; i < count; i++) next[order[i]] = order[(i + 1) % count];
-    free(order);
-    return next;
-}
-
 // A random order of [0, count), computed on host and device alike: the cycle order(0),
 // order(1), ... order(count - 1), order(0) is written by the device all at once (a host
 // shuffle and a copy of 8-byte rows took many seconds at 4 GiB) and the host finds where

@@ -35,19 +35,22 @@ __global__ void init(double *a, double *b, double *c, u64 n) {
 constexpr int UNROLL = 4;
 
 // One pass of op over [0, n2): op.load(i) reads element i's inputs, op.store(i, v, u) uses
-// them (u: which of the UNROLL slots, for read's and dot's separate sums).
+// them (u: which of the UNROLL slots, for read's and dot's separate sums). A turn's slots
+// past n2 are predicated off rather than left to a one-at-a-time remainder loop: an array
+// under UNROLL grid strides (16 MiB at an H200's full grid) still has its loads in flight
+// together.
 template <class Op>
 __device__ __forceinline__ void pass(Op &op, u64 n2) {
     const u64 S = (u64)gridDim.x * blockDim.x;
-    u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x;
-    for (; i + (UNROLL - 1) * S < n2; i += UNROLL * S) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n2; i += UNROLL * S) {
         typename Op::V v[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) v[u] = op.load(i + u * S);
+        for (int u = 0; u < UNROLL; u++)
+            if (i + u * S < n2) v[u] = op.load(i + u * S);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) op.store(i + u * S, v[u], u);
+        for (int u = 0; u < UNROLL; u++)
+            if (i + u * S < n2) op.store(i + u * S, v[u], u);
     }
-    for (; i < n2; i += S) op.store(i, op.load(i), 0);
 }
 
 struct Two { double2 x, y; };
@@ -106,8 +109,11 @@ __global__ void k_passes(Op op, u64 n2, int passes) {
 }
 
 // A sum's kernel: its passes, then the thread's sums, the block's into part[blockIdx.x].
+// The bounds let it have the registers to hold a turn's loads before its first add (fit
+// into 32, ptxas reused one register pair and read kept one load in flight).
 template <class Op>
-__global__ void k_sum(Op op, double *__restrict__ part, u64 n2, int passes) {
+__global__ void __launch_bounds__(1024, 1) k_sum(Op op, double *__restrict__ part, u64 n2,
+                                                 int passes) {
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) op.s[u] = 0.0;
     for (int p = 0; p < passes; p++) pass(op, n2);
@@ -129,30 +135,38 @@ struct Row {
     void (*launch)(double *, double *, double *, double *, u64, int, int, int);
     int writes;
     double want;
+    const void *kernel;     // for the occupancy its registers allow
 };
 
 const Row TABLE[] = {
     {"read", CXB_GPU_BYTES_READ,
      [](double *a, double *, double *, double *p, u64 n2, int g, int t, int ps) {
-         k_sum<<<g, t>>>(Read{V2(a), {}}, p, n2, ps); }, -1, A},
+         k_sum<<<g, t>>>(Read{V2(a), {}}, p, n2, ps); }, -1, A,
+     (const void *)k_sum<Read>},
     {"write", CXB_GPU_BYTES_WRITE,
      [](double *a, double *, double *, double *, u64 n2, int g, int t, int ps) {
-         k_passes<<<g, t>>>(Write{V2(a)}, n2, ps); }, 0, W},
+         k_passes<<<g, t>>>(Write{V2(a)}, n2, ps); }, 0, W,
+     (const void *)k_passes<Write>},
     {"copy", CXB_GPU_BYTES_COPY,
      [](double *a, double *, double *c, double *, u64 n2, int g, int t, int ps) {
-         k_passes<<<g, t>>>(Copy{V2(a), V2(c)}, n2, ps); }, 2, A},
+         k_passes<<<g, t>>>(Copy{V2(a), V2(c)}, n2, ps); }, 2, A,
+     (const void *)k_passes<Copy>},
     {"scale", CXB_GPU_BYTES_SCALE,
      [](double *, double *b, double *c, double *, u64 n2, int g, int t, int ps) {
-         k_passes<<<g, t>>>(Scale{V2(b), V2(c)}, n2, ps); }, 1, SCALAR * C},
+         k_passes<<<g, t>>>(Scale{V2(b), V2(c)}, n2, ps); }, 1, SCALAR * C,
+     (const void *)k_passes<Scale>},
     {"add", CXB_GPU_BYTES_ADD,
      [](double *a, double *b, double *c, double *, u64 n2, int g, int t, int ps) {
-         k_passes<<<g, t>>>(Add{V2(a), V2(b), V2(c)}, n2, ps); }, 2, A + B},
+         k_passes<<<g, t>>>(Add{V2(a), V2(b), V2(c)}, n2, ps); }, 2, A + B,
+     (const void *)k_passes<Add>},
     {"triad", CXB_GPU_BYTES_TRIAD,
      [](double *a, double *b, double *c, double *, u64 n2, int g, int t, int ps) {
-         k_passes<<<g, t>>>(Triad{V2(a), V2(b), V2(c)}, n2, ps); }, 0, B + SCALAR * C},
+         k_passes<<<g, t>>>(Triad{V2(a), V2(b), V2(c)}, n2, ps); }, 0, B + SCALAR * C,
+     (const void *)k_passes<Triad>},
     {"dot", CXB_GPU_BYTES_DOT,
      [](double *a, double *b, double *, double *p, u64 n2, int g, int t, int ps) {
-         k_sum<<<g, t>>>(Dot{V2(a), V2(b), {}}, p, n2, ps); }, -1, A * B},
+         k_sum<<<g, t>>>(Dot{V2(a), V2(b), {}}, p, n2, ps); }, -1, A * B,
+     (const void *)k_sum<Dot>},
 };
 static_assert(sizeof TABLE / sizeof TABLE[0] == CXB_GPU_KERNELS,
               "one row a kernel of enum cxb_gpu_kernel");
@@ -216,13 +230,21 @@ int cxb_gpu_device_info(int device, struct cxb_gpu_device *out) {
 
 int cxb_gpu_stream(struct cxb_gpu_stream_args *s) {
     if (s->kernel < 0 || s->kernel >= CXB_GPU_KERNELS || s->n == 0 || s->n % 2 ||
-        s->blocks < 1 || s->threads < 32 || s->threads > 1024 || s->threads % 32 ||
+        s->blocks < 0 || s->threads < 32 || s->threads > 1024 || s->threads % 32 ||
         s->reps < 1 || s->passes < 1)
         return cxb_gpu_fail(cudaErrorInvalidValue, "cxb_gpu_stream: kernel, n (even: pairs "
                             "of doubles), blocks, threads (32 to 1024, whole warps), reps or "
                             "passes out of range");
     const Row &row = TABLE[s->kernel];
     CK(cudaSetDevice(s->device));
+    // Blocks of this kernel an SM holds at once (its registers, not only its threads,
+    // limit them); blocks 0: that many on every SM, the full grid.
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&s->resident, row.kernel, s->threads, 0));
+    if (s->blocks == 0) {
+        int sms = 0;
+        CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->device));
+        s->blocks = s->resident * sms;
+    }
     Arrays m;
     size_t bytes = s->n * sizeof(double);
     CK(cudaMalloc(&m.a, bytes));

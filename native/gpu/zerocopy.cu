@@ -2,7 +2,6 @@
 // buffer, placed on whichever node it chose (DRAM or CXL), registered mapped for the call.
 // Bandwidth by a grid of threads, latency by one thread chasing a random cycle of lines.
 #include <math.h>
-#include <stdlib.h>
 
 #include "internal.h"
 
@@ -27,13 +26,11 @@ __global__ void zc_chase(const volatile u64 *lines, u64 hops, u64 *at) {
     *at = line;
 }
 
-// A random single cycle through all `count` lines, each line's first word the next's index.
-bool link_cycle(u64 *words, u64 count) {
-    u64 *next = random_cycle(count);
-    if (!next) return false;
-    for (u64 i = 0; i < count; i++) words[i * LINE_WORDS] = next[i];
-    free(next);
-    return true;
+// A random single cycle through all `count` lines (Order's, as the device chase's), each
+// line's first word the next's index.
+void link_cycle(u64 *words, const Order &order) {
+    for (u64 j = 0; j < order.count; j++)
+        words[order(j) * LINE_WORDS] = order(j + 1 == order.count ? 0 : j + 1);
 }
 
 // What the caller's memory holds for the call: registered, mapped, unregistered at the end.
@@ -59,10 +56,9 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
                             "(two lines at least), reps, grid or hops out of range");
     CK(cudaSetDevice(a->device));
     double *host = (double *)a->host;
-    u64 *words = (u64 *)a->host;
+    const Order order(lines);
     if (a->op == CXB_GPU_ZERO_COPY_OP_CHASE) {
-        if (!link_cycle(words, lines))
-            return cxb_gpu_fail(cudaErrorMemoryAllocation, "the chase's order of lines");
+        link_cycle((u64 *)a->host, order);
     } else {
         for (u64 i = 0; i < n; i++) host[i] = START;
     }
@@ -74,7 +70,8 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
     CK(cudaMalloc((void **)&m.part, a->blocks * sizeof(double)));
     CK(cudaMemset(m.part, 0xff, a->blocks * sizeof(double)));    // NaN until a sum lands
     CK(cudaMalloc((void **)&m.end, sizeof(u64)));
-    CK(cudaMemset(m.end, 0, sizeof(u64)));                      // the chase starts at line 0
+    const u64 start = order(0);
+    CK(cudaMemcpy(m.end, &start, sizeof start, cudaMemcpyHostToDevice));
     int rc = timed_launches([&] {
         if (a->op == CXB_GPU_ZERO_COPY_OP_READ)
             sum_blocks<<<a->blocks, a->threads>>>((const double *)dev, m.part, n);
@@ -91,11 +88,10 @@ int cxb_gpu_zero_copy(struct cxb_gpu_zero_copy_args *a) {
         a->bad = !(fabs(sum - START * n) <= 1e-9 * START * n);
     } else if (a->op == CXB_GPU_ZERO_COPY_OP_WRITE) {
         for (u64 i = 0; i < n; i++) a->bad += host[i] != WRITTEN;
-    } else {                    // the host follows the same cycle as far: every launch's
-        u64 end = 0, at = 0;    // hops, the untimed one's too
+    } else {                    // where every launch's hops (the untimed one's too) end
+        u64 end = 0;
         CK(cudaMemcpy(&end, m.end, sizeof end, cudaMemcpyDeviceToHost));
-        for (u64 h = 0; h < (a->reps + 1ull) * a->hops; h++) at = words[at * LINE_WORDS];
-        a->bad = end != at;
+        a->bad = end != order((a->reps + 1ull) * a->hops % lines);
     }
     return 0;
 }
