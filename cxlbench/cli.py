@@ -155,21 +155,49 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
     echo = functools.partial(click.echo, err=True)
     topo = Topology.read()
     cases = suite.expand_for(s, topo, max_cases)
-    for note in benchmarks.precheck(cases, topo):
+    notes = benchmarks.precheck(cases, topo)
+    for note in notes:
         echo(f"note: {note}")
+    skipped = {n.split(": skipped: ")[0] for n in notes if ": skipped: " in n}
+    found = estimate.for_cases(cases, topo, skipped)
     if dry_run:
         _list_cases(cases, cases)
-        found = estimate.of(cases)
         if found.unestimated < len(cases):     # a benchmark that estimates is among them
             for line in found.lines():
                 echo(line)
         return None
+    _refuse_past_timeout(cases, found)
     results.check_writable(results_dir)
-    run_ = runner.start(s, cases, topo, results_dir)
+    run_ = runner.start(s, cases, topo, results_dir, found)
     if one_node and len(topo.memory_nodes) == 1:
         echo(one_node_note(topo))
-    echo(f"run {run_.path}: {len(cases)} cases")
+    echo(f"run {run_.path}: {len(cases)} cases" +
+         (f", estimated ~{estimate.duration(found.seconds)}"
+          if found.unestimated < len(cases) else ""))
     return run_
+
+
+# The options that shrink a case's work, the first a case has named in the refusal.
+SHRINKING = ("loads", "size", "load_size", "epochs", "iterations", "rows", "passes")
+
+
+def _refuse_past_timeout(cases, found) -> None:
+    """A case whose estimate is past its timeout would be killed there, its time lost:
+    refused before anything runs, each such case with its estimate and what shrinks it."""
+    late = [(c, found.cases[c.id]) for c in cases
+            if found.cases.get(c.id) and found.cases[c.id] > c.params.get("timeout", 600)]
+    if not late:
+        return
+    lines = []
+    for c, t in late[:5]:
+        knob = next((k for k in SHRINKING if k in c.params), None)
+        shrink = f"{knob} (now {paramtext.value_text(knob, c.params[knob])}) or " if knob else ""
+        lines.append(f"{c.id} ({c.bench}): estimated {estimate.duration(t)}, past its "
+                     f"timeout of {estimate.duration(c.params.get('timeout', 600))}: lower "
+                     f"{shrink}repeat (now {c.params.get('repeat')}), or raise timeout")
+    more = f"; and {len(late) - 5} more" if len(late) > 5 else ""
+    raise UserError(f"{len(late)} case(s) would not finish within their timeout "
+                    f"(memory figures {found.source}): " + "; ".join(lines) + more)
 
 
 def one_node_note(topo) -> str:

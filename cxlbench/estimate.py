@@ -1,13 +1,23 @@
 """How long a suite's cases will take, before any runs: each case's start (a worker of
-its own, and a CUDA context for a GPU case) and the work its benchmark's estimate() counts
-from the case's options. The GPU benchmarks count from gpu.ASSUMED (a named profile's
-published figures); a benchmark without estimate() leaves its cases unestimated, and the
-total says how many."""
+its own, and a CUDA context for a GPU case) and the work its benchmark's estimate(params,
+figures) counts from the case's options, at this machine's figures per node (Figures:
+from its calibration where `cxlbench calibrate` stored one, else from a probe of a second
+or so a node, measured now and kept a day). The GPU benchmarks count from gpu.ASSUMED (a
+named profile's published figures). A benchmark without estimate() leaves its cases
+unestimated, and the total says how many."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from . import benchmarks, gpu
+import numpy as np
+
+from . import benchmarks, gpu, memory, results
+from .placement import Placement
 
 # A case's worker started, the case's buffers placed and freed, the worker gone: 0.45 to
 # 0.79 s a case (median 0.52) for ten 16 KiB-8 MiB chase cases on the 2-vCPU EPYC VM.
@@ -15,14 +25,146 @@ CASE_S = 0.55
 # A GPU case's CUDA context and the library's load on top (assumed: 0.3-1.5 s on
 # published H100/H200 figures, the slow end taken).
 GPU_CASE_S = 1.5
+PROBE_DAYS = 1.0        # a probe's figures are kept this long
 
 
-def case_seconds(case) -> float | None:
+@dataclass
+class NodeFigures:
+    """What a node's memory costs the estimate: latency by working set (bytes, ns),
+    streaming read rate on one thread and all (B/s), first-touch placement (B/s), and
+    numpy's scan of it (B/s: fills and checks)."""
+    sweep: list[tuple[float, float]]
+    read_1: float
+    read_all: float
+    touch: float
+    scan: float
+
+    def latency_ns(self, working_set: float) -> float:
+        """The sweep's latency at this working set (log-linear between its points)."""
+        points = sorted(self.sweep)
+        if working_set <= points[0][0]:
+            return points[0][1]
+        for (x0, y0), (x1, y1) in zip(points, points[1:]):
+            if working_set <= x1:
+                f = math.log(working_set / x0) / math.log(x1 / x0)
+                return y0 + f * (y1 - y0)
+        return points[-1][1]
+
+
+@dataclass
+class Figures:
+    source: str                     # "probe, measured <when>" or the calibration's runs
+    nodes: dict[int, NodeFigures]
+
+    def of(self, mem) -> NodeFigures:
+        """The figures of the slowest node a placement uses (the first node probed where
+        it names none: local). KeyError where it names a node not probed."""
+        wanted = Placement.of(mem).nodes if mem else ()
+        found = [self.nodes[n] for n in wanted] or [self.nodes[min(self.nodes)]]
+        return max(found, key=lambda f: f.latency_ns(1 << 30))
+
+
+def nodes_of(cases, local: int) -> set[int]:
+    """The nodes the cases place memory on (`local` for those that name none)."""
+    out = set()
+    for c in cases:
+        mem = c.params.get("mem")
+        out |= set(Placement.of(mem).nodes) if mem else set()
+        if not mem or not Placement.of(mem).nodes:
+            out.add(local)
+    return out
+
+
+def for_cases(cases, topology, skipped=frozenset()) -> Estimate:
+    """The cases' estimate, this machine's nodes probed where a CPU case needs them."""
+    cpu = [c for c in cases if c.id not in skipped and not c.bench.startswith("gpu_")
+           and benchmarks.get(c.bench).estimate is not None]
+    present = set(topology.memory_nodes)
+    local = topology.memory_nodes[0] if topology.memory_nodes else 0
+    fig = figures(nodes_of(cpu, local) & present) if cpu else None
+    return of(cases, fig, skipped)
+
+
+def _probe_node(node: int) -> NodeFigures:
+    """Under a second of measurement: a chase at three working sets (L1, L2, past the
+    caches), read bandwidth on one thread and all, and placing and scanning 16 MiB, all
+    bound to the node (small: an emulated far node is slow)."""
+    mem = str(Placement.bind(node))
+    sweep = []
+    for size in (32 << 10, 1 << 20, 64 << 20):
+        m = benchmarks.get("chase").run({**_defaults("chase"), "size": size, "mem": mem,
+                                         "loads": 20000, "repeat": 1, "warmup": 1})
+        sweep.append((float(size), float(m.reps[-1]["latency"])))
+    rates = []
+    for n in (1, "all"):
+        m = benchmarks.get("bandwidth").run({**_defaults("bandwidth"), "size": 16 << 20,
+                                             "mem": mem, "threads": n, "passes": 2,
+                                             "repeat": 1, "warmup": 0})
+        rates.append(float(m.reps[-1]["bandwidth"]) * 1e9)
+    t0 = time.perf_counter()
+    a = memory.array(2 << 20, np.float64, mem=mem)
+    a[:] = 1.0
+    touch = a.nbytes / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    float(a.sum())
+    scan = a.nbytes / (time.perf_counter() - t0)
+    return NodeFigures(sweep, rates[0], rates[1], touch, scan)
+
+
+def _defaults(bench: str) -> dict:
+    return {k: o.default for k, o in benchmarks.get(bench).options.items()}
+
+
+def _cache_file() -> Path:
+    root = Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench"))
+    return root / f"estimate-{results.machine_id()}.json"
+
+
+def figures(nodes, probe=_probe_node) -> Figures:
+    """This machine's figures for `nodes`: a probe's kept from the last day, else probed
+    now (and kept)."""
+    path = _cache_file()
+    kept: dict = {}
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    fresh = {int(n): v for n, v in kept.get("nodes", {}).items()
+             if time.time() - v.get("when", 0) < PROBE_DAYS * 86400}
+    found = {}
+    for node in sorted(set(nodes)):
+        if node in fresh:
+            f = dict(fresh[node])
+            f.pop("when")
+            found[node] = NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
+            continue
+        try:
+            found[node] = probe(node)
+        except Exception:       # noqa: BLE001 - a node not probed has no estimate, no more
+            continue
+        fresh[node] = {**asdict(found[node]), "when": time.time()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"nodes": {str(n): v for n, v in fresh.items()}}))
+    except OSError:
+        pass        # a read-only home: probed again next time
+    return Figures("probed here (a second a node, kept a day)", found) if found else None
+
+
+def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | None:
+    """The case's start and its work; a case this machine skips only starts. None where
+    its benchmark has no estimate, or a CPU one has no figures here."""
     bench = benchmarks.get(case.bench)
-    if bench.estimate is None:
+    if skipped:
+        return CASE_S
+    gpu_case = case.bench.startswith("gpu_")
+    if bench.estimate is None or (fig is None and not gpu_case):
         return None
-    start = CASE_S + (GPU_CASE_S if case.bench.startswith("gpu_") else 0.0)
-    return start + bench.estimate(case.params)
+    try:
+        work = bench.estimate(case.params, fig)
+    except (KeyError, ValueError):      # a placement the figures do not cover
+        return None
+    return CASE_S + (GPU_CASE_S if gpu_case else 0.0) + work
 
 
 def duration(seconds: float) -> str:
@@ -37,8 +179,10 @@ def duration(seconds: float) -> str:
 
 @dataclass
 class Estimate:
+    cases: dict[str, float | None]      # case id -> seconds (None: not estimated)
     jobs: dict[str, tuple[int, float, int]]   # job -> (cases, seconds, cases unestimated)
     gpu: bool                                 # GPU cases among them
+    source: str                               # where the CPU figures came from
 
     @property
     def seconds(self) -> float:
@@ -57,15 +201,21 @@ class Estimate:
         total = f"estimated time: ~{duration(self.seconds)}"
         if self.unestimated:
             total += f", and {self.unestimated} cases with no estimate"
-        out.append(total + (f" (a case's start {CASE_S} s, measured on a 2-vCPU VM; GPU "
-                            f"cases' work from {gpu.ASSUMED['profile']})" if self.gpu else ""))
+        sources = [f"a case's start {CASE_S} s, measured on a 2-vCPU VM"]
+        if self.source:
+            sources.append(f"memory figures {self.source}")
+        if self.gpu:
+            sources.append(f"GPU cases' work from {gpu.ASSUMED['profile']}")
+        out.append(f"{total} ({'; '.join(sources)})")
         return out
 
 
-def of(cases) -> Estimate:
-    jobs: dict[str, list] = {}
+def of(cases, fig: Figures | None, skipped=frozenset()) -> Estimate:
+    jobs: dict[str, tuple[int, float, int]] = {}
+    per: dict[str, float | None] = {}
     for case in cases:
         n, s, missing = jobs.get(case.job, (0, 0.0, 0))
-        t = case_seconds(case)
+        t = per[case.id] = case_seconds(case, fig, case.id in skipped)
         jobs[case.job] = (n + 1, s + (t or 0.0), missing + (t is None))
-    return Estimate(jobs, any(c.bench.startswith("gpu_") for c in cases))
+    return Estimate(per, jobs, any(c.bench.startswith("gpu_") for c in cases),
+                    fig.source if fig else "")

@@ -14,8 +14,8 @@ import sys
 import time
 from typing import Callable
 
-from . import (PACKAGE_PARENT, __version__, benchmarks, lifetime, native, paramtext, results,
-               stats, system)
+from . import (PACKAGE_PARENT, __version__, benchmarks, estimate, lifetime, native, paramtext,
+               results, stats, system)
 from .errors import StorageError, UserError
 from .fleet import slurm
 from .options import json_value, to_json
@@ -36,7 +36,9 @@ def git_describe() -> str | None:
     return out.stdout.strip() or None
 
 
-def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
+def start(suite: Suite, cases: list[Case], topo: Topology, root: str, found=None) -> Run:
+    """The run's folder and run.json; `found`: the cases' estimate (estimate.Estimate),
+    kept so each case's journal line holds its estimate beside what it took."""
     params = {name for c in cases for name in c.params}
     meta = {
         "cxlbench_version": __version__,
@@ -55,6 +57,10 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str) -> Run:
         "columns": columns_for(params),
         "cases": [c.to_dict() for c in cases],
     }
+    if found is not None:
+        meta["estimates"] = {"source": found.source, "case_start_s": estimate.CASE_S,
+                             "cases": {k: None if v is None else round(v, 3)
+                                       for k, v in found.cases.items()}}
     return Run.create(root, meta)
 
 
@@ -144,7 +150,7 @@ def rows_for(run: Run, case: Case, m: dict) -> list[dict]:
             for i, rep in enumerate(m.get("reps", [])) for metric, value in rep.items()]
 
 
-def journal_entry(case: Case, m: dict, seconds: float) -> dict:
+def journal_entry(case: Case, m: dict, seconds: float, estimate_s: float | None = None) -> dict:
     summary = {}
     for metric, unit in m.get("units", {}).items():
         values = [rep[metric] for rep in m.get("reps", []) if metric in rep]
@@ -154,7 +160,8 @@ def journal_entry(case: Case, m: dict, seconds: float) -> dict:
             "machine": results.machine_id(),    # a run resumed elsewhere: who measured it
             "bench": case.bench, "kernel": m.get("kernel"), "isa": m.get("isa"),
             "cpus": m.get("cpus"), "params": to_json(case.params), "summary": summary,
-            "placement": m.get("placement"), "info": m.get("info"), "seconds": round(seconds, 3)}
+            "placement": m.get("placement"), "info": m.get("info"), "seconds": round(seconds, 3),
+            **({"estimate_s": estimate_s} if estimate_s is not None else {})}
 
 
 def execute(run: Run, echo: Callable[[str], None],
@@ -171,11 +178,15 @@ def execute(run: Run, echo: Callable[[str], None],
     if done:
         echo(f"resuming {run.path}: {len(done)} of {len(cases)} cases already finished")
     labels, jobs = case_labels(cases), by_job(cases)
+    guess = run.meta.get("estimates", {}).get("cases", {})     # case id -> seconds
     took: dict[str, list[float]] = {}       # job -> seconds of its cases timed so far
     left = collections.Counter(c.job for c in cases if c.id not in done)
+    pairs: list[tuple[float, float]] = []   # (estimated, took) of the cases timed so far
     for c in cases:                         # a resume's finished cases are timings too
         if c.id in done and isinstance(done[c.id].get("seconds"), (int, float)):
             took.setdefault(c.job, []).append(done[c.id]["seconds"])
+            if guess.get(c.id):
+                pairs.append((guess[c.id], done[c.id]["seconds"]))
     width, job = len(str(len(cases))), None
     for position, case in enumerate(cases, 1):
         if case.id in done:
@@ -188,11 +199,14 @@ def execute(run: Run, echo: Callable[[str], None],
         t0 = time.monotonic()
         m = run_worker(case)
         seconds = time.monotonic() - t0
-        entry = journal_entry(case, m, seconds)
+        entry = journal_entry(case, m, seconds, guess.get(case.id))
         run.append(case.id, rows_for(run, case, m), entry)
         took.setdefault(case.job, []).append(seconds)
+        if guess.get(case.id):
+            pairs.append((guess[case.id], seconds))
         left[case.job] -= 1
-        eta = seconds_left(left, took) if sum(left.values()) else None
+        pending = [c for c in cases[position:] if c.id not in done]
+        eta = seconds_left(left, took, pending, guess, pairs) if sum(left.values()) else None
         echo("    " + describe(entry) + (f"; {eta_text(eta)}" if eta is not None else ""))
     try:
         record_load(run, "end", read_load)
@@ -244,16 +258,29 @@ def job_title(job: str, cases: list[Case], isa: str | None = None) -> str:
     return f"{job}: {what}" + (f", {text}" if text else "")
 
 
-def seconds_left(left: dict[str, int], took: dict[str, list[float]]) -> float | None:
+def seconds_left(left: dict[str, int], took: dict[str, list[float]], pending=(),
+                 guess: dict | None = None, pairs=()) -> float | None:
     """About how long the cases still to run take (left: job -> how many): each its job's
-    mean so far, as a job's cases are alike, else the mean of every case timed; None
-    before any case is."""
+    mean so far, as a job's cases are alike; a job not yet timed, its cases' estimates
+    (`guess`, for `pending`) scaled by how the timed cases compared with theirs (`pairs`:
+    estimated, took), else the mean of every case timed; None before any case is."""
     every = [s for times in took.values() for s in times]
     if not every:
         return None
     overall = statistics.fmean(every)
-    return sum(n * (statistics.fmean(took[j]) if took.get(j) else overall)
-               for j, n in left.items())
+    scale = sum(t for _, t in pairs) / sum(e for e, _ in pairs) if pairs else 1.0
+    guessed: dict[str, list[float]] = {}
+    for c in pending:
+        guessed.setdefault(c.job, []).append((guess or {}).get(c.id))
+    out = 0.0
+    for j, n in left.items():
+        if took.get(j):
+            out += n * statistics.fmean(took[j])
+        elif guessed.get(j) and all(g for g in guessed[j]):
+            out += scale * sum(guessed[j])
+        else:
+            out += n * overall
+    return out
 
 
 def eta_text(seconds: float) -> str:

@@ -1,7 +1,27 @@
-"""A suite's time, estimated before it runs: each case's start and its benchmark's work;
-cases of benchmarks with no estimate are counted, not guessed."""
-from cxlbench import estimate
+"""A suite's time, estimated before it runs: each case's start and its benchmark's work at
+this machine's figures (probed, kept a day); cases of benchmarks with no estimate are
+counted, not guessed; a case estimated past its timeout is refused before anything runs,
+and every case's estimate is kept beside what it took."""
+import json
+
+import pytest
+
+from cxlbench import estimate, runner
+from cxlbench.benchmarks import chase, gpu_stream
 from cxlbench.suite import Case
+
+from .conftest import cxlbench
+from .test_run import run_dirs
+
+NODE = estimate.NodeFigures(sweep=[(32 << 10, 1.0), (1 << 20, 10.0), (64 << 20, 100.0)],
+                            read_1=20e9, read_all=80e9, touch=2e9, scan=10e9)
+FIG = estimate.Figures("a test's", {0: NODE, 1: estimate.NodeFigures(
+    sweep=[(32 << 10, 1.0), (64 << 20, 300.0)], read_1=5e9, read_all=20e9, touch=1e9,
+    scan=10e9)})
+
+
+def defaults(module, **over):
+    return {**{k: o.default for k, o in module.OPTIONS.items()}, **over}
 
 
 def test_durations_read_as_people_say_them():
@@ -9,15 +29,101 @@ def test_durations_read_as_people_say_them():
         ["0 s", "42 s", "1 min", "3 min 20 s", "1 h", "1 h 5 min"]
 
 
-def test_cases_without_an_estimate_are_counted_apart():
-    from cxlbench.benchmarks import gpu_stream
-    gpu = {k: o.default for k, o in gpu_stream.OPTIONS.items()}
-    cases = [Case("a/000", "a", "gpu_stream", gpu), Case("b/000", "b", "chase", {})]
-    found = estimate.of(cases)
-    assert found.unestimated == 1 and found.gpu
-    assert found.seconds == estimate.case_seconds(cases[0]) > estimate.CASE_S + \
-        estimate.GPU_CASE_S
+def test_latency_is_read_off_the_sweep_between_its_points():
+    assert NODE.latency_ns(1 << 10) == 1.0 and NODE.latency_ns(1 << 30) == 100.0
+    assert NODE.latency_ns(1 << 20) == 10.0
+    assert NODE.latency_ns(8 << 20) == pytest.approx(10 + 90 * 0.5)    # halfway in log size
+
+
+def test_a_placement_takes_its_slowest_nodes_figures():
+    assert FIG.of("bind:0") is NODE and FIG.of("local") is NODE
+    assert FIG.of("interleave:0,1") is FIG.nodes[1] and FIG.of("") is NODE
+    with pytest.raises(KeyError):
+        FIG.of("bind:2")
+
+
+def test_a_chase_costs_its_placement_its_cycle_and_its_loads():
+    p = defaults(chase, size=64 << 20, loads=1 << 20, repeat=5, warmup=1, mem="bind:1")
+    want = (64 << 20) / 1e9 + (1 << 20) * chase.CYCLE_S + 6 * (1 << 20) * 300e-9
+    assert chase.estimate(p, FIG) == pytest.approx(want)
+
+
+def test_cases_without_an_estimate_or_figures_are_counted_apart():
+    cases = [Case("a/000", "a", "gpu_stream", defaults(gpu_stream)),
+             Case("b/000", "b", "chase", defaults(chase)),
+             Case("c/000", "c", "pingpong", {}),
+             Case("d/000", "d", "chase", defaults(chase, mem="bind:7"))]
+    found = estimate.of(cases, None)
+    assert found.unestimated == 3 and found.gpu       # the GPU's needs no figures
+    assert found.cases["a/000"] > estimate.CASE_S + estimate.GPU_CASE_S
+    found = estimate.of(cases, FIG, skipped={"a/000"})
+    assert found.cases["a/000"] == estimate.CASE_S          # skipped here: only its start
+    assert found.cases["b/000"] > estimate.CASE_S
+    assert found.cases["c/000"] is None and found.cases["d/000"] is None   # no node 7
     lines = found.lines()
-    assert lines[1] == "  b: 1 case, ~0 s (+1 not estimated)"
-    assert lines[-1].startswith("estimated time: ~") and \
-        "and 1 cases with no estimate" in lines[-1]
+    assert lines[2] == "  c: 1 case, ~0 s (+1 not estimated)"
+    assert "and 2 cases with no estimate" in lines[-1] and "memory figures a test's" in lines[-1]
+
+
+def test_figures_are_probed_once_a_day_and_a_node_that_fails_has_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path))
+    probed = []
+
+    def probe(node):
+        probed.append(node)
+        if node == 3:
+            raise OSError("no such node")
+        return NODE
+    fig = estimate.figures({0, 3}, probe)
+    assert sorted(fig.nodes) == [0] and probed == [0, 3]
+    again = estimate.figures({0}, probe)
+    assert probed == [0, 3] and again.nodes[0] == NODE          # kept
+    kept = json.loads(next(tmp_path.glob("estimate-*.json")).read_text())
+    kept["nodes"]["0"]["when"] -= 2 * 86400
+    next(tmp_path.glob("estimate-*.json")).write_text(json.dumps(kept))
+    estimate.figures({0}, probe)
+    assert probed == [0, 3, 0]                                  # a day old: probed again
+    assert estimate.figures({3}, probe) is None
+
+
+def test_the_eta_uses_estimates_for_jobs_not_yet_timed_scaled_by_how_they_did():
+    """Job a timed (15 s a case); job b not yet: its cases' estimates (10 + 20 s), times
+    what the timed cases took over their estimates (30 / 20)."""
+    pending = [Case("a/002", "a", "x", {}), Case("b/000", "b", "x", {}),
+               Case("b/001", "b", "x", {})]
+    guess = {"a/002": 9.0, "b/000": 10.0, "b/001": 20.0}
+    left = runner.seconds_left({"a": 1, "b": 2}, {"a": [10.0, 20.0]}, pending, guess,
+                               [(10.0, 10.0), (10.0, 20.0)])
+    assert left == pytest.approx(15 + 1.5 * 30)
+    guess["b/001"] = None                       # one not estimated: the mean of all timed
+    assert runner.seconds_left({"a": 1, "b": 2}, {"a": [10.0, 20.0]}, pending, guess,
+                               []) == pytest.approx(15 + 2 * 15)
+
+
+def test_a_case_estimated_past_its_timeout_is_refused_with_what_shrinks_it(tmp_path):
+    suite = tmp_path / "long.toml"
+    suite.write_text('[latency]\nbench = "chase"\nsize = "64M"\nloads = "4M"\nrepeat = 50\n'
+                     'timeout = 5\n')
+    r = cxlbench("run", str(suite), "--results-dir", str(tmp_path / "r"))
+    assert r.returncode == 2, r.stderr
+    assert "1 case(s) would not finish within their timeout" in r.stderr
+    assert "latency/000 (chase): estimated" in r.stderr
+    assert "past its timeout of 5 s: lower loads (now 4194304) or repeat (now 50), or " \
+           "raise timeout" in r.stderr
+    assert not (tmp_path / "r").exists()                   # nothing started
+
+
+def test_each_case_keeps_its_estimate_beside_what_it_took(tmp_path):
+    suite = tmp_path / "two.toml"
+    suite.write_text('[latency]\nbench = "chase"\nsize = ["64K", "1M"]\nrepeat = 2\n')
+    r = cxlbench("run", str(suite), "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert ", estimated ~" in r.stderr
+    (run,) = run_dirs(tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    assert set(meta["estimates"]["cases"]) == {"latency/000", "latency/001"}
+    assert meta["estimates"]["source"].startswith("probed here")
+    for line in (run / "cases.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        assert entry["estimate_s"] == meta["estimates"]["cases"][entry["case"]] > 0
+        assert entry["seconds"] > 0

@@ -142,6 +142,19 @@ def validate(params: dict, topology) -> None:
     check_placement(params, resolve_cpus(params), topology, kernel.buffers)
 
 
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work at the node's figures: each buffer placed and filled,
+    every repetition's passes at one thread's or all threads' read rate, and its check
+    (a scan of the buffers)."""
+    f = figures.of(params["mem"])
+    size, nbuf = params["size"], len(native.kernel(params["kernel"]).buffers)
+    passes = params["passes"] or max(1, -(-MIN_BYTES_PER_REP // size))
+    rate = f.read_1 if params["threads"] == 1 else f.read_all
+    reps = params["warmup"] + params["repeat"]
+    return nbuf * size * (1 / f.touch + 1 / f.scan) + \
+        reps * (passes * nbuf * size / rate + nbuf * size / f.scan)
+
+
 def run(params: dict) -> Measurement:
     kernel = native.kernel(params["kernel"])
     isa = kernel.choose_isa(params["isa"])

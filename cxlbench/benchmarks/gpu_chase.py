@@ -51,7 +51,7 @@ def validate(params: dict, topology) -> None:
     gpu.check_device(params["device"])
 
 
-def estimate(params: dict) -> float:
+def estimate(params: dict, figures=None) -> float:
     """Seconds of the case's own work: its warm walk and every repetition's loads at the
     assumed latency (gpu.ASSUMED)."""
     warm = min(params["size"] // params["stride"], gpu.CHASE_WARM_MAX)

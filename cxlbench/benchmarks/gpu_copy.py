@@ -90,7 +90,7 @@ def validate(params: dict, topology) -> None:
                         sizes(params))
 
 
-def estimate(params: dict) -> float:
+def estimate(params: dict, figures=None) -> float:
     """Seconds of the case's own work (gpu.ASSUMED): the copies at the link's bandwidth
     (staged, for pageable), and the host buffer written, registered and checked."""
     a = gpu.ASSUMED

@@ -107,7 +107,7 @@ def figures(lookups: int, gathered: int):
     return lambda ns: {"lookups": lookups / ns * 1e3, "bandwidth": gathered / ns}
 
 
-def estimate(params: dict) -> float:
+def estimate(params: dict, figures=None) -> float:
     """Seconds of the case's own work (gpu.ASSUMED): the table filled (and, registered,
     placed and checked), then each launch's gathered rows from HBM or across the link."""
     a = gpu.ASSUMED

@@ -133,7 +133,7 @@ def figures(moved: int):
     return lambda t: {"bandwidth": moved / t[0], "time": t[0] / 1e3, "issue_time": t[1] / 1e3}
 
 
-def estimate(params: dict) -> float:
+def estimate(params: dict, figures=None) -> float:
     """Seconds of the case's own work (gpu.ASSUMED): the pool placed, filled and checked,
     then each swap's bytes over the link and, by copies, each copy's issue."""
     a, n = gpu.ASSUMED, copies(params)

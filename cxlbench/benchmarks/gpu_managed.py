@@ -43,7 +43,7 @@ OPTIONS = {
 }
 
 
-def estimate(params: dict) -> float:
+def estimate(params: dict, figures=None) -> float:
     """Seconds of the case's own work (gpu.ASSUMED): each repetition's pages written by
     the host and migrated on fault (the slowest mode)."""
     a = gpu.ASSUMED

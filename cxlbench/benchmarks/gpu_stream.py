@@ -71,7 +71,7 @@ def passes(kernel: str, size: int) -> int:
     return max(1, -(-PASS_BYTES // (KERNELS[kernel] * (size // 8))))
 
 
-def estimate(params: dict) -> float:
+def estimate(params: dict, figures=None) -> float:
     """Seconds of the case's own work at the assumed HBM bandwidth (gpu.ASSUMED)."""
     n = params["size"] // 8
     launch = KERNELS[params["kernel"]] * n * passes(params["kernel"], params["size"])

@@ -54,7 +54,7 @@ def validate(params: dict, topology) -> None:
                     {"host": params["size"]})
 
 
-def estimate(params: dict) -> float:
+def estimate(params: dict, figures=None) -> float:
     """Seconds of the case's own work (gpu.ASSUMED): each launch's pass over the buffer,
     or its loads across the link after a warm walk; the buffer written and checked."""
     a, reps = gpu.ASSUMED, params["warmup"] + params["repeat"]

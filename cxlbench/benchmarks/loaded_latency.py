@@ -68,6 +68,20 @@ def validate(params: dict, topology) -> None:
                         BUFFERS[1:], claimed)
 
 
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work at the node's figures: the chase's buffer placed and its
+    cycle built, the generators' placed and filled, and every repetition's loads at the
+    idle latency, twice that under load (the knee's rise), and the load's check."""
+    f = figures.of(params["mem"])
+    size, load = params["size"], params["load_size"]
+    idle = params["delay"] == "idle"
+    reps = params["warmup"] + params["repeat"]
+    per_load = f.latency_ns(size) * 1e-9 * (1 if idle else 2)
+    setup = size / f.touch + size // 64 * chase.CYCLE_S + \
+        (0 if idle else load * (1 / f.touch + 1 / f.scan))
+    return setup + reps * (params["loads"] * per_load + (0 if idle else load / f.scan))
+
+
 def run(params: dict) -> Measurement:
     cpus = _cpus(params)
     (buf,) = place(params, cpus[:1], BUFFERS[:1])
