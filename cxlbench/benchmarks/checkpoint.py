@@ -29,7 +29,7 @@ from ..workloads.checkpoint import (MIN_DONE_STEPS, background, check_snapshot, 
                                     chunks, dirty_from, dirty_rows, file_checksum, filesystem,
                                     layout, make_cold, pinned, run_steps, source_checksum,
                                     together, train, trained_lookups)
-from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
+from .common import workload_seconds, Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "checkpoint"
 TITLE = "Checkpoint copies"
@@ -95,6 +95,16 @@ def validate(params: dict, topology) -> None:
 
 def buffers_of(params: dict) -> tuple[str, ...]:
     return BUFFERS if params.get("interfere", "none") != "none" else BUFFERS[:2]
+
+
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work (common.workload_seconds): source and destination
+    placed and the source filled, then each repetition's snapshot (the source read, the
+    destination written) and its checksum (read again)."""
+    lay = layout(params)
+    sizes = lay.sizes(params["step_size"], params["interfere"])
+    return workload_seconds(params, figures, "src", sum(sizes.values()),
+                            lay.src + 2 * lay.dst)
 
 
 def run(params: dict) -> Measurement:

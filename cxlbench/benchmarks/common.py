@@ -231,3 +231,30 @@ def predict(m: Measurement, buffer: Buffer, demand, metric: str, per_ns: float) 
     slow = calibration.profile_tier(cal, name, None)
     m.info["model"]["slower"] = {"profile": name, "source": slow.source, "slowdown":
                                  model.predict_ns(demand, (slow, slow), len(m.cpus)) / ns - 1}
+
+
+# numpy's random draws and gathers run about this many times slower than its scan (the
+# estimate's rate for a workload's fills and references; 2-3 GB/s against 24 on the VM).
+NUMPY_SLOWER = 10.0
+MLP = 8.0       # misses one thread of a workload's kernel keeps in flight, for the estimate
+# numpy's normal draw, one float32 (rng.standard_normal: 9.8 ns on the VM; uniform 1.8 ns).
+DRAW_S = 10e-9
+
+
+def workload_seconds(params: dict, figures, buffer: str, placed: int, per_rep: float,
+                     randoms: float = 0.0, working_set: float = 0.0,
+                     numpy_bytes: float = 0.0, numpy_per_rep: float = 0.0,
+                     draws_per_rep: float = 0.0) -> float:
+    """A workload benchmark's estimated seconds at the figures of its main buffer's node:
+    its buffers placed and filled, then every repetition's streamed bytes at one thread's
+    or all threads' rate and its random accesses at the working set's latency (MLP in
+    flight), plus numpy's gathers and reference sums (bytes), once and per repetition,
+    and its random draws per repetition."""
+    f = figures.of(params.get(f"mem.{buffer}") or params["mem"])
+    rate = f.read_1 if params.get("threads", 1) == 1 else f.read_all
+    reps = params["warmup"] + params["repeat"]
+    numpy = NUMPY_SLOWER / f.scan
+    per = per_rep / rate + randoms * f.latency_ns(working_set) * 1e-9 / MLP + \
+        numpy_per_rep * numpy + draws_per_rep * DRAW_S
+    return placed * (1 / f.touch + 1 / f.scan) + numpy_bytes * numpy + reps * per
+

@@ -14,7 +14,7 @@ from ..options import pick
 from ..workloads import embedding as workload
 from ..workloads.embedding import (Trainer, check_output, fill_table, layout, make_indices,
                                    reference, resolve_bag_isa, reuse_note, trace_info)
-from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
+from .common import workload_seconds, Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "embedding"
 TITLE = "Embedding-bag lookups"
@@ -37,6 +37,17 @@ def validate(params: dict, topology) -> None:
     lay = layout(params)            # a trace is read and checked here
     check_placement(params, resolve_cpus(params), topology, lay.sizes())
     return reuse_note(lay, params)
+
+
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work (common.workload_seconds): the table placed and filled,
+    two draws of indices and their numpy references, then each repetition's two passes
+    (all bags, then each bag timed) of random rows (twice again in training)."""
+    lay = layout(params)
+    touched = lay.lookups * lay.row_bytes * (4 if lay.train != "none" else 2)
+    return workload_seconds(params, figures, "table", sum(lay.sizes().values()), touched,
+                            randoms=2 * lay.lookups, working_set=lay.sizes()["table"],
+                            numpy_bytes=2 * lay.lookups * (lay.row_bytes + 8))
 
 
 def run(params: dict) -> Measurement:

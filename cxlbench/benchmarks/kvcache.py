@@ -23,7 +23,7 @@ from ..options import pick
 from ..workloads import kvcache as workload
 from ..workloads.kvcache import (ELEM_BYTES, OFFLOADING, PRESETS, Cache, block_table, entry,
                                  layout)
-from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
+from .common import workload_seconds, Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "kvcache"
 TITLE = "Paged KV-cache"
@@ -55,6 +55,21 @@ def validate(params: dict, topology) -> None:
 
 
 STEP_METRIC = {"decode": "step", "swap_out": "seq", "swap_in": "seq", "restore": "chunk"}
+
+
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work (common.workload_seconds): the pools placed and filled,
+    then each repetition's tokens read and written (decode: all tokens so far and one new
+    a step; the others: the sequences' tokens once, copied)."""
+    lay = layout(params)
+    tb = lay.layers * 2 * lay.token_bytes
+    if lay.op == "decode":
+        moved = tb * lay.batch * (sum(lay.seq_len + i + 1 for i in range(lay.steps)) +
+                                  lay.steps)
+    else:
+        moved = 2 * tb * lay.batch * lay.seq_len
+    placed = sum(lay.sizes().values())
+    return workload_seconds(params, figures, "cache", placed, moved, numpy_bytes=placed)
 
 
 def run(params: dict) -> Measurement:

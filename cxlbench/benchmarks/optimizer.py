@@ -18,7 +18,7 @@ from ..options import pick
 from ..workloads import optimizer as workload
 from ..workloads.optimizer import MEMORY, TRAFFIC, State, check_step, count, sample, sizes
 from .bandwidth import Streams
-from .common import Measurement, check_placement, measure, place, predict, resolve_cpus
+from .common import workload_seconds, Measurement, check_placement, measure, place, predict, resolve_cpus
 
 NAME = "optimizer"
 TITLE = "Optimizer steps"
@@ -34,6 +34,18 @@ def validate(params: dict, topology) -> None:
     native.kernel("triad").choose_isa(params["isa"])
     check_placement(params, resolve_cpus(params), topology,
                     sizes(count(params), params["precision"]))
+
+
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work (common.workload_seconds): the state placed, then each
+    repetition's fresh random state (four draws a parameter, State.fill), its conversion,
+    eviction and the step's traffic, and the triad's pass over the same buffers where
+    asked."""
+    n, precision = count(params), params["precision"]
+    placed = sum(sizes(n, precision).values())
+    per_rep = n * MEMORY[precision] + (placed if params["triad"] else 0) + placed   # evict
+    return workload_seconds(params, figures, "params", placed, per_rep,
+                            numpy_per_rep=placed, draws_per_rep=4 * n)
 
 
 def run(params: dict) -> Measurement:
