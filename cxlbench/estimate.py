@@ -183,6 +183,15 @@ class Estimate:
     jobs: dict[str, tuple[int, float, int]]   # job -> (cases, seconds, cases unestimated)
     gpu: bool                                 # GPU cases among them
     source: str                               # where the CPU figures came from
+    figures: Figures | None = None
+
+    def record(self) -> dict:
+        """What run.json keeps: the source, the figures and each case's seconds, so the
+        estimate can be made again from them and set beside what the cases took."""
+        return {"source": self.source, "case_start_s": CASE_S,
+                "figures": {str(n): asdict(f) for n, f in self.figures.nodes.items()}
+                if self.figures else {},
+                "cases": {k: None if v is None else round(v, 3) for k, v in self.cases.items()}}
 
     @property
     def seconds(self) -> float:
@@ -218,4 +227,14 @@ def of(cases, fig: Figures | None, skipped=frozenset()) -> Estimate:
         t = per[case.id] = case_seconds(case, fig, case.id in skipped)
         jobs[case.job] = (n + 1, s + (t or 0.0), missing + (t is None))
     return Estimate(per, jobs, any(c.bench.startswith("gpu_") for c in cases),
-                    fig.source if fig else "")
+                    fig.source if fig else "", fig)
+
+
+def recorded_figures(meta: dict) -> Figures | None:
+    """The figures a run's estimates were made from (run.json's "estimates")."""
+    kept = meta.get("estimates", {}).get("figures")
+    if not kept:
+        return None
+    return Figures(meta["estimates"]["source"],
+                   {int(n): NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
+                    for n, f in kept.items()})

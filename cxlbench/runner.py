@@ -14,8 +14,8 @@ import sys
 import time
 from typing import Callable
 
-from . import (PACKAGE_PARENT, __version__, benchmarks, estimate, lifetime, native, paramtext,
-               results, stats, system)
+from . import (PACKAGE_PARENT, __version__, benchmarks, lifetime, native, paramtext, results,
+               stats, system)
 from .errors import StorageError, UserError
 from .fleet import slurm
 from .options import json_value, to_json
@@ -58,9 +58,7 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str, found=None
         "cases": [c.to_dict() for c in cases],
     }
     if found is not None:
-        meta["estimates"] = {"source": found.source, "case_start_s": estimate.CASE_S,
-                             "cases": {k: None if v is None else round(v, 3)
-                                       for k, v in found.cases.items()}}
+        meta["estimates"] = found.record()
     return Run.create(root, meta)
 
 

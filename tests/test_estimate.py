@@ -3,6 +3,8 @@ this machine's figures (probed, kept a day); cases of benchmarks with no estimat
 counted, not guessed; a case estimated past its timeout is refused before anything runs,
 and every case's estimate is kept beside what it took."""
 import json
+import statistics
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +129,25 @@ def test_each_case_keeps_its_estimate_beside_what_it_took(tmp_path):
         entry = json.loads(line)
         assert entry["estimate_s"] == meta["estimates"]["cases"][entry["case"]] > 0
         assert entry["seconds"] > 0
+
+
+ESTIMATED = sorted((Path(__file__).parent / "data" / "estimates").glob("*/*/run.json"))
+
+
+@pytest.mark.parametrize("run_json", ESTIMATED, ids=lambda p: p.parent.name)
+def test_the_estimator_against_what_the_committed_runs_took(run_json):
+    """The quick and ml suites run on the EPYC VM, with the figures their estimates were
+    made from: today's estimator, made again from those figures, is within 35 % of what
+    half their cases took (the median error), and their totals within 40 %."""
+    meta = json.loads(run_json.read_text())
+    fig = estimate.recorded_figures(meta)
+    cases = {c["id"]: Case.from_dict(c) for c in meta["cases"]}
+    took = [json.loads(x) for x in (run_json.parent / "cases.jsonl").read_text().splitlines()]
+    pairs = [(estimate.case_seconds(cases[e["case"]], fig), e["seconds"]) for e in took]
+    assert len(pairs) == len(cases) and all(est for est, _ in pairs)
+    errors = sorted(abs(est - t) / t for est, t in pairs)
+    median = statistics.median(errors)
+    total = sum(est for est, _ in pairs) / sum(t for _, t in pairs)
+    print(f"{meta['suite']['name']}: median error {median:.0%}, total {total:.2f}x "
+          f"of {sum(t for _, t in pairs):.0f} s")
+    assert median < 0.35 and 0.6 < total < 1.4
