@@ -75,13 +75,32 @@ def nodes_of(cases, local: int) -> set[int]:
     return out
 
 
+def scaled(near: NodeFigures, ratio: dict) -> NodeFigures:
+    """A far node's figures as an emulated guest's probe found it against the near one
+    (emulate/probe.py's "tcg": loads and reads so many times slower)."""
+    slow, read = ratio["slower"], ratio["read_slower"]
+    return NodeFigures([(ws, ns * slow) for ws, ns in near.sweep], near.read_1 / read,
+                       near.read_all / read, near.touch / read, near.scan / read)
+
+
 def for_cases(cases, topology, skipped=frozenset()) -> Estimate:
-    """The cases' estimate, this machine's nodes probed where a CPU case needs them."""
+    """The cases' estimate, this machine's nodes probed where a CPU case needs them; in an
+    emulated guest, the far node's the near node's scaled by the ratio the guest's probe
+    measured (probing it would take long: the emulator makes it slow)."""
     cpu = [c for c in cases if c.id not in skipped and not c.bench.startswith("gpu_")
            and benchmarks.get(c.bench).estimate is not None]
+    if not cpu:
+        return of(cases, None, skipped)
     present = set(topology.memory_nodes)
     local = topology.memory_nodes[0] if topology.memory_nodes else 0
-    fig = figures(nodes_of(cpu, local) & present) if cpu else None
+    wanted = nodes_of(cpu, local) & present
+    ratio = ((topology.machine.get("emulated") or {}).get("far_memory_check") or {}).get("tcg")
+    far = {ratio["far"]} & wanted if ratio else set()
+    fig = figures((wanted - far) | ({ratio["near"]} if far else set()))
+    if fig is not None and far and ratio["near"] in fig.nodes:
+        fig.nodes[ratio["far"]] = scaled(fig.nodes[ratio["near"]], ratio)
+        fig.source += (f"; node {ratio['far']} scaled from node {ratio['near']} by the "
+                       f"emulator's measured {ratio['slower']:.0f}x")
     return of(cases, fig, skipped)
 
 

@@ -852,3 +852,27 @@ def test_a_guest_of_two_whose_cxlbench_refuses_ends_the_other_at_once(fake_guest
     assert isinstance(e, CxlbenchError), e
     assert "emulation failed (host 0): cxlbench exited 2 in it: error: no suite 'x'" in str(e)
     assert time.monotonic() - t0 < 20
+
+
+@pytest.mark.qemu
+@needs("hmat")
+def test_the_guest_says_how_much_slower_far_memory_is_and_its_estimates_use_it(hmat):
+    """README's ci run in the HMAT guest: once, at the start, the far node's loads and
+    reads against the near node's under the emulator and what HMAT declares, recorded in
+    run.json; the guest's estimates scale the near node's figures by it, and each case
+    keeps its estimate beside what it took."""
+    (line,) = [x for x in hmat["stderr"].splitlines() if "far memory under TCG" in x]
+    assert re.search(r"far memory under TCG: \d+x slower than near for loads, \d+x for reads "
+                     r"\(HMAT declares \d+\.\dx\)", line), line
+    tcg = hmat["meta"]["emulated"]["far_memory_check"]["tcg"]
+    assert (tcg["near"], tcg["far"]) == (0, 1) and tcg["slower"] > 1 and tcg["hmat_slower"] > 1
+    estimates = hmat["meta"]["estimates"]
+    assert "node 1 scaled from node 0 by the emulator's measured" in estimates["source"]
+    took = [json.loads(x) for x in (hmat["run_dir"] / "cases.jsonl").read_text().splitlines()]
+    errors = sorted(abs(e["estimate_s"] - e["seconds"]) / e["seconds"] for e in took
+                    if e.get("estimate_s"))
+    estimated = sum(e.get("estimate_s") or 0 for e in took)
+    print(f"ci in the hmat guest: {len(errors)} cases estimated of {len(took)}, median "
+          f"error {errors[len(errors) // 2]:.0%}; estimated {estimated:.0f} s, took "
+          f"{sum(e['seconds'] for e in took):.0f} s")
+    assert errors

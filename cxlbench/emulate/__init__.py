@@ -94,10 +94,12 @@ def _guest_script(topo, params: dict, command: list[str], marker: dict,
              f"cd {shlex.quote(os.getcwd())}", "set -ex", *topo.guest_setup(params),
              *(KERNEL_TIERING if marker.get("kernel_tiering") else []), "set +ex",
              # Trust no figure until the far memory has held data.
-             f"{guest_python('cxlbench.emulate.probe')} > /.xchg/probe.json || exit 3",
+             # (its stderr, the far/near line, is relayed with the command's after it)
+             f"{guest_python('cxlbench.emulate.probe')} > /.xchg/probe.json "
+             "2> /.xchg/stderr || exit 3",
              *meet,
              f"{guest_python('cxlbench')} {' '.join(shlex.quote(a) for a in command)} "
-             "> /.xchg/stdout 2> /.xchg/stderr",
+             "> /.xchg/stdout 2>> /.xchg/stderr",
              "echo $? > /.xchg/rc"]
     return "\n".join(lines) + "\n"
 
