@@ -151,3 +151,28 @@ def test_the_estimator_against_what_the_committed_runs_took(run_json):
     print(f"{meta['suite']['name']}: median error {median:.0%}, total {total:.2f}x "
           f"of {sum(t for _, t in pairs):.0f} s")
     assert median < 0.35 and 0.6 < total < 1.4
+
+
+def test_an_emulated_far_nodes_figures_are_the_near_nodes_scaled_by_the_probes_ratio(
+        topo, monkeypatch):
+    """In a guest, the far node is not probed (the emulator makes it slow): its figures
+    are node 0's, loads `slower` and reads `read_slower` times slower, as the guest's
+    probe measured at its start."""
+    machine = topo("two_socket_cxl")
+    machine.machine["emulated"] = {"far_memory_check": {"tcg": {
+        "near": 0, "far": 2, "slower": 40.0, "read_slower": 20.0}}}
+    probed = []
+
+    def figures(nodes, probe=None):
+        probed.append(sorted(nodes))
+        return estimate.Figures("probed", {0: NODE})
+    monkeypatch.setattr(estimate, "figures", figures)
+    cases = [Case("a/000", "a", "chase", defaults(chase, mem="bind:2"))]
+    found = estimate.for_cases(cases, machine)
+    assert probed == [[0]]
+    far = found.figures.nodes[2]
+    assert far.latency_ns(1 << 30) == 40 * NODE.latency_ns(1 << 30)
+    assert far.read_1 == NODE.read_1 / 20 and far.touch == NODE.touch / 20
+    assert found.source == "probed; node 2 scaled from node 0 by the emulator's measured 40x"
+    assert found.cases["a/000"] == pytest.approx(estimate.CASE_S + chase.estimate(
+        cases[0].params, found.figures))

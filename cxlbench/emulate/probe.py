@@ -48,10 +48,14 @@ def emulated_ratio(topo: Topology, near: int, far: int, measure=_median) -> dict
             "read_slower": read[near] / read[far], "hmat_slower": hmat}
 
 
+def times(x: float) -> str:
+    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
 def ratio_line(r: dict, accel: str) -> str:
-    declared = f"HMAT declares {r['hmat_slower']:.1f}x" if r["hmat_slower"] else "no HMAT"
-    return (f"far memory under {accel.upper()}: {r['slower']:.0f}x slower than near for "
-            f"loads, {r['read_slower']:.0f}x for reads ({declared}); node {r['far']}'s "
+    declared = f"HMAT declares {times(r['hmat_slower'])}" if r["hmat_slower"] else "no HMAT"
+    return (f"far memory under {accel.upper()}: {times(r['slower'])} slower than near for "
+            f"loads, {times(r['read_slower'])} for reads ({declared}); node {r['far']}'s "
             f"figures here are the emulator's, not a device's")
 
 
