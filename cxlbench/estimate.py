@@ -1,26 +1,29 @@
 """How long a suite's cases will take, before any runs: each case's start (a worker of
-its own, and a CUDA context for a GPU case) and the work its benchmark's estimate(params,
-figures) counts from the case's options, at this machine's figures per node (Figures:
-from its calibration where `cxlbench calibrate` stored one, else from a probe of a second
-or so a node, measured now and kept a day). The GPU benchmarks count from gpu.ASSUMED (a
-named profile's published figures). A benchmark without estimate() leaves its cases
+its own, timed here: 0.5 s on the VM, 7 s in an emulated guest; and a CUDA context for a
+GPU case) and the work its benchmark's estimate(params, figures) counts from the case's
+options, at this machine's figures per node (Figures: a probe of under a second a node,
+measured now and kept a day). The GPU benchmarks count from gpu.ASSUMED (a named
+profile's published figures). A benchmark without estimate() leaves its cases
 unestimated, and the total says how many."""
 from __future__ import annotations
 
 import json
 import math
 import os
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import benchmarks, gpu, memory, results
+from . import PACKAGE_PARENT, benchmarks, gpu, memory, results
 from .placement import Placement
 
 # A case's worker started, the case's buffers placed and freed, the worker gone: 0.45 to
 # 0.79 s a case (median 0.52) for ten 16 KiB-8 MiB chase cases on the 2-vCPU EPYC VM.
+# Where the start is timed (Figures.start_s), that is taken instead.
 CASE_S = 0.55
 # A GPU case's CUDA context and the library's load on top (assumed: 0.3-1.5 s on
 # published H100/H200 figures, the slow end taken).
@@ -53,8 +56,9 @@ class NodeFigures:
 
 @dataclass
 class Figures:
-    source: str                     # "probe, measured <when>" or the calibration's runs
+    source: str                     # where they came from
     nodes: dict[int, NodeFigures]
+    start_s: float = CASE_S         # a worker's start: Python, numpy and cxlbench imported
 
     def of(self, mem) -> NodeFigures:
         """The figures of the slowest node a placement uses (the first node probed where
@@ -89,15 +93,13 @@ def for_cases(cases, topology, skipped=frozenset()) -> Estimate:
     measured (probing it would take long: the emulator makes it slow)."""
     cpu = [c for c in cases if c.id not in skipped and not c.bench.startswith("gpu_")
            and benchmarks.get(c.bench).estimate is not None]
-    if not cpu:
-        return of(cases, None, skipped)
     present = set(topology.memory_nodes)
     local = topology.memory_nodes[0] if topology.memory_nodes else 0
     wanted = nodes_of(cpu, local) & present
     ratio = ((topology.machine.get("emulated") or {}).get("far_memory_check") or {}).get("tcg")
     far = {ratio["far"]} & wanted if ratio else set()
     fig = figures((wanted - far) | ({ratio["near"]} if far else set()))
-    if fig is not None and far and ratio["near"] in fig.nodes:
+    if far and ratio["near"] in fig.nodes:
         fig.nodes[ratio["far"]] = scaled(fig.nodes[ratio["near"]], ratio)
         fig.source += (f"; node {ratio['far']} scaled from node {ratio['near']} by the "
                        f"emulator's measured {ratio['slower']:.0f}x")
@@ -130,6 +132,15 @@ def _probe_node(node: int) -> NodeFigures:
     return NodeFigures(sweep, rates[0], rates[1], touch, scan)
 
 
+def _probe_start() -> float:
+    """Seconds a worker takes to start: a Python importing what a case's worker does
+    (under an emulator, seconds: every case pays it)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import cxlbench.worker, cxlbench.benchmarks"],
+                   cwd=PACKAGE_PARENT, check=True, capture_output=True, timeout=300)
+    return time.perf_counter() - t0
+
+
 def _defaults(bench: str) -> dict:
     return {k: o.default for k, o in benchmarks.get(bench).options.items()}
 
@@ -139,9 +150,9 @@ def _cache_file() -> Path:
     return root / f"estimate-{results.machine_id()}.json"
 
 
-def figures(nodes, probe=_probe_node) -> Figures:
-    """This machine's figures for `nodes`: a probe's kept from the last day, else probed
-    now (and kept)."""
+def figures(nodes, probe=_probe_node, start=_probe_start) -> Figures:
+    """This machine's figures for `nodes` and its workers' start: a probe's kept from the
+    last day, else probed now (and kept)."""
     path = _cache_file()
     kept: dict = {}
     try:
@@ -162,20 +173,28 @@ def figures(nodes, probe=_probe_node) -> Figures:
         except Exception:       # noqa: BLE001 - a node not probed has no estimate, no more
             continue
         fresh[node] = {**asdict(found[node]), "when": time.time()}
+    began = kept.get("start", {})
+    if time.time() - began.get("when", 0) >= PROBE_DAYS * 86400:
+        try:
+            began = {"s": start(), "when": time.time()}
+        except (OSError, subprocess.SubprocessError):
+            began = {"s": CASE_S, "when": 0}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"nodes": {str(n): v for n, v in fresh.items()}}))
+        path.write_text(json.dumps({"nodes": {str(n): v for n, v in fresh.items()},
+                                    "start": began}))
     except OSError:
         pass        # a read-only home: probed again next time
-    return Figures("probed here (a second a node, kept a day)", found) if found else None
+    return Figures("probed here (under a second a node, kept a day)", found, began["s"])
 
 
 def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | None:
     """The case's start and its work; a case this machine skips only starts. None where
     its benchmark has no estimate, or a CPU one has no figures here."""
     bench = benchmarks.get(case.bench)
+    start = fig.start_s if fig else CASE_S
     if skipped:
-        return CASE_S
+        return start
     gpu_case = case.bench.startswith("gpu_")
     if bench.estimate is None or (fig is None and not gpu_case):
         return None
@@ -183,7 +202,7 @@ def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | No
         work = bench.estimate(case.params, fig)
     except (KeyError, ValueError):      # a placement the figures do not cover
         return None
-    return CASE_S + (GPU_CASE_S if gpu_case else 0.0) + work
+    return start + (GPU_CASE_S if gpu_case else 0.0) + work
 
 
 def duration(seconds: float) -> str:
@@ -207,7 +226,8 @@ class Estimate:
     def record(self) -> dict:
         """What run.json keeps: the source, the figures and each case's seconds, so the
         estimate can be made again from them and set beside what the cases took."""
-        return {"source": self.source, "case_start_s": CASE_S,
+        return {"source": self.source,
+                "case_start_s": self.figures.start_s if self.figures else CASE_S,
                 "figures": {str(n): asdict(f) for n, f in self.figures.nodes.items()}
                 if self.figures else {},
                 "cases": {k: None if v is None else round(v, 3) for k, v in self.cases.items()}}
@@ -229,7 +249,9 @@ class Estimate:
         total = f"estimated time: ~{duration(self.seconds)}"
         if self.unestimated:
             total += f", and {self.unestimated} cases with no estimate"
-        sources = [f"a case's start {CASE_S} s, measured on a 2-vCPU VM"]
+        start = self.figures.start_s if self.figures else CASE_S
+        sources = [f"a case's start {start:.2f} s" +
+                   (", timed here" if self.figures else ", as on the 2-vCPU VM")]
         if self.source:
             sources.append(f"memory figures {self.source}")
         if self.gpu:
@@ -256,4 +278,5 @@ def recorded_figures(meta: dict) -> Figures | None:
         return None
     return Figures(meta["estimates"]["source"],
                    {int(n): NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
-                    for n, f in kept.items()})
+                    for n, f in kept.items()},
+                   meta["estimates"].get("case_start_s", CASE_S))

@@ -69,23 +69,39 @@ def test_cases_without_an_estimate_or_figures_are_counted_apart():
 
 def test_figures_are_probed_once_a_day_and_a_node_that_fails_has_none(tmp_path, monkeypatch):
     monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path))
-    probed = []
+    probed, started = [], []
 
     def probe(node):
         probed.append(node)
         if node == 3:
             raise OSError("no such node")
         return NODE
-    fig = estimate.figures({0, 3}, probe)
-    assert sorted(fig.nodes) == [0] and probed == [0, 3]
-    again = estimate.figures({0}, probe)
-    assert probed == [0, 3] and again.nodes[0] == NODE          # kept
+
+    def start():
+        started.append(1)
+        return 7.5                  # an emulated guest's worker start
+    fig = estimate.figures({0, 3}, probe, start)
+    assert sorted(fig.nodes) == [0] and probed == [0, 3] and fig.start_s == 7.5
+    again = estimate.figures({0}, probe, start)
+    assert probed == [0, 3] and again.nodes[0] == NODE and again.start_s == 7.5   # kept
+    assert started == [1]
     kept = json.loads(next(tmp_path.glob("estimate-*.json")).read_text())
     kept["nodes"]["0"]["when"] -= 2 * 86400
     next(tmp_path.glob("estimate-*.json")).write_text(json.dumps(kept))
-    estimate.figures({0}, probe)
+    estimate.figures({0}, probe, start)
     assert probed == [0, 3, 0]                                  # a day old: probed again
-    assert estimate.figures({3}, probe) is None
+    assert estimate.figures({3}, probe, start).nodes == {}
+
+
+def test_a_case_starts_as_long_as_a_worker_takes_here():
+    """Under TCG a worker's Python takes seconds to start: every case pays it."""
+    slow = estimate.Figures("a guest's", {0: NODE}, start_s=7.0)
+    case = Case("a/000", "a", "chase", defaults(chase, size=64 << 10))
+    assert estimate.case_seconds(case, slow) == pytest.approx(
+        estimate.case_seconds(case, FIG) - estimate.CASE_S + 7.0)
+    assert estimate.case_seconds(case, slow, skipped=True) == 7.0
+    assert estimate.of([case], slow).lines()[-1].endswith(
+        "(a case's start 7.00 s, timed here; memory figures a guest's)")
 
 
 def test_the_eta_uses_estimates_for_jobs_not_yet_timed_scaled_by_how_they_did():
