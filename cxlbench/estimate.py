@@ -96,6 +96,8 @@ def for_cases(cases, topology, skipped=frozenset()) -> Estimate:
     present = set(topology.memory_nodes)
     local = topology.memory_nodes[0] if topology.memory_nodes else 0
     wanted = nodes_of(cpu, local) & present
+    if any(c.bench == "tiering" for c in cpu):      # its fast and slow nodes: every node
+        wanted |= present
     ratio = ((topology.machine.get("emulated") or {}).get("far_memory_check") or {}).get("tcg")
     far = {ratio["far"]} & wanted if ratio else set()
     fig = figures((wanted - far) | ({ratio["near"]} if far else set()))

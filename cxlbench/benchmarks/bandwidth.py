@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import CheckError
 from ..memory import native
 from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from .common import MLP, Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "bandwidth"
 TITLE = "Bandwidth"
@@ -150,6 +150,10 @@ def estimate(params: dict, figures) -> float:
     size, nbuf = params["size"], len(native.kernel(params["kernel"]).buffers)
     passes = params["passes"] or max(1, -(-MIN_BYTES_PER_REP // size))
     rate = f.read_1 if params["threads"] == 1 else f.read_all
+    if params["kernel"].startswith("random_"):      # a block a miss, MLP of them in flight
+        block = int(params["kernel"].split("_")[1])
+        per_thread = block / (f.latency_ns(size) * 1e-9 / MLP)
+        rate = min(rate, per_thread * rate / f.read_1)
     reps = params["warmup"] + params["repeat"]
     return nbuf * size * (1 / f.touch + 1 / f.scan) + \
         reps * (passes * nbuf * size / rate + nbuf * size / f.scan)

@@ -65,6 +65,14 @@ class PingPong:
     def validate(cls, params: dict, topology) -> None:
         check_placement({**params, "size": PAGE}, cls.cpus(params), topology, cls.BUFFERS)
 
+    @staticmethod
+    def estimate(params: dict, figures) -> float:
+        """Seconds of the case's work: each repetition's round trips, a transfer each way
+        at the line's node's memory latency (a cross-node one pays about that)."""
+        f = figures.of(params["mem"])
+        reps = params["warmup"] + params["repeat"]
+        return reps * 2 * params["iterations"] * f.latency_ns(1 << 30) * 1e-9
+
     @classmethod
     def run(cls, params: dict) -> Measurement:
         cpus = cls.cpus(params)
@@ -111,6 +119,17 @@ class Atomics:
         check_placement({**params, "size": _buffer_size(len(cpus))}, cpus, topology,
                         cls.BUFFERS)
         return note
+
+    @staticmethod
+    def estimate(params: dict, figures) -> float:
+        """Seconds of the case's work: each repetition's operations, every thread's in turn
+        on a shared line (a transfer each, at the node's latency), or alone on its own
+        (a cached add, a few ns)."""
+        f = figures.of(params["mem"])
+        threads = len(Atomics.clipped_cpus(params)[0])
+        each = 5e-9 if params["mode"] == "private" else f.latency_ns(1 << 30) * 1e-9
+        shared = 1 if params["mode"] == "private" else threads
+        return (params["warmup"] + params["repeat"]) * params["iterations"] * shared * each
 
     @classmethod
     def run(cls, params: dict) -> Measurement:

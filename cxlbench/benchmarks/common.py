@@ -2,6 +2,8 @@
 warm up, repeat, and report. Runs inside the case's worker process."""
 from __future__ import annotations
 
+import functools
+
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -56,6 +58,23 @@ def as_case_of(bench, params: dict, **fixed) -> dict:
     out.update({k: v for k, v in params.items() if k in bench.OPTIONS})
     out.update(fixed)
     return out
+
+
+def estimate_of_another(delegate):
+    """estimate() of a benchmark whose cases are another's: the other's, for the case
+    `delegate` makes (None where the other has no estimate)."""
+    def estimate(params: dict, figures) -> float:
+        bench, p = delegate(params, _topology())
+        if not hasattr(bench, "estimate"):
+            raise KeyError(bench.NAME)      # counted as not estimated
+        return bench.estimate(p, figures)
+    return estimate
+
+
+@functools.lru_cache(maxsize=1)
+def _topology() -> Topology:
+    """Read once for a run's estimates (delegates ask it for every case)."""
+    return Topology.read(probe_gpus=False)
 
 
 def cases_of_another(delegate, info=None):

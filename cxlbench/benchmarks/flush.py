@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import CheckError
 from ..memory import native
 from ..options import Option, pick
-from .common import Measurement, check_placement, measure, place, resolve_cpus
+from .common import MLP, Measurement, check_placement, measure, place, resolve_cpus
 
 NAME = "flush"
 TITLE = "Flush and persistence"
@@ -31,6 +31,16 @@ OPTIONS = {
 
 def validate(params: dict, topology) -> None:
     check_placement(params, resolve_cpus({**params, "threads": 1}), topology, BUFFERS)
+
+
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work at the node's figures: the buffer placed and filled,
+    then each repetition's lines flushed (a write-back a line at the node's latency, MLP
+    in flight) and checked."""
+    f = figures.of(params["mem"])
+    size, reps = params["size"], params["warmup"] + params["repeat"]
+    per = size / 64 * f.latency_ns(1 << 30) * 1e-9 / MLP + 2 * size / f.scan
+    return size * (1 / f.touch + 1 / f.scan) + reps * per
 
 
 def run(params: dict) -> Measurement:

@@ -11,7 +11,7 @@ from ..placement import Placement
 from ..topology import Topology
 from ..units import parse_list
 from . import bandwidth, chase, loaded_latency
-from .common import as_case_of, cases_of_another
+from .common import as_case_of, cases_of_another, estimate_of_another
 
 NAME = "interleave_sweep"
 TITLE = "Weighted interleave"
@@ -61,4 +61,5 @@ def _delegate(params: dict, topology: Topology | None = None):
                                       load_size=params["size"])
 
 
+estimate = estimate_of_another(_delegate)
 validate, run = cases_of_another(_delegate, lambda params, p: {"placement": str(p["mem"])})

@@ -9,7 +9,7 @@ from ..placement import Placement
 from ..topology import Topology
 from ..units import format_list
 from . import bandwidth, chase
-from .common import as_case_of, cases_of_another
+from .common import as_case_of, cases_of_another, estimate_of_another
 
 NAME = "matrix"
 TITLE = "Node matrices"
@@ -44,5 +44,6 @@ def _delegate(params: dict, topology: Topology | None = None):
     return bandwidth, as_case_of(bandwidth, params, kernel="read", **fixed)
 
 
+estimate = estimate_of_another(_delegate)
 validate, run = cases_of_another(_delegate, lambda params, p: {
     "cell": {"initiator": params["initiator"], "target": params["target"]}})

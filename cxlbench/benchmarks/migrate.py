@@ -102,6 +102,19 @@ def move(buf: Buffer, node: int, params: dict, check_move: Checker) -> int:
     return r.ns
 
 
+# move_pages(2) of 4 KiB pages, for the estimate (tier model's figure where no run says).
+MOVE_BPS = 2e9
+
+
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work: the buffer placed and filled, then each repetition's
+    two moves (there and back) at MOVE_BPS, each after a rewrite or the pages' rest."""
+    f = figures.of(Placement.bind(params["from"]) if params["from"] != "*" else "")
+    size, reps = params["size"], params["warmup"] + params["repeat"]
+    before = params["rest"] / 1000 if params["pages"] == "untouched" else size / f.scan
+    return size * (1 / f.touch + 1 / f.scan) + reps * 2 * (size / MOVE_BPS + before)
+
+
 def run(params: dict) -> Measurement:
     src, dst = params["from"], params["to"]
     cpu = resolve_cpus({**params, "threads": 1})

@@ -166,6 +166,15 @@ def validate(params: dict, topology) -> None:
     migrate.validate(params, topology)
 
 
+def estimate(params: dict, figures) -> float:
+    """Seconds of the case's work: migrate's (the buffer placed and moved back and forth
+    each repetition), plus each repetition's touches before and after its move."""
+    reps = params.get("warmup", 0) + params.get("repeat", 1)
+    return migrate.estimate({**params, "pages": "written", "rest": 0, "warmup": 0,
+                             "repeat": reps}, figures) + \
+        reps * (params["lead"] + params["tail"]) / 1000
+
+
 def run(params: dict) -> Measurement:
     src, dst = params["from"], params["to"]
     cpus = resolve_cpus({**params, "threads": 2})

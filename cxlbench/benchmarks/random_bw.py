@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import UserError
 from ..options import Option, pick
 from . import bandwidth
-from .common import cases_of_another
+from .common import cases_of_another, estimate_of_another
 
 NAME = "random_bw"
 TITLE = "Random-access bandwidth"
@@ -31,4 +31,5 @@ def _delegate(params: dict, topology=None):
     return bandwidth, {**params, "kernel": f"random_{g}"}
 
 
+estimate = estimate_of_another(_delegate)
 validate, run = cases_of_another(_delegate)
