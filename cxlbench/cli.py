@@ -79,16 +79,19 @@ def main():
 @click.option("--max-cases", type=click.IntRange(min=1),
               help="refuse a suite that expands to more cases than this  "
                    f"[default: {suite.DEFAULT_MAX_CASES}]")
+@click.option("--fit", is_flag=True, help="scale down the cases whose estimate is past "
+              "their timeout (repetitions, then loads, epochs or iterations, then sizes), "
+              "recorded in run.json, instead of refusing them")
 @_errors
 def run(suite_name, bench, sets, variables, resume, other_machine, results_dir, as_json,
-        dry_run, max_cases):
+        dry_run, max_cases, fit):
     """Run SUITE_NAME (a file, or a suite under suites/; default: quick) or --bench."""
     if resume:
         # A resume runs the cases run.json recorded, where the run already is.
         given = [flag for flag, value in (("a suite", suite_name), ("--bench", bench),
                                           ("--set", sets), ("--var", variables),
                                           ("--results-dir", results_dir),
-                                          ("--max-cases", max_cases)) if value]
+                                          ("--max-cases", max_cases), ("--fit", fit)) if value]
         if given:
             raise UserError(f"--resume re-runs the recorded suite in its own folder, so it "
                             f"takes no {', '.join(given)}")
@@ -107,7 +110,7 @@ def run(suite_name, bench, sets, variables, resume, other_machine, results_dir, 
         s = suite.adhoc(bench, list(sets)) if bench else \
             suite.load(suite_name or "quick", suite.parse_pairs(variables, "--var"))
         run_ = _start(s, results_dir or "results", dry_run,
-                      max_cases or suite.DEFAULT_MAX_CASES)
+                      max_cases or suite.DEFAULT_MAX_CASES, fit=fit)
         if run_ is None:
             return
     _execute(run_, as_json)
@@ -149,9 +152,11 @@ def _list_cases(every: list, shown: list) -> None:
         click.echo(" ".join(filter(None, (c.id, c.bench, c.label(apart[c.id])))))
 
 
-def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = True):
+def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = True,
+           fit: bool = False):
     """The suite's cases checked and its run directory made (None for a dry run, whose
-    cases are listed instead)."""
+    cases are listed instead); with `fit`, those estimated past their timeout scaled
+    down first."""
     echo = functools.partial(click.echo, err=True)
     topo = Topology.read()
     cases = suite.expand_for(s, topo, max_cases)
@@ -160,6 +165,15 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
         echo(f"note: {note}")
     skipped = {n.split(": skipped: ")[0] for n in notes if ": skipped: " in n}
     found = estimate.for_cases(cases, topo, skipped)
+    fitted = {}
+    if fit:
+        cases, fitted = estimate.fit(cases, found.figures, skipped)
+        for case_id, change in fitted.items():
+            what = ", ".join(f"{k} {paramtext.value_text(k, a)} to {paramtext.value_text(k, b)}"
+                             for k, (a, b) in change["changed"].items())
+            was, now = (estimate.duration(s) for s in change["estimate_s"])
+            echo(f"fit: {case_id}: {what} (estimated {was}, now {now})")
+        found = estimate.of(cases, found.figures, skipped)
     if dry_run:
         _list_cases(cases, cases)
         if found.unestimated < len(cases):     # a benchmark that estimates is among them
@@ -168,7 +182,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
         return None
     _refuse_past_timeout(cases, found)
     results.check_writable(results_dir)
-    run_ = runner.start(s, cases, topo, results_dir, found)
+    run_ = runner.start(s, cases, topo, results_dir, found, fitted)
     if one_node and len(topo.memory_nodes) == 1:
         echo(one_node_note(topo))
     echo(f"run {run_.path}: {len(cases)} cases" +
@@ -423,9 +437,12 @@ def _engine_option():
 @click.option("--dry-run", is_flag=True, help="list the cases and stop")
 @click.option("--knee", default=analysis.KNEE_SLOWDOWN, show_default=True,
               type=click.FloatRange(0.0, 10.0), help="the slowdown a knee allows (0.05: 5 %)")
+@click.option("--fit", is_flag=True, help="scale down the cases whose estimate is past "
+              "their timeout (repetitions, then epochs), recorded in run.json, instead of "
+              "refusing them")
 @_errors
 def tiering_command(workload, policy, share, engine, sets, results_dir, as_json, dry_run,
-                    knee):
+                    knee, fit):
     """How much fast memory a workload needs, and which policy to run: every policy at
     every share, the bounds once each, then the knee of each policy."""
     works, names, fractions = (_listed(text, key) for key, text in
@@ -452,7 +469,7 @@ def tiering_command(workload, policy, share, engine, sets, results_dir, as_json,
                 **common, "policy": name, "share": fractions,
                 **{k: v for k, v in knobs.items() if KNOBS[k][0] == name}}
     s = suite.Suite(name="tiering", source="cxlbench tiering", text="", data=data)
-    run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES)
+    run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES, fit=fit)
     if run_ is not None:
         _execute(run_, as_json, knee=knee, preface=_model_standing(run_, results_dir))
 

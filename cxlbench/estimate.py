@@ -20,6 +20,7 @@ import numpy as np
 
 from . import PACKAGE_PARENT, benchmarks, gpu, memory, results
 from .placement import Placement
+from .suite import Case
 
 # A case's worker started, the case's buffers placed and freed, the worker gone: 0.45 to
 # 0.79 s a case (median 0.52) for ten 16 KiB-8 MiB chase cases on the 2-vCPU EPYC VM.
@@ -282,3 +283,57 @@ def recorded_figures(meta: dict) -> Figures | None:
                    {int(n): NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
                     for n, f in kept.items()},
                    meta["estimates"].get("case_start_s", CASE_S))
+
+
+# --fit sizes a case to this share of its timeout: room for the estimate's own error.
+FIT_SHARE = 0.8
+# What --fit lowers, in this order: repetitions; then counts of work (the same thing
+# measured, fewer times); then sizes (a smaller working set: a different thing, last).
+FIT_ORDER = ("repeat", "loads", "iterations", "epochs", "passes", "size", "load_size", "rows")
+MIN_REPEAT = 2          # below it a case has no spread to show
+
+
+def _smaller(bench, key: str, value):
+    """The option's value halved, where the option takes it (its minimum, its multiple);
+    None where it cannot go lower (or is a word such as auto)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 1:
+        return None
+    option = bench.option(key)
+    new = value // 2
+    if option.multiple:
+        new -= new % option.multiple
+    if key == "repeat":
+        new = max(new, MIN_REPEAT) if value > MIN_REPEAT else value
+    try:
+        new = option.convert(new)
+    except ValueError:
+        return None
+    return new if new != value else None
+
+
+def fit(cases, fig: Figures | None, skipped=frozenset()):
+    """The cases with each one estimated past FIT_SHARE of its timeout scaled down in
+    FIT_ORDER (each option halved until the case fits or the option can go no lower),
+    and what changed: {case id: {"changed": {option: [was, now]}, "estimate_s": [was,
+    now]}}. A case that still does not fit is left to the refusal."""
+    out, changes = [], {}
+    for c in cases:
+        t = case_seconds(c, fig, c.id in skipped)
+        limit = FIT_SHARE * c.params.get("timeout", 600)
+        if t is None or t <= limit:
+            out.append(c)
+            continue
+        bench, params, was = benchmarks.get(c.bench), dict(c.params), t
+        for key in FIT_ORDER:
+            while key in params and t > limit:
+                new = _smaller(bench, key, params[key])
+                if new is None:
+                    break
+                params[key] = new
+                t = case_seconds(Case(c.id, c.job, c.bench, params), fig) or t
+        out.append(Case(c.id, c.job, c.bench, params))
+        changed = {k: [c.params[k], params[k]] for k in params if params[k] != c.params[k]}
+        if changed:
+            changes[c.id] = {"changed": changed, "estimate_s": [round(was, 1), round(t, 1)]}
+    return out, changes
+

@@ -36,9 +36,11 @@ def git_describe() -> str | None:
     return out.stdout.strip() or None
 
 
-def start(suite: Suite, cases: list[Case], topo: Topology, root: str, found=None) -> Run:
+def start(suite: Suite, cases: list[Case], topo: Topology, root: str, found=None,
+          fitted: dict | None = None) -> Run:
     """The run's folder and run.json; `found`: the cases' estimate (estimate.Estimate),
-    kept so each case's journal line holds its estimate beside what it took."""
+    kept so each case's journal line holds its estimate beside what it took; `fitted`:
+    what --fit changed in which case (estimate.fit)."""
     params = {name for c in cases for name in c.params}
     meta = {
         "cxlbench_version": __version__,
@@ -59,6 +61,8 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str, found=None
     }
     if found is not None:
         meta["estimates"] = found.record()
+    if fitted:
+        meta["fitted"] = fitted        # option values halved: plain numbers
     return Run.create(root, meta)
 
 

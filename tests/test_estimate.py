@@ -192,3 +192,38 @@ def test_an_emulated_far_nodes_figures_are_the_near_nodes_scaled_by_the_probes_r
     assert found.source == "probed; node 2 scaled from node 0 by the emulator's measured 40x"
     assert found.cases["a/000"] == pytest.approx(estimate.CASE_S + chase.estimate(
         cases[0].params, found.figures))
+
+
+def test_fit_halves_repetitions_then_loads_until_the_case_fits_and_says_so(tmp_path):
+    """chase over 64 MiB, 16 Mi loads, 50 repetitions, a 5 s timeout: repeat halves to
+    its floor of 2, then loads halve, until the estimate is under 80 % of the timeout;
+    the run goes on, and run.json and stderr say what changed."""
+    suite = tmp_path / "long.toml"
+    suite.write_text('[latency]\nbench = "chase"\nsize = "64M"\nloads = "16M"\nrepeat = 50\n'
+                     'timeout = 5\n[small]\nbench = "chase"\nsize = "64K"\nrepeat = 3\n')
+    r = cxlbench("run", str(suite), "--fit", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    (run,) = run_dirs(tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    (change,) = meta["fitted"].values()
+    assert list(meta["fitted"]) == ["latency/000"]
+    assert change["changed"]["repeat"] == [50, 2]
+    was, now = change["estimate_s"]
+    assert was > 5 and now <= 0.8 * 5
+    loads = change["changed"]["loads"][1]
+    (case,) = [c for c in meta["cases"] if c["id"] == "latency/000"]
+    assert case["params"]["repeat"] == 2 and case["params"]["loads"] == loads < 16 << 20
+    assert f"fit: latency/000: repeat 50 to 2, loads 16777216 to {loads} (estimated" in r.stderr
+    entries = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
+    assert all(e["status"] == "ok" for e in entries)
+
+
+def test_fit_leaves_an_option_at_its_floor_and_a_word_alone():
+    p = defaults(chase, repeat=3, loads=0, size=2048)
+    bench = estimate.benchmarks.get("chase")
+    assert estimate._smaller(bench, "repeat", 3) == 2
+    assert estimate._smaller(bench, "repeat", 2) is None
+    assert estimate._smaller(bench, "loads", p["loads"]) is None       # 0: the automatic
+    assert estimate._smaller(bench, "size", 1 << 20) == 512 << 10
+    floor = bench.option("size").min
+    assert estimate._smaller(bench, "size", floor) is None              # its minimum
