@@ -181,6 +181,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
                 echo(line)
         return None
     _refuse_past_timeout(cases, found)
+    _refuse_past_guest_limit(topo, found)
     results.check_writable(results_dir)
     run_ = runner.start(s, cases, topo, results_dir, found, fitted)
     if one_node and len(topo.memory_nodes) == 1:
@@ -193,6 +194,17 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
 
 # The options that shrink a case's work, the first a case has named in the refusal.
 SHRINKING = ("loads", "size", "load_size", "epochs", "iterations", "rows", "passes")
+
+
+def _refuse_past_guest_limit(topo, found) -> None:
+    """In an emulated guest, a run estimated past the guest's own limit would be killed
+    with it: refused at once, with the estimate and what to change."""
+    limit = (topo.machine.get("emulated") or {}).get("timeout")
+    if limit and found.seconds > 0.9 * limit:
+        raise UserError(f"this run is estimated at {estimate.duration(found.seconds)}, past "
+                        f"90 % of the guest's limit of {estimate.duration(limit)} (memory "
+                        f"figures {found.source}): raise cxlbench emulate --timeout, or run "
+                        "fewer or smaller cases (--fit sizes each case to its own timeout)")
 
 
 def _refuse_past_timeout(cases, found) -> None:

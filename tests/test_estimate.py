@@ -227,3 +227,18 @@ def test_fit_leaves_an_option_at_its_floor_and_a_word_alone():
     assert estimate._smaller(bench, "size", 1 << 20) == 512 << 10
     floor = bench.option("size").min
     assert estimate._smaller(bench, "size", floor) is None              # its minimum
+
+
+def test_a_guest_run_estimated_past_the_guests_limit_is_refused_at_once():
+    from types import SimpleNamespace
+
+    from cxlbench import cli
+    from cxlbench.errors import UserError
+    found = estimate.Estimate({"a/000": 700.0}, {"a": (1, 700.0, 0)}, False, "probed")
+    guest = SimpleNamespace(machine={"emulated": {"topology": "cxl", "timeout": 900}})
+    with pytest.raises(UserError, match=r"estimated at 11 min 40 s, past 90 % of the "
+                       r"guest's limit of 15 min .*raise cxlbench emulate --timeout"):
+        cli._refuse_past_guest_limit(guest, found)
+    cli._refuse_past_guest_limit(SimpleNamespace(machine={"emulated": None}), found)
+    found.jobs["a"] = (1, 600.0, 0)
+    cli._refuse_past_guest_limit(guest, found)          # within 810 s

@@ -164,6 +164,7 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
     marker = {"topology": topo.name, "params": params, "qemu": qemu_version(), "accel": accel,
               "guest_kernel": image.version, "probe_file": "/.xchg/probe.json",
               "note": "QEMU emulation: figures come from an emulator, not from hardware",
+              "timeout": timeout,     # the guest's own limit: a run estimated past it is refused
               **({"kernel_tiering": True} if kernel_tiering else {})}
     session = os.urandom(6).hex()
     with tempfile.TemporaryDirectory(prefix="cxlbench-emulate-") as scratch:
