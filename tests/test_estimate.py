@@ -234,9 +234,9 @@ def test_a_guest_run_estimated_past_the_guests_limit_is_refused_at_once():
 
     from cxlbench import cli
     from cxlbench.errors import UserError
-    found = estimate.Estimate({"a/000": 700.0}, {"a": (1, 700.0, 0)}, False, "probed")
+    found = estimate.Estimate({"a/000": 850.0}, {"a": (1, 850.0, 0)}, False, "probed")
     guest = SimpleNamespace(machine={"emulated": {"topology": "cxl", "timeout": 900}})
-    with pytest.raises(UserError, match=r"estimated at 11 min 40 s, past 90 % of the "
+    with pytest.raises(UserError, match=r"estimated at 14 min 10 s, past 90 % of the "
                        r"guest's limit of 15 min .*raise cxlbench emulate --timeout"):
         cli._refuse_past_guest_limit(guest, found)
     cli._refuse_past_guest_limit(SimpleNamespace(machine={"emulated": None}), found)
