@@ -878,7 +878,7 @@ def test_gpu_quick_runs_every_gpu_benchmark_within_5_minutes_of_an_h200(topo, ma
     assert len(shape.memory_nodes) == nodes and len(cases) == 17 + 7 * nodes
     pageable = {str(c.params["mem"]) for c in cases if c.params.get("host") == "pageable"}
     assert pageable == {f"bind:{n}" for n in shape.memory_nodes}
-    found = estimate.of(cases)
+    found = estimate.of(cases, None)
     assert found.unestimated == 0 and 30 < found.seconds < 300
     assert found.seconds >= len(cases) * (estimate.CASE_S + estimate.GPU_CASE_S)
 
