@@ -61,6 +61,13 @@ class Figures:
     nodes: dict[int, NodeFigures]
     start_s: float = CASE_S         # a worker's start: Python, numpy and cxlbench imported
 
+    @property
+    def cpu(self) -> float:
+        """How much slower than the VM this machine's CPU runs Python, numpy and kernels'
+        own work (a worker's start against CASE_S; about 25 under TCG): memory costs are
+        measured per node, CPU costs are scaled by this."""
+        return max(1.0, self.start_s / CASE_S)
+
     def of(self, mem) -> NodeFigures:
         """The figures of the slowest node a placement uses (the first node probed where
         it names none: local). KeyError where it names a node not probed."""

@@ -274,6 +274,6 @@ def workload_seconds(params: dict, figures, buffer: str, placed: int, per_rep: f
     reps = params["warmup"] + params["repeat"]
     numpy = NUMPY_SLOWER / f.scan
     per = per_rep / rate + randoms * f.latency_ns(working_set) * 1e-9 / MLP + \
-        numpy_per_rep * numpy + draws_per_rep * DRAW_S
+        numpy_per_rep * numpy + draws_per_rep * DRAW_S * figures.cpu
     return placed * (1 / f.touch + 1 / f.scan) + numpy_bytes * numpy + reps * per
 

@@ -138,8 +138,10 @@ def engine_of(params: dict, topology: Topology) -> str:
 
 
 # Drawing and counting a unit of the workload (a lookup: Zipf's draw ~100 ns, its page's
-# count) once for the whole run, for the estimate.
+# count) once for the whole run, and the kernel's own work a unit an epoch (the embedding
+# kernel's floor), for the estimate; both CPU work, scaled by the machine's (Figures.cpu).
 UNIT_S = 150e-9
+KERNEL_UNIT_S = 15e-9
 
 
 def estimate(params: dict, figures) -> float:
@@ -150,16 +152,18 @@ def estimate(params: dict, figures) -> float:
     eighth of the fast tier. KeyError (not estimated) where a node has no figures."""
     topology = _estimate_topology()
     work = workload(params)
-    setup = work.units() * work.epochs * UNIT_S
+    setup = work.units() * work.epochs * UNIT_S * figures.cpu
     if engine_of(params, topology) != "real":
         return setup
     fast_node, slow_node = nodes(params, topology)
     fast, slow = figures.nodes[fast_node], figures.nodes[slow_node]
-    share = min(max(params["share"], 0.0), 1.0)
+    share = {"all-fast": 1.0, "all-slow": 0.0}.get(params["policy"],
+                                                   min(max(params["share"], 0.0), 1.0))
     tiered = sum(work.sizes().values())
 
     def epoch(f) -> float:
-        return work.units() * f.latency_ns(tiered) * 1e-9 / MLP + work.epoch_bytes() / f.read_1
+        return work.units() * (f.latency_ns(tiered) * 1e-9 / MLP +
+                               KERNEL_UNIT_S * figures.cpu) + work.epoch_bytes() / f.read_1
     moves = share * tiered / 8 / migrate.MOVE_BPS if share < 1 else 0.0
     return setup + tiered * (1 / fast.touch + 1 / fast.scan) + work.epochs * (
         share * epoch(fast) + (1 - share) * epoch(slow) + moves)
