@@ -171,7 +171,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
         for case_id, change in fitted.items():
             what = ", ".join(f"{k} {paramtext.value_text(k, a)} to {paramtext.value_text(k, b)}"
                              for k, (a, b) in change["changed"].items())
-            was, now = (estimate.duration(s) for s in change["estimate_s"])
+            was, now = (estimate.duration(t) for t in change["estimate_s"])
             echo(f"fit: {case_id}: {what} (estimated {was}, now {now})")
         found = estimate.of(cases, found.figures, skipped)
     if dry_run:
@@ -190,10 +190,6 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
          (f", estimated ~{estimate.duration(found.seconds)}"
           if found.unestimated < len(cases) else ""))
     return run_
-
-
-# The options that shrink a case's work, the first a case has named in the refusal.
-SHRINKING = ("loads", "size", "load_size", "epochs", "iterations", "rows", "passes")
 
 
 def _refuse_past_guest_limit(topo, found) -> None:
@@ -216,7 +212,7 @@ def _refuse_past_timeout(cases, found) -> None:
         return
     lines = []
     for c, t in late[:5]:
-        knob = next((k for k in SHRINKING if k in c.params), None)
+        knob = next((k for k in estimate.FIT_ORDER[1:] if k in c.params), None)   # not repeat
         shrink = f"{knob} (now {paramtext.value_text(knob, c.params[knob])}) or " if knob else ""
         lines.append(f"{c.id} ({c.bench}): estimated {estimate.duration(t)}, past its "
                      f"timeout of {estimate.duration(c.params.get('timeout', 600))}: lower "
