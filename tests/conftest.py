@@ -77,13 +77,17 @@ def pytest_terminal_summary(terminalreporter):
         f"GPU kernels {'run on this GPU' if not why else 'NOT run: ' + why}")
 
 
+def pytest_collection_finish(session):
+    """What is left to run once -m and -k have deselected: GPU tests among it or not."""
+    GPU_TESTS[:] = [True] if any(item.get_closest_marker("gpu") or "test_gpu" in item.nodeid
+                                 for item in session.items) else []
+
+
 def pytest_collection_modifyitems(items):
     """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out. One
     that needs two memory nodes on this machine skips, with why, where it has fewer; one
     that needs a GPU, where the GPU library says why none can run."""
     nodes = no_gpu = None
-    GPU_TESTS[:] = [True] if any(item.get_closest_marker("gpu") or "test_gpu" in item.nodeid
-                                 for item in items) else []
     for item in items:
         if item.get_closest_marker("gpu"):
             if no_gpu is None:
