@@ -165,9 +165,15 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
         echo(f"note: {note}")
     skipped = {n.split(": skipped: ")[0] for n in notes if ": skipped: " in n}
     found = estimate.for_cases(cases, topo, skipped)
+    budget, whose = _budget(s, topo)
+    guest = bool(_guest_limit(topo))
     fitted = {}
-    if fit:
-        cases, fitted = estimate.fit(cases, found.figures, skipped)
+    if fit or guest:
+        cases, fitted = estimate.fit(cases, found.figures, skipped, budget)
+        if fitted and not fit:
+            echo(f"note: the guest scales the cases that would not finish within their "
+                 f"timeout or {whose} down, as --fit does (raise cxlbench emulate --timeout "
+                 "for their full sizes):")
         for case_id, change in fitted.items():
             what = ", ".join(f"{k} {paramtext.value_text(k, a)} to {paramtext.value_text(k, b)}"
                              for k, (a, b) in change["changed"].items())
@@ -181,7 +187,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
                 echo(line)
         return None
     _refuse_past_timeout(cases, found)
-    _refuse_past_guest_limit(topo, found)
+    _refuse_past_budget(found, budget, whose)
     results.check_writable(results_dir)
     run_ = runner.start(s, cases, topo, results_dir, found, fitted)
     if one_node and len(topo.memory_nodes) == 1:
@@ -192,15 +198,44 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
     return run_
 
 
-def _refuse_past_guest_limit(topo, found) -> None:
-    """In an emulated guest, a run estimated past the guest's own limit would be killed
-    with it: refused at once, with the estimate and what to change."""
-    limit = (topo.machine.get("emulated") or {}).get("timeout")
-    if limit and found.seconds > 0.9 * limit:
+def _guest_limit(topo) -> float | None:
+    """An emulated guest's own limit (cxlbench emulate --timeout), None outside one."""
+    return (topo.machine.get("emulated") or {}).get("timeout")
+
+
+def _budget(s, topo, uptime=None) -> tuple[float | None, str]:
+    """The seconds the whole run may take, and whose they are: the suite's `budget`, and
+    in an emulated guest 90 % of what its limit leaves since it booted (the rest for the
+    results' way out); the smaller of the two."""
+    out = []
+    if (b := suite.budget(s)) is not None:
+        out.append((b, f"the suite's budget of {estimate.duration(b)}"))
+    if limit := _guest_limit(topo):
+        since = uptime() if uptime else _uptime()
+        left = max(0.0, 0.9 * (limit - since))
+        out.append((left, f"the guest's time left ({estimate.duration(left)} of its limit "
+                          f"of {estimate.duration(limit)}, with {estimate.duration(since)} "
+                          "spent booting)"))
+    return min(out, key=lambda x: x[0]) if out else (None, "")
+
+
+def _uptime() -> float:
+    """Seconds since this (guest's) kernel booted."""
+    try:
+        return float(pathlib.Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _refuse_past_budget(found, budget: float | None, whose: str) -> None:
+    """A run estimated past its budget (the suite's, or a guest's time left) would be cut
+    short, or the guest killed with it: refused at once, with the estimate and what to
+    change."""
+    if budget is not None and found.seconds > budget:
         raise UserError(f"this run is estimated at {estimate.duration(found.seconds)}, past "
-                        f"90 % of the guest's limit of {estimate.duration(limit)} (memory "
-                        f"figures {found.source}): raise cxlbench emulate --timeout, or run "
-                        "fewer or smaller cases (--fit sizes each case to its own timeout)")
+                        f"{whose} (memory figures {found.source}): run fewer or smaller "
+                        "cases, or raise the budget (--fit scales cases down to it; in a "
+                        "guest: cxlbench emulate --timeout)")
 
 
 def _refuse_past_timeout(cases, found) -> None:
@@ -264,6 +299,8 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True,
         click.echo(json.dumps(records, indent=1))
     else:
         _print_summary(records)
+        if any(r.get("fitted") for r in records):
+            click.echo("fitted: scaled down to fit its time (run.json's \"fitted\" says what)")
         busy = runner.busy_text(run_)
         if busy:
             click.echo(busy)
@@ -273,7 +310,9 @@ def _execute(run_, as_json: bool, exit_on_failure: bool = True,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResultsWarning)     # said as the cases ran
         run_.frame()        # read whole once (run.json final), leaving the columnar copy
-    echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)")
+    timing = runner.timing_text(run_.meta, journal)
+    echo(f"results: {run_.path} ({len(journal)} cases, {failed} failed)" +
+         (f"; {timing}" if timing else ""))
     if failed and exit_on_failure:
         sys.exit(1)
 
@@ -332,7 +371,7 @@ def _print_summary(records: list[dict]) -> None:
                 click.echo(f"{lead}{r['metric']:<{mw}} {median:>14} {'predicted':>22}")
                 continue
             ci = quantity_range(r["ci_low"], r["ci_high"], r["unit"], like=r["median"])
-            flag = " noisy" if r.get("noisy") else ""
+            flag = (" noisy" if r.get("noisy") else "") + (" fitted" if r.get("fitted") else "")
             click.echo(f"{lead}{r['metric']:<{mw}} {median:>14} {ci:>22} {r['cv']:>6.1%} "
                        f"{r['n']:>3}{flag}")
 

@@ -296,8 +296,13 @@ def recorded_figures(meta: dict) -> Figures | None:
 FIT_SHARE = 0.8
 # What --fit lowers, in this order: repetitions; then counts of work (the same thing
 # measured, fewer times); then sizes (a smaller working set: a different thing, last).
-FIT_ORDER = ("repeat", "loads", "iterations", "epochs", "passes", "size", "load_size", "rows")
-MIN_REPEAT = 2          # below it a case has no spread to show
+# A tiering run's workload options are counted as theirs (embedding.batch: lookups).
+FIT_ORDER = ("repeat", "loads", "iterations", "epochs", "passes", "steps", "embedding.batch",
+             "kvcache.steps", "size", "load_size", "rows", "params", "embedding.rows",
+             "optimizer.params", "checkpoint.size")
+# Floors --fit keeps: below two repetitions a case has no spread to show; below two
+# epochs an online tiering policy never runs on what it moved.
+FLOORS = {"repeat": 2, "epochs": 2}
 
 
 def _smaller(bench, key: str, value):
@@ -309,8 +314,8 @@ def _smaller(bench, key: str, value):
     new = value // 2
     if option.multiple:
         new -= new % option.multiple
-    if key == "repeat":
-        new = max(new, MIN_REPEAT) if value > MIN_REPEAT else value
+    if key in FLOORS:
+        new = max(new, FLOORS[key]) if value > FLOORS[key] else value
     try:
         new = option.convert(new)
     except ValueError:
@@ -318,29 +323,60 @@ def _smaller(bench, key: str, value):
     return new if new != value else None
 
 
-def fit(cases, fig: Figures | None, skipped=frozenset()):
-    """The cases with each one estimated past FIT_SHARE of its timeout scaled down in
-    FIT_ORDER (each option halved until the case fits or the option can go no lower),
-    and what changed: {case id: {"changed": {option: [was, now]}, "estimate_s": [was,
-    now]}}. A case that still does not fit is left to the refusal."""
-    out, changes = [], {}
-    for c in cases:
-        t = case_seconds(c, fig, c.id in skipped)
-        limit = FIT_SHARE * c.params.get("timeout", 600)
-        if t is None or t <= limit:
-            out.append(c)
-            continue
-        bench, params, was = benchmarks.get(c.bench), dict(c.params), t
-        for key in FIT_ORDER:
-            while key in params and t > limit:
-                new = _smaller(bench, key, params[key])
-                if new is None:
-                    break
-                params[key] = new
-                t = case_seconds(Case(c.id, c.job, c.bench, params), fig) or t
-        out.append(Case(c.id, c.job, c.bench, params))
-        changed = {k: [c.params[k], params[k]] for k in params if params[k] != c.params[k]}
-        if changed:
-            changes[c.id] = {"changed": changed, "estimate_s": [round(was, 1), round(t, 1)]}
-    return out, changes
+def _step(bench, params: dict) -> tuple[str, object] | None:
+    """The first option in FIT_ORDER that can still go lower, and its value halved; None
+    where none can."""
+    for key in FIT_ORDER:
+        if key in params and (new := _smaller(bench, key, params[key])) is not None:
+            return key, new
+    return None
 
+
+def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = None):
+    """The cases scaled down until each is estimated within FIT_SHARE of its timeout and,
+    with a `budget` (seconds for the whole run), their total within FIT_SHARE of it. A
+    step takes the case furthest past its timeout (else the longest), halves the first
+    option of FIT_ORDER it can still lower, and halves it alike in every case of its
+    benchmark that was given the same value: cases that shared a setting still share it,
+    so they compare (a tiering policy's share against all-fast). Returns the cases and what
+    changed: {case id: {"changed": {option: [was, now]}, "estimate_s": [was, now]}}.
+    A case that cannot go lower is left as it is, to the refusals."""
+    params = {c.id: dict(c.params) for c in cases}
+    est = {c.id: case_seconds(c, fig, c.id in skipped) for c in cases}
+    was = dict(est)
+    movable = [c for c in cases if est[c.id] is not None and c.id not in skipped]
+    stuck: set[str] = set()
+
+    def past(c) -> float:
+        return est[c.id] - FIT_SHARE * c.params.get("timeout", 600)
+
+    while True:
+        free = [c for c in movable if c.id not in stuck]
+        late = [c for c in free if past(c) > 0]
+        if late:
+            case = max(late, key=past)
+        elif free and budget is not None and \
+                sum(t or 0.0 for t in est.values()) > FIT_SHARE * budget:
+            case = max(free, key=lambda c: est[c.id])
+        else:
+            break
+        step = _step(benchmarks.get(case.bench), params[case.id])
+        if step is None:
+            stuck.add(case.id)
+            continue
+        key, new = step
+        old = params[case.id][key]
+        for c in movable:       # those that were alike and still are
+            if c.bench == case.bench and c.params.get(key) == case.params[key] and \
+                    params[c.id].get(key) == old:
+                params[c.id][key] = new
+                est[c.id] = case_seconds(Case(c.id, c.job, c.bench, params[c.id]), fig) \
+                    or est[c.id]
+    out = [Case(c.id, c.job, c.bench, params[c.id]) for c in cases]
+    changes = {}
+    for c in cases:
+        changed = {k: [c.params[k], v] for k, v in params[c.id].items() if v != c.params[k]}
+        if changed:
+            changes[c.id] = {"changed": changed,
+                             "estimate_s": [round(was[c.id], 1), round(est[c.id], 1)]}
+    return out, changes

@@ -22,6 +22,7 @@ from .options import json_value, to_json
 from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
+from .estimate import duration
 from .units import format_list, quantity, scale, significant
 
 
@@ -74,28 +75,49 @@ def record_resume(run: Run) -> None:
         run.update_meta(slurm_resumed=[*run.meta.get("slurm_resumed", []), fields])
 
 
-def run_worker(case: Case) -> dict:
-    """The case's Measurement as a dict, or a failure saying how the worker died."""
+# A case running longer than this says so, this often: a long case is not a hung one.
+HEARTBEAT_S = 60.0
+
+
+def run_worker(case: Case, tick: Callable[[float], None] | None = None) -> dict:
+    """The case's Measurement as a dict, or a failure saying how the worker died; while
+    it runs, tick(seconds so far) every HEARTBEAT_S."""
     timeout = case.params.get("timeout", 600)
     ooms = oom_kills()
+    proc = subprocess.Popen([sys.executable, "-m", "cxlbench.worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=PACKAGE_PARENT, env=lifetime.child_env())  # dies with us
+    t0, data = time.monotonic(), json.dumps(case.to_dict())
     try:
-        proc = subprocess.run([sys.executable, "-m", "cxlbench.worker"],
-                              input=json.dumps(case.to_dict()), capture_output=True, text=True,
-                              timeout=timeout, cwd=PACKAGE_PARENT,
-                              env=lifetime.child_env())    # it dies with this process
-    except subprocess.TimeoutExpired:
-        return {"status": "failed", "error": f"timed out after {timeout:g} s"}
+        while True:
+            so_far = time.monotonic() - t0
+            try:
+                out, err = proc.communicate(data, timeout=max(0.0, min(HEARTBEAT_S,
+                                                                       timeout - so_far)))
+                break
+            except subprocess.TimeoutExpired:
+                data = None         # handed over already; the wait goes on
+                if time.monotonic() - t0 >= timeout:
+                    proc.kill()
+                    proc.communicate()
+                    return {"status": "failed", "error": f"timed out after {timeout:g} s"}
+                if tick:
+                    tick(time.monotonic() - t0)
+    except BaseException:       # interrupted: the worker goes with us
+        proc.kill()
+        proc.wait()
+        raise
     if proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
         oom = sig == "SIGKILL" and oom_kills() != ooms
         hint = " (the kernel's OOM killer ran meanwhile: out of memory)" if oom else ""
-        tail = proc.stderr.strip().splitlines()[-16:]    # with PYTHONFAULTHANDLER=1: where
+        tail = err.strip().splitlines()[-16:]    # with PYTHONFAULTHANDLER=1: where
         return {"status": "failed", "error": f"worker killed by {sig}{hint}" +
                 (": " + " | ".join(tail) if tail else "")}
     try:
-        return finite_or_failed(json.loads(proc.stdout))
+        return finite_or_failed(json.loads(out))
     except json.JSONDecodeError:
-        tail = proc.stderr.strip().splitlines()[-5:]
+        tail = err.strip().splitlines()[-5:]
         return {"status": "failed",
                 "error": f"worker exited {proc.returncode}: " + " | ".join(tail)}
 
@@ -198,8 +220,10 @@ def execute(run: Run, echo: Callable[[str], None],
             echo(job_title(job, jobs[job]))
         echo(" ".join(filter(None, (f"[{position:>{width}}/{len(cases)}]", case.id,
                                     labels[case.id], "..."))))
-        t0 = time.monotonic()
-        m = run_worker(case)
+        t0, expected = time.monotonic(), guess.get(case.id)
+        m = run_worker(case, lambda so_far, expected=expected: echo(
+            f"    still running: {duration(so_far)} so far" +
+            (f", estimated {duration(expected)}" if expected else "")))
         seconds = time.monotonic() - t0
         entry = journal_entry(case, m, seconds, guess.get(case.id))
         run.append(case.id, rows_for(run, case, m), entry)
@@ -419,9 +443,25 @@ def describe(entry: dict) -> str:
     return "; ".join(parts) + f"  ({entry['seconds']:.1f} s)"
 
 
+def timing_text(meta: dict, journal: dict[str, dict]) -> str | None:
+    """The cases' time against their estimates: 'cases took 4 min 10 s, estimated ~3 min
+    50 s; half within 15 % of theirs' (None where no case was estimated)."""
+    pairs = [(e["estimate_s"], e["seconds"]) for e in journal.values()
+             if e.get("estimate_s") and isinstance(e.get("seconds"), (int, float))
+             and e["seconds"] > 0]
+    if not pairs:
+        return None
+    median = statistics.median(abs(est - took) / took for est, took in pairs)
+    some = "" if len(pairs) == len(meta.get("cases", pairs)) else f"{len(pairs)} estimated "
+    return (f"{some}cases took {duration(sum(t for _, t in pairs))}, estimated "
+            f"~{duration(sum(e for e, _ in pairs))}; half within {median:.0%} of theirs")
+
+
 def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
-    """The --json summary: one object per case and metric, in case order."""
+    """The --json summary: one object per case and metric, in case order; `fitted`: what
+    --fit (or a guest) scaled down in it."""
     out = []
+    fitted = run.meta.get("fitted") or {}
     for c in run.meta["cases"]:
         entry = journal.get(c["id"])
         if entry is None:
@@ -431,7 +471,8 @@ def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
                   "status": entry["status"],
                   "error": entry["error"], "run_dir": str(run.path),
                   "model": (entry.get("info") or {}).get("model"),
-                  "tiers": ((entry.get("info") or {}).get("tiers") or {}).get("source")}
+                  "tiers": ((entry.get("info") or {}).get("tiers") or {}).get("source"),
+                  "fitted": (fitted.get(c["id"]) or {}).get("changed")}
         if not entry["summary"]:
             out.append({**common, "metric": None, "unit": None, "median": None,
                         "ci_low": None, "ci_high": None, "cv": None, "n": 0})

@@ -30,7 +30,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 RESERVED = {"bench"}            # job keys that are not options
 RANGE_KEYS = {"from", "to", "factor", "step"}
-TOP_LEVEL = {"description"}     # top-level keys that are not tables
+TOP_LEVEL = {"description", "budget"}     # top-level keys that are not tables
 # More cases than this is a typo (step where factor was meant), not a plan; --max-cases
 # raises it. Counted before anything is built, so a typo costs no memory.
 DEFAULT_MAX_CASES = 10000
@@ -142,6 +142,24 @@ def load(name_or_path: str, variables: dict[str, str] | None = None) -> Suite:
     except RecursionError:
         raise SuiteError(f"{path}: values nested too deeply") from None
     return Suite(name=path.stem, source=str(path), text=text, data=data)
+
+
+def budget(suite: Suite) -> float | None:
+    """The suite's `budget`: the seconds its whole run may take (None where it sets none).
+    A run estimated past it is refused; --fit scales its cases down to it."""
+    value = suite.data.get("budget")
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise SuiteError(f"{suite.source}: budget = {value!r}: give the seconds the whole "
+                         "run may take, a number above 0")
+    return seconds
 
 
 def _substitute(value, values: dict, where: str):

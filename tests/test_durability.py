@@ -353,15 +353,40 @@ def test_a_killed_worker_is_not_called_out_of_memory(tmp_path):
     assert "FAILED: worker killed by SIGKILL" in err and "out of memory" not in err
 
 
+class _KilledWorker:
+    """A worker the kernel killed (SIGKILL) as soon as it started."""
+    returncode = -9
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def communicate(self, data=None, timeout=None):
+        return "", ""
+
+
 def test_oom_is_named_only_when_the_counters_moved(monkeypatch):
     counts = iter([(5, 0), (6, 0)])
     monkeypatch.setattr(runner, "oom_kills", lambda: next(counts))
-    monkeypatch.setattr(runner.subprocess, "run",
-                        lambda *a, **k: subprocess.CompletedProcess(a, -9, "", ""))
+    monkeypatch.setattr(runner.subprocess, "Popen", _KilledWorker)
     case = runner.Case("x/000", "x", "chase", {"timeout": 10})
     assert "OOM killer" in runner.run_worker(case)["error"]
     counts = iter([(5, 1), (5, 1)])
     assert runner.run_worker(case)["error"] == "worker killed by SIGKILL"
+
+
+def test_a_long_case_says_it_is_still_running_until_its_timeout_kills_it(monkeypatch):
+    """A case that runs past HEARTBEAT_S says so each time (a long case is not a hung
+    one: the run's progress line goes quiet otherwise), and its timeout still holds."""
+    monkeypatch.setenv("CXLBENCH_TEST_KERNELS", "1")
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 1.0)
+    case = runner.Case("x/000", "x", "selftest", {"action": "sleep", "repeat": 1,
+                                                  "warmup": 0, "timeout": 3.5})
+    ticks = []
+    t0 = time.monotonic()
+    m = runner.run_worker(case, ticks.append)
+    assert m == {"status": "failed", "error": "timed out after 3.5 s"}
+    assert 3.5 <= time.monotonic() - t0 < 30
+    assert len(ticks) == 3 and ticks == sorted(ticks) and 0.9 < ticks[0] < ticks[-1] < 3.5
 
 
 # ---- 7: the median's interval at the largest repeat -------------------------------------

@@ -229,16 +229,138 @@ def test_fit_leaves_an_option_at_its_floor_and_a_word_alone():
     assert estimate._smaller(bench, "size", floor) is None              # its minimum
 
 
-def test_a_guest_run_estimated_past_the_guests_limit_is_refused_at_once():
+def test_a_guest_run_estimated_past_the_guests_time_left_is_refused_at_once():
+    """In a guest, the budget is 90 % of what emulate's --timeout leaves after the boot;
+    a suite's own budget is taken where it is smaller."""
     from types import SimpleNamespace
 
     from cxlbench import cli
     from cxlbench.errors import UserError
-    found = estimate.Estimate({"a/000": 850.0}, {"a": (1, 850.0, 0)}, False, "probed")
+    from cxlbench.suite import Suite
+    found = estimate.Estimate({"a/000": 700.0}, {"a": (1, 700.0, 0)}, False, "probed")
     guest = SimpleNamespace(machine={"emulated": {"topology": "cxl", "timeout": 900}})
-    with pytest.raises(UserError, match=r"estimated at 14 min 10 s, past 90 % of the "
-                       r"guest's limit of 15 min .*raise cxlbench emulate --timeout"):
-        cli._refuse_past_guest_limit(guest, found)
-    cli._refuse_past_guest_limit(SimpleNamespace(machine={"emulated": None}), found)
-    found.jobs["a"] = (1, 600.0, 0)
-    cli._refuse_past_guest_limit(guest, found)          # within 810 s
+    plain = Suite("s", "s.toml", "", {"a": {"bench": "chase"}})
+    budget, whose = cli._budget(plain, guest, uptime=lambda: 100.0)
+    assert budget == pytest.approx(720.0)
+    assert whose == ("the guest's time left (12 min of its limit of 15 min, with 1 min 40 s "
+                     "spent booting)")
+    cli._refuse_past_budget(found, budget, whose)               # 700 s within 720 s
+    budget, whose = cli._budget(plain, guest, uptime=lambda: 200.0)
+    with pytest.raises(UserError, match=r"estimated at 11 min 40 s, past the guest's time "
+                       r"left \(10 min 30 s of its limit of 15 min.*cxlbench emulate --timeout"):
+        cli._refuse_past_budget(found, budget, whose)
+    outside = SimpleNamespace(machine={"emulated": None})
+    assert cli._budget(plain, outside) == (None, "")
+    tight = Suite("s", "s.toml", "", {"budget": 600, "a": {"bench": "chase"}})
+    assert cli._budget(tight, guest, uptime=lambda: 100.0) == (600.0, "the suite's budget "
+                                                               "of 10 min")
+
+
+@pytest.mark.parametrize("value", [0, -5, "soon", True, float("nan"), [1]])
+def test_a_budget_that_is_not_seconds_above_zero_is_refused(value):
+    from cxlbench import suite
+    from cxlbench.errors import SuiteError
+    s = suite.Suite("s", "s.toml", "", {"budget": value, "a": {"bench": "chase"}})
+    with pytest.raises(SuiteError, match=r"s.toml: budget = .*: give the seconds"):
+        suite.budget(s)
+    assert suite.budget(suite.Suite("s", "s.toml", "", {"budget": "90"})) == 90.0
+
+
+def test_fit_to_a_budget_shrinks_the_longest_case_first_and_leaves_short_ones_alone():
+    """Three chases, 64 MiB ones long and a 64 KiB one short, in a budget the long ones
+    cannot meet as they are: the long ones are scaled down (repetitions, then loads)
+    until the total is within 80 % of the budget; the short one is not touched."""
+    big = defaults(chase, size=64 << 20, loads=16 << 20, repeat=20, mem="bind:0")
+    cases = [Case("long/000", "long", "chase", big),
+             Case("long/001", "long", "chase", {**big, "repeat": 10}),
+             Case("short/000", "short", "chase", defaults(chase, size=64 << 10, repeat=3))]
+    was = estimate.of(cases, FIG)
+    budget = was.seconds / 4
+    out, changes = estimate.fit(cases, FIG, budget=budget)
+    assert estimate.of(out, FIG).seconds <= 0.8 * budget
+    assert set(changes) == {"long/000", "long/001"}
+    assert out[2] == cases[2] and out[2].params == cases[2].params
+    for c in out[:2]:
+        assert c.params["repeat"] == 2 and c.params["loads"] <= 16 << 20
+    # a budget below a case's start: shrunk as far as it goes, then left to the refusal
+    tiny, _ = estimate.fit(cases[2:], FIG, budget=0.01)
+    floor = estimate.benchmarks.get("chase").option("size").min
+    assert tiny[0].params["repeat"] == 2 and tiny[0].params["size"] == floor
+    assert estimate.of(tiny, FIG).seconds > 0.01
+
+
+def test_a_suite_past_its_budget_is_refused_and_fit_scales_it_into_it(tmp_path):
+    """A suite's top-level `budget` bounds the whole run: past it, refused with exit 2
+    before anything runs; with --fit, the long case is scaled down until the total is
+    within 80 % of it (shown by --dry-run, which runs nothing)."""
+    suite = tmp_path / "budgeted.toml"
+    suite.write_text('budget = 20\n[latency]\nbench = "chase"\nsize = "64M"\nloads = "16M"\n'
+                     'repeat = 50\n[small]\nbench = "chase"\nsize = "64K"\nrepeat = 3\n')
+    r = cxlbench("run", str(suite), "--results-dir", str(tmp_path))
+    assert r.returncode == 2
+    assert "past the suite's budget of 20 s" in r.stderr and "--fit" in r.stderr
+    assert not run_dirs(tmp_path)
+    r = cxlbench("run", str(suite), "--fit", "--dry-run", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "fit: latency/000: repeat 50 to " in r.stderr
+    assert "fit: small/000" not in r.stderr
+    total = [x for x in r.stderr.splitlines() if x.startswith("estimated time: ~")]
+    assert total and "min" not in total[0]          # seconds: within 16 s
+    seconds = int(total[0].split("~")[1].split(" s")[0])
+    assert seconds <= 16
+
+
+def test_the_shared_region_cases_cost_their_handoffs_at_the_regions_latency():
+    """Two hosts on one region: a ping-pong's round trip is two handoffs of a line, a
+    miss at the region's node's latency each, twice that with the flush protocol; a host
+    of two on a mapped region takes the slowest node probed (its node is not known)."""
+    from cxlbench import benchmarks
+    b = benchmarks.get("shared_pingpong")
+    p = {**{k: o.default for k, o in b.options.items()}, "host": "both", "mem": "bind:0",
+         "iterations": 1000, "repeat": 4, "warmup": 1}
+    lat0, lat1 = NODE.latency_ns(1 << 30) * 1e-9, FIG.nodes[1].latency_ns(1 << 30) * 1e-9
+    assert b.estimate({**p, "protocol": "none"}, FIG) == pytest.approx(5 * 1000 * 2 * lat0)
+    assert b.estimate({**p, "protocol": "flush"}, FIG) == pytest.approx(5 * 1000 * 4 * lat0)
+    assert b.estimate({**p, "protocol": "none", "host": "1", "region": "/dev/dax0.0"},
+                      FIG) == pytest.approx(5 * 1000 * 2 * lat1)
+    pool = benchmarks.get("shared_pool")
+    q = {**{k: o.default for k, o in pool.options.items()}, "host": "both",
+         "mem": "bind:0", "slice": 1 << 20, "passes": 2, "repeat": 1, "warmup": 0}
+    fill = 2 * (1 << 20) * (1 / NODE.touch + 1 / NODE.scan)
+    assert pool.estimate(q, FIG) == pytest.approx(
+        fill + 2 * (2 * (1 << 20) / NODE.read_1 + 2 * (1 << 20) / NODE.read_all))
+
+
+def test_fit_halves_a_setting_alike_in_the_cases_that_shared_it():
+    """One chase of a sweep past its timeout: its repetitions halve in every chase that
+    had the same number (they still compare), its loads alone where the others' differ;
+    a case of another benchmark keeps its own."""
+    from cxlbench.benchmarks import bandwidth
+    sweep = [Case(f"lat/00{i}", "lat", "chase",
+                  defaults(chase, size=size, loads=loads, repeat=20, mem="bind:0",
+                           timeout=5.0))
+             for i, (size, loads) in enumerate([(64 << 10, 1 << 16), (64 << 20, 16 << 20)])]
+    other = Case("bw/000", "bw", "bandwidth", defaults(bandwidth, size=1 << 20, repeat=20))
+    out, changes = estimate.fit([*sweep, other], FIG)
+    small, big, bw = out
+    assert big.params["repeat"] == small.params["repeat"] == 2
+    assert big.params["loads"] < 16 << 20 and small.params["loads"] == 1 << 16
+    assert bw.params == other.params and "bw/000" not in changes
+    assert changes["lat/000"]["changed"] == {"repeat": [20, 2]}
+    assert estimate.case_seconds(big, FIG) <= 0.8 * 5
+
+
+def test_a_guest_fits_a_run_to_its_time_left_by_itself(tmp_path):
+    """In an emulated guest (as `cxlbench emulate` marks one), a run past the guest's time
+    left is scaled down without --fit, with a note saying why and how to keep the sizes."""
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    marker = {"topology": "cxl", "qemu": "7.2", "accel": "tcg", "timeout": uptime + 60}
+    suite = tmp_path / "long.toml"
+    suite.write_text('[latency]\nbench = "chase"\nsize = "64M"\nloads = "16M"\nrepeat = 50\n')
+    r = cxlbench("run", str(suite), "--dry-run", "--results-dir", str(tmp_path),
+                 env={"CXLBENCH_EMULATED": json.dumps(marker)})
+    assert r.returncode == 0, r.stderr
+    assert "note: the guest scales the cases that would not finish within their timeout " \
+           "or the guest's time left (" in r.stderr
+    assert "raise cxlbench emulate --timeout for their full sizes" in r.stderr
+    assert "fit: latency/000: repeat 50 to " in r.stderr

@@ -316,12 +316,34 @@ class _Shared:
     def validate(cls, params: dict, topology) -> None:
         validate_hosts(params, cls.size(params), topology)
 
+    @staticmethod
+    def figures_of(params: dict, figures):
+        """The estimate's figures for the region: its placement's node where this machine
+        is both hosts; the slowest node probed where it maps a region of two (its node
+        is not known here: the slowest is the safe side)."""
+        if _across(params):
+            return max(figures.nodes.values(), key=lambda f: f.latency_ns(1 << 30))
+        return figures.of(params["mem"])
+
+    @classmethod
+    def handoff_s(cls, params: dict, figures) -> float:
+        """A line handed from one host to the other: a miss at the region's latency, and
+        with the flush protocol the writer's flush and the reader's miss on top."""
+        lat = cls.figures_of(params, figures).latency_ns(1 << 30) * 1e-9
+        return lat * (2 if params["protocol"] == "flush" else 1)
+
 
 class SharedPingPong(_Shared):
     NAME = "shared_pingpong"
     DESCRIPTION = "a flag handed between two hosts on one region, with or without the " \
                   "flush protocol; ns a round trip"
     OPTIONS = _options({"iterations": Option("iterations", "int", 20000, "round trips", min=1)})
+
+    @classmethod
+    def estimate(cls, params: dict, figures) -> float:
+        """Seconds of the case's work: each repetition's round trips, two handoffs each."""
+        reps = params["warmup"] + params["repeat"]
+        return reps * params["iterations"] * 2 * cls.handoff_s(params, figures)
 
     @staticmethod
     def run(params: dict) -> Measurement:
@@ -373,6 +395,14 @@ class SharedRing(_Shared):
         return -(-cls.ring_bytes(params) // PAGE) * PAGE
 
     @classmethod
+    def estimate(cls, params: dict, figures) -> float:
+        """Seconds of the case's work: each message written and read at one thread's rate
+        and its indices handed over (two handoffs)."""
+        f = cls.figures_of(params, figures)
+        each = 2 * params["message"] / f.read_1 + 2 * cls.handoff_s(params, figures)
+        return (params["warmup"] + params["repeat"]) * params["messages"] * each
+
+    @classmethod
     def run(cls, params: dict) -> Measurement:
         n, message = params["messages"], params["message"]
         protocol, simulate = params["protocol"], params["simulate"]
@@ -415,6 +445,12 @@ class SharedAtomic(_Shared):
         "iterations": Option("iterations", "int", 100000, "additions by each host", min=1,
                              max=(1 << 62)),
     })
+
+    @classmethod
+    def estimate(cls, params: dict, figures) -> float:
+        """Seconds of the case's work: both hosts' additions, each a handoff of the line."""
+        reps = params["warmup"] + params["repeat"]
+        return reps * 2 * params["iterations"] * cls.handoff_s(params, figures)
 
     @staticmethod
     def run(params: dict) -> Measurement:
@@ -477,6 +513,19 @@ class SharedPool(_Shared):
     @classmethod
     def size(cls, params: dict) -> int:
         return PAGES * PAGE + 2 * cls.slice_bytes(params)[0]
+
+    @classmethod
+    def estimate(cls, params: dict, figures) -> float:
+        """Seconds of the case's work: both slices filled, then each repetition's three
+        phases of `passes` over a slice (each host alone at one thread's rate, then both
+        at once at all threads'). A region of two hosts is taken at the largest slice
+        (one that holds less only takes less)."""
+        f = cls.figures_of(params, figures)
+        slice_ = params["slice"] or (EMULATED_SLICE if os.environ.get("CXLBENCH_EMULATED")
+                                     else POOL_SLICE)
+        phases = 2 * slice_ / f.read_1 + 2 * slice_ / f.read_all
+        return 2 * slice_ * (1 / f.touch + 1 / f.scan) + \
+            (params["warmup"] + params["repeat"]) * params["passes"] * phases
 
     @classmethod
     def run(cls, params: dict) -> Measurement:

@@ -9,6 +9,7 @@ Knees, slowdowns and the gap to the oracle compare cases (cxlbench tiering, the 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -137,35 +138,48 @@ def engine_of(params: dict, topology: Topology) -> str:
     return "real" if fast in here and slow in here and slow != fast else "model"
 
 
-# Drawing and counting a unit of the workload (a lookup: Zipf's draw ~100 ns, its page's
-# count) once for the whole run, and the kernel's own work a unit an epoch (the embedding
-# kernel's floor), for the estimate; both CPU work, scaled by the machine's (Figures.cpu).
-UNIT_S = 150e-9
+# CPU work a unit of the workload (a lookup) costs, for the estimate, scaled by the
+# machine's (Figures.cpu): drawing and counting it once for the whole run (Zipf's draw and
+# its page's count: 120 ns on the VM, 1.1 us in the cxl guest); an epoch's kernel on it
+# (the embedding kernel's floor); and numpy's check of it (the reference gather: 95 ns on
+# the VM, 1.6 us in the guest on node 0).
+UNIT_S = 80e-9
 KERNEL_UNIT_S = 15e-9
+CHECK_UNIT_S = 70e-9
+# A random row's bytes cost this many times a streaming read's, the kernel's and the
+# check's alike: measured 1.7 in the cxl guest's emulated far node (an epoch of 1 GiB of
+# rows, read twice, 42 s, at its streaming read of 95 MB/s), under 1 on node 0.
+GATHER = 1.7
 
 
 def estimate(params: dict, figures) -> float:
     """Seconds of the case's work at the figures of its fast and slow nodes: the run's
-    units drawn and counted per page; the real engine then places the tiered buffer, and
-    each epoch reads its bytes, the fast share at the fast node's figures and the rest at
-    the slow node's (a policy keeping the hot pages fast does better), and moves up to an
-    eighth of the fast tier. KeyError (not estimated) where a node has no figures."""
+    units drawn and counted per page; the real engine then places its buffers, and each
+    repetition's epochs read their rows twice (the kernel, then numpy's check of it), the
+    fast share at the fast node's figures and the rest at the slow node's (a policy
+    keeping the hot pages fast does better), and move up to an eighth of the fast tier.
+    KeyError (not estimated) where a node has no figures."""
     topology = _estimate_topology()
     work = workload(params)
-    setup = work.units() * work.epochs * UNIT_S * figures.cpu
+    draws = work.units() * work.epochs * UNIT_S * figures.cpu
     if engine_of(params, topology) != "real":
-        return setup
+        return draws
     fast_node, slow_node = nodes(params, topology)
     fast, slow = figures.nodes[fast_node], figures.nodes[slow_node]
     share = {"all-fast": 1.0, "all-slow": 0.0}.get(params["policy"],
                                                    min(max(params["share"], 0.0), 1.0))
-    tiered = sum(work.sizes().values())
+    placed = sum(work.sizes().values())
+    tiered = work.sizes()[work.TIERED]
 
     def epoch(f) -> float:
-        return work.units() * (f.latency_ns(tiered) * 1e-9 / MLP +
-                               KERNEL_UNIT_S * figures.cpu) + work.epoch_bytes() / f.read_1
-    moves = share * tiered / 8 / migrate.MOVE_BPS if share < 1 else 0.0
-    return setup + tiered * (1 / fast.touch + 1 / fast.scan) + work.epochs * (
+        cpu = (KERNEL_UNIT_S + CHECK_UNIT_S) * figures.cpu
+        return work.units() * (f.latency_ns(tiered) * 1e-9 / MLP + cpu) + \
+            2 * GATHER * work.epoch_bytes() / f.read_1
+    # a page moved is read on one node and written on the other (the slow one's first
+    # touch: under an emulator, the slowest part)
+    moves = share * tiered / 8 * (1 / migrate.MOVE_BPS + 1 / slow.touch) if share < 1 else 0.0
+    reps = params["warmup"] + params["repeat"]
+    return draws + placed * (1 / fast.touch + 1 / fast.scan) + reps * work.epochs * (
         share * epoch(fast) + (1 - share) * epoch(slow) + moves)
 
 
@@ -252,7 +266,9 @@ def run(params: dict) -> Measurement:
     page = PAGE_BYTES[params["page"]]
     tiered = work.TIERED
     pages = -(-work.sizes()[tiered] // page)
+    clock = time.perf_counter()
     counts = [work.counts(e, pages, page) for e in range(work.epochs)]
+    phases = {"draws": time.perf_counter() - clock}     # seconds, for the estimate's check
     tiers, source = model.tiers_for(params, topology, fast_node, slow_node)
     cal = calibrated(params, topology, fast_node, slow_node, work)
     predict = None
@@ -280,6 +296,7 @@ def run(params: dict) -> Measurement:
             buffers[0].release_policy()
         isa = work.choose_isa(params["isa"])
         work.prepare(buffers, isa, cpus)
+    phases["place"] = time.perf_counter() - clock - phases["draws"]
     before = vmstat()
     reps = []
     last = None
@@ -293,6 +310,7 @@ def run(params: dict) -> Measurement:
         if r >= params["warmup"]:
             reps.append(figures(out, work, page, rate, real))
             last = out
+    phases["repetitions"] = time.perf_counter() - clock - phases["draws"] - phases["place"]
     # The kernel says what produced the figures: the workload's C kernel, or the model.
     m = Measurement(kernel=f"{params['workload']}:{kind}", isa=isa, cpus=cpus,
                     units=units_of(work, real), reps=reps)
@@ -307,6 +325,7 @@ def run(params: dict) -> Measurement:
               "drifted": last.drifted,
               "epoch_ns": [round(x) for x in last.ns],
               "epoch_fast_hits": [round(x, 4) for x in last.fast_hits],
+              "phase_s": {k: round(v, 3) for k, v in phases.items()},
               "vmstat": {k: after[k] - before.get(k, 0) for k in after
                          if after[k] != before.get(k, 0)}}
     if real:

@@ -29,10 +29,10 @@ def _load(r: LoadedRun) -> str:
 
 
 def run_table(runs: list[LoadedRun]) -> Table:
-    return Table(["label", "machine", "run", "suite", "started", "load", "cxlbench",
+    return Table(["label", "machine", "run", "suite", "started", "load", "time", "cxlbench",
                   "command"],
                  [[r.label, _machines(r), r.run_id, r.suite, r.meta.get("started", ""),
-                   _load(r),
+                   _load(r), runner.timing_text(r.meta, r.journal) or "not estimated",
                    f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
                    .strip(), " ".join(r.meta.get("command", []))] for r in runs])
 

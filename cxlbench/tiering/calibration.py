@@ -384,14 +384,14 @@ def find_runs(results_dir: str | pathlib.Path, machine: str) -> list[str]:
 @functools.lru_cache(maxsize=8)
 def load(path: str, node: int) -> Calibration | None:
     """The node's calibration from the run at path (None where it has no cases of it)."""
-    return from_frame(results.load(path), node, f"measured: {path}")
+    return from_frame(results.rows(path), node, f"measured: {path}")
 
 
 def _whole_jobs(run: str) -> tuple[pd.DataFrame, set[tuple[str, str]]]:
     """A run's rows, and its (job, mem) pairs whose every case finished ok: a job cut
     short (interrupted, failed) is no calibration. Nothing from a run that cannot be read."""
     try:
-        opened, frame = results.Run.open(run), results.load(run)
+        opened, frame = results.Run.open(run), results.rows(run)
     except CxlbenchError:
         return pd.DataFrame(), set()
     done = opened.finished()

@@ -136,7 +136,7 @@ def measured_tier(frame: pd.DataFrame, node: int, home: int | None = None) -> Ti
 
 @functools.lru_cache(maxsize=2)     # every case of a suite checks the same run
 def _frame(path: str) -> pd.DataFrame:
-    return results.load(path)
+    return results.rows(path)
 
 
 def tiers_for(params: dict, topology: Topology | None, fast: int | None,
