@@ -30,6 +30,10 @@ CASE_S = 0.55
 # published H100/H200 figures, the slow end taken).
 GPU_CASE_S = 1.5
 PROBE_DAYS = 1.0        # a probe's figures are kept this long
+# numpy's random fill of a workload's values (rng.random, scaled to [-1, 1)): 1 GB/s on
+# the VM; about 5 MB/s under TCG, far slower than a worker's start says (numpy's vector
+# loops are emulated an element at a time), so it is probed on its own.
+FILL_BPS = 1e9
 
 
 @dataclass
@@ -60,6 +64,7 @@ class Figures:
     source: str                     # where they came from
     nodes: dict[int, NodeFigures]
     start_s: float = CASE_S         # a worker's start: Python, numpy and cxlbench imported
+    fill_bps: float = 0.0           # numpy's random fill, B/s (0: not probed)
 
     @property
     def cpu(self) -> float:
@@ -67,6 +72,12 @@ class Figures:
         own work (a worker's start against CASE_S; about 25 under TCG): memory costs are
         measured per node, CPU costs are scaled by this."""
         return max(1.0, self.start_s / CASE_S)
+
+    @property
+    def fill(self) -> float:
+        """B/s numpy fills a workload's buffers with random values at: probed, else the
+        VM's scaled by how slow this machine's CPU is."""
+        return self.fill_bps or FILL_BPS / self.cpu
 
     def of(self, mem) -> NodeFigures:
         """The figures of the slowest node a placement uses (the first node probed where
@@ -151,6 +162,17 @@ def _probe_start() -> float:
     return time.perf_counter() - t0
 
 
+def _probe_fill() -> float:
+    """B/s of numpy's random fill as the workloads do it (1 MiB of float32 in [-1, 1)),
+    the best of three."""
+    rng, best = np.random.default_rng(1), math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        rng.random(1 << 18, dtype=np.float32) * 2 - 1
+        best = min(best, time.perf_counter() - t0)
+    return (1 << 20) / max(best, 1e-9)
+
+
 def _defaults(bench: str) -> dict:
     return {k: o.default for k, o in benchmarks.get(bench).options.items()}
 
@@ -160,9 +182,9 @@ def _cache_file() -> Path:
     return root / f"estimate-{results.machine_id()}.json"
 
 
-def figures(nodes, probe=_probe_node, start=_probe_start) -> Figures:
-    """This machine's figures for `nodes` and its workers' start: a probe's kept from the
-    last day, else probed now (and kept)."""
+def figures(nodes, probe=_probe_node, start=_probe_start, fill=_probe_fill) -> Figures:
+    """This machine's figures for `nodes`, its workers' start and numpy's fill: a probe's
+    kept from the last day, else probed now (and kept)."""
     path = _cache_file()
     kept: dict = {}
     try:
@@ -183,19 +205,26 @@ def figures(nodes, probe=_probe_node, start=_probe_start) -> Figures:
         except Exception:       # noqa: BLE001 - a node not probed has no estimate, no more
             continue
         fresh[node] = {**asdict(found[node]), "when": time.time()}
-    began = kept.get("start", {})
-    if time.time() - began.get("when", 0) >= PROBE_DAYS * 86400:
-        try:
-            began = {"s": start(), "when": time.time()}
-        except (OSError, subprocess.SubprocessError):
-            began = {"s": CASE_S, "when": 0}
+    cpu = {key: _kept(kept.get(key, {}), measure, fallback)
+           for key, measure, fallback in (("start", start, CASE_S), ("fill", fill, 0.0))}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"nodes": {str(n): v for n, v in fresh.items()},
-                                    "start": began}))
+        path.write_text(json.dumps({"nodes": {str(n): v for n, v in fresh.items()}, **cpu}))
     except OSError:
         pass        # a read-only home: probed again next time
-    return Figures("probed here (under a second a node, kept a day)", found, began["s"])
+    return Figures("probed here (under a second a node, kept a day)", found,
+                   cpu["start"]["value"], cpu["fill"]["value"])
+
+
+def _kept(entry: dict, measure, fallback: float) -> dict:
+    """A CPU figure kept from the last day, else measured now (`fallback` where that
+    fails, not kept)."""
+    if "value" in entry and time.time() - entry.get("when", 0) < PROBE_DAYS * 86400:
+        return entry
+    try:
+        return {"value": measure(), "when": time.time()}
+    except (OSError, subprocess.SubprocessError):
+        return {"value": fallback, "when": 0}
 
 
 def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | None:
@@ -238,6 +267,7 @@ class Estimate:
         estimate can be made again from them and set beside what the cases took."""
         return {"source": self.source,
                 "case_start_s": self.figures.start_s if self.figures else CASE_S,
+                "fill_bps": self.figures.fill_bps if self.figures else 0.0,
                 "figures": {str(n): asdict(f) for n, f in self.figures.nodes.items()}
                 if self.figures else {},
                 "cases": {k: None if v is None else round(v, 3) for k, v in self.cases.items()}}
@@ -289,7 +319,8 @@ def recorded_figures(meta: dict) -> Figures | None:
     return Figures(meta["estimates"]["source"],
                    {int(n): NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
                     for n, f in kept.items()},
-                   meta["estimates"].get("case_start_s", CASE_S))
+                   meta["estimates"].get("case_start_s", CASE_S),
+                   meta["estimates"].get("fill_bps", 0.0))
 
 
 # --fit sizes a case to this share of its timeout: room for the estimate's own error.

@@ -147,9 +147,13 @@ UNIT_S = 80e-9
 KERNEL_UNIT_S = 15e-9
 CHECK_UNIT_S = 70e-9
 # A random row's bytes cost this many times a streaming read's, the kernel's and the
-# check's alike: measured 1.7 in the cxl guest's emulated far node (an epoch of 1 GiB of
-# rows, read twice, 42 s, at its streaming read of 95 MB/s), under 1 on node 0.
-GATHER = 1.7
+# check's alike: 1.7 and 1.1 in two boots of the cxl guest (its emulated far node, whose
+# streaming read the probe found at 95 and 58 MB/s), under 1 on node 0.
+GATHER = 1.5
+# An epoch's work a page of the tiered buffer, beside its lookups (its count, the policy's
+# sort, the node map read back): 32 us a page in the cxl guest, fitted over two table
+# sizes; about 1 us a page at the VM's CPU speed.
+PAGE_EPOCH_S = 1e-6
 
 
 def estimate(params: dict, figures) -> float:
@@ -157,7 +161,8 @@ def estimate(params: dict, figures) -> float:
     units drawn and counted per page; the real engine then places its buffers, and each
     repetition's epochs read their rows twice (the kernel, then numpy's check of it), the
     fast share at the fast node's figures and the rest at the slow node's (a policy
-    keeping the hot pages fast does better), and move up to an eighth of the fast tier.
+    keeping the hot pages fast does better), go over every page, and move up to an eighth
+    of the fast tier. The tiered buffer is filled with random values at numpy's rate.
     KeyError (not estimated) where a node has no figures."""
     topology = _estimate_topology()
     work = workload(params)
@@ -175,12 +180,13 @@ def estimate(params: dict, figures) -> float:
         cpu = (KERNEL_UNIT_S + CHECK_UNIT_S) * figures.cpu
         return work.units() * (f.latency_ns(tiered) * 1e-9 / MLP + cpu) + \
             2 * GATHER * work.epoch_bytes() / f.read_1
+    pages = tiered / PAGE_BYTES[params["page"]] * PAGE_EPOCH_S * figures.cpu
     # a page moved is read on one node and written on the other (the slow one's first
     # touch: under an emulator, the slowest part)
     moves = share * tiered / 8 * (1 / migrate.MOVE_BPS + 1 / slow.touch) if share < 1 else 0.0
     reps = params["warmup"] + params["repeat"]
-    return draws + placed * (1 / fast.touch + 1 / fast.scan) + reps * work.epochs * (
-        share * epoch(fast) + (1 - share) * epoch(slow) + moves)
+    return draws + placed * (1 / fast.touch + 1 / fast.scan) + tiered / figures.fill + \
+        reps * work.epochs * (share * epoch(fast) + (1 - share) * epoch(slow) + pages + moves)
 
 
 def skip(params: dict, topology: Topology) -> str | None:
