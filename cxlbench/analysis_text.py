@@ -79,7 +79,9 @@ def tiering_lines(sc: dict) -> list[str]:
         return "none" if row["knee"] is None else format(row["knee"], "g")
 
     def cell(value, width=8, spec=".1%"):
-        return f"{value:>{width}{spec}}" if value is not None else f"{'-':>{width}}"
+        # a space first: a value wider than its column pushes the line on, never joins
+        # its neighbour (26147.8% beside 0 MB read as 026147.8%)
+        return " " + (f"{value:>{width - 1}{spec}}" if value is not None else f"{'-':>{width - 1}}")
     for name, row in sc["policies"].items():
         errors = [row["predicted"][s] / t - 1 for s, t in row["throughput"].items()
                   if t and s in row["predicted"]]

@@ -80,8 +80,8 @@ def main():
               help="refuse a suite that expands to more cases than this  "
                    f"[default: {suite.DEFAULT_MAX_CASES}]")
 @click.option("--fit", is_flag=True, help="scale down the cases whose estimate is past "
-              "their timeout (repetitions, then loads, epochs or iterations, then sizes), "
-              "recorded in run.json, instead of refusing them")
+              "their timeout, or the run past the suite's budget (repetitions, then loads, "
+              "epochs or iterations, then sizes), recorded in run.json, instead of refusing")
 @_errors
 def run(suite_name, bench, sets, variables, resume, other_machine, results_dir, as_json,
         dry_run, max_cases, fit):
@@ -485,8 +485,8 @@ def _engine_option():
 @click.option("--knee", default=analysis.KNEE_SLOWDOWN, show_default=True,
               type=click.FloatRange(0.0, 10.0), help="the slowdown a knee allows (0.05: 5 %)")
 @click.option("--fit", is_flag=True, help="scale down the cases whose estimate is past "
-              "their timeout (repetitions, then epochs), recorded in run.json, instead of "
-              "refusing them")
+              "their timeout (repetitions, then epochs, then lookups), every case alike, "
+              "recorded in run.json, instead of refusing them")
 @_errors
 def tiering_command(workload, policy, share, engine, sets, results_dir, as_json, dry_run,
                     knee, fit):

@@ -100,10 +100,11 @@ def nodes_of(cases, local: int) -> set[int]:
 
 def scaled(near: NodeFigures, ratio: dict) -> NodeFigures:
     """A far node's figures as an emulated guest's probe found it against the near one
-    (emulate/probe.py's "tcg": loads and reads so many times slower)."""
+    (emulate/probe.py's "tcg": loads, reads and first touches so many times slower)."""
     slow, read = ratio["slower"], ratio["read_slower"]
+    touch = ratio.get("touch_slower", read)         # a guest's probe before it was timed
     return NodeFigures([(ws, ns * slow) for ws, ns in near.sweep], near.read_1 / read,
-                       near.read_all / read, near.touch / read, near.scan / read)
+                       near.read_all / read, near.touch / touch, near.scan / read)
 
 
 def for_cases(cases, topology, skipped=frozenset()) -> Estimate:
@@ -354,11 +355,19 @@ def _smaller(bench, key: str, value):
     return new if new != value else None
 
 
-def _step(bench, params: dict) -> tuple[str, object] | None:
-    """The first option in FIT_ORDER that can still go lower, and its value halved; None
-    where none can."""
+# A step of --fit that saves less than this share of a case's estimate is passed over for
+# the next option (lookups halved where filling the table is most of the time).
+MIN_GAIN = 0.05
+
+
+def _step(bench, params: dict, cost) -> tuple[str, object] | None:
+    """The first option in FIT_ORDER that can still go lower and, halved, saves at least
+    MIN_GAIN of the case's estimate (cost(params) -> seconds), and its value halved; None
+    where none does."""
+    now = cost(params)
     for key in FIT_ORDER:
-        if key in params and (new := _smaller(bench, key, params[key])) is not None:
+        if key in params and (new := _smaller(bench, key, params[key])) is not None \
+                and cost({**params, key: new}) <= now * (1 - MIN_GAIN):
             return key, new
     return None
 
@@ -367,7 +376,7 @@ def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = 
     """The cases scaled down until each is estimated within FIT_SHARE of its timeout and,
     with a `budget` (seconds for the whole run), their total within FIT_SHARE of it. A
     step takes the case furthest past its timeout (else the longest), halves the first
-    option of FIT_ORDER it can still lower, and halves it alike in every case of its
+    option of FIT_ORDER it can still lower to some gain (MIN_GAIN), and halves it alike in every case of its
     benchmark that was given the same value: cases that shared a setting still share it,
     so they compare (a tiering policy's share against all-fast). Returns the cases and what
     changed: {case id: {"changed": {option: [was, now]}, "estimate_s": [was, now]}}.
@@ -391,7 +400,8 @@ def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = 
             case = max(free, key=lambda c: est[c.id])
         else:
             break
-        step = _step(benchmarks.get(case.bench), params[case.id])
+        step = _step(benchmarks.get(case.bench), params[case.id],
+                     lambda p, c=case: case_seconds(Case(c.id, c.job, c.bench, p), fig) or 0.0)
         if step is None:
             stuck.add(case.id)
             continue

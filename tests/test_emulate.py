@@ -883,7 +883,8 @@ def test_the_guest_says_how_much_slower_far_memory_is_and_its_estimates_use_it(h
 
 def test_the_far_near_ratio_is_the_probes_loads_and_reads_against_hmats(topo):
     """Node 0 near, node 2 (CXL) far on the fixture: 3000 against 100 ns a load and 0.5
-    against 10 GB/s read make 30x and 20x; HMAT declares 250 against 90 ns."""
+    against 10 GB/s read make 30x and 20x, and 0.2 against 0.01 s placing 4 MiB 20x;
+    HMAT declares 250 against 90 ns."""
     from cxlbench.emulate import probe
     figures = {("chase", 0): 100.0, ("chase", 2): 3000.0, ("bandwidth", 0): 10.0,
                ("bandwidth", 2): 0.5}
@@ -892,8 +893,10 @@ def test_the_far_near_ratio_is_the_probes_loads_and_reads_against_hmats(topo):
     def measure(bench, node, metric, **over):
         seen.append((bench, node, over["size"]))
         return figures[(bench, node)]
-    r = probe.emulated_ratio(topo("two_socket_cxl"), 0, 2, measure)
+    r = probe.emulated_ratio(topo("two_socket_cxl"), 0, 2, measure,
+                             touch={0: 0.01, 2: 0.2}.get)
     assert (r["slower"], r["read_slower"]) == (30.0, 20.0)
+    assert r["touch_slower"] == pytest.approx(20.0)
     assert r["hmat_slower"] == pytest.approx(250 / 90)
     assert seen == [("chase", 0, 4 << 20), ("chase", 2, 4 << 20), ("bandwidth", 0, 8 << 20),
                     ("bandwidth", 2, 8 << 20)]
@@ -912,3 +915,33 @@ def test_the_guest_relays_the_probes_line_before_the_commands_progress():
     script = emulate._guest_script(spec, spec.resolve({}), ["run", "ci"], {"topology": "cxl"})
     assert "> /.xchg/probe.json 2> /.xchg/stderr || exit 3" in script
     assert "> /.xchg/stdout 2>> /.xchg/stderr" in script
+
+
+def readme_tiering_in_a_guest() -> list[str]:
+    """README's `cxlbench emulate --topology cxl -- tiering ...` line, as its arguments."""
+    text = (REPO / "README.md").read_text()
+    (line,) = [x for x in text.splitlines()
+               if x.startswith("cxlbench emulate --topology cxl -- tiering")]
+    return line.split()[2:]
+
+
+@pytest.mark.qemu
+@needs("cxl")
+def test_readmes_tiering_in_a_guest_is_fitted_to_the_guests_limit(tmp_path):
+    """README's tiering command in the cxl guest, as written but for --dry-run (its full
+    run takes the guest's 15 minutes): the guest estimates the cases past its time left
+    and scales them all alike, saying so, to a total within it."""
+    r = cxlbench("emulate", *readme_tiering_in_a_guest(), "--dry-run", cwd=tmp_path,
+                 timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "note: the guest scales the cases that would not finish within their timeout " \
+           "or the guest's time left" in r.stderr
+    fits = [x for x in r.stderr.splitlines() if x.startswith("fit: ")]
+    assert len(fits) == 14, r.stderr
+    changes = {x.split(": ", 2)[2].split(" (estimated")[0] for x in fits}
+    assert len(changes) == 1, changes               # every case alike: they still compare
+    assert "epochs 8 to" in changes.pop()
+    (total,) = [x for x in r.stderr.splitlines() if x.startswith("estimated time: ~")]
+    minutes = re.match(r"estimated time: ~(\d+) min", total)
+    assert minutes is None or int(minutes.group(1)) < 13, total
+    print(total)

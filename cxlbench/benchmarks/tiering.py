@@ -158,8 +158,8 @@ PAGE_EPOCH_S = 1e-6
 
 def estimate(params: dict, figures) -> float:
     """Seconds of the case's work at the figures of its fast and slow nodes: the run's
-    units drawn and counted per page; the real engine then places its buffers, and each
-    repetition's epochs read their rows twice (the kernel, then numpy's check of it), the
+    units drawn and counted per page; the real engine then places its buffers (the tiered
+    one on the slow node, its share then moved up), and each repetition's epochs read their rows twice (the kernel, then numpy's check of it), the
     fast share at the fast node's figures and the rest at the slow node's (a policy
     keeping the hot pages fast does better), go over every page, and move up to an eighth
     of the fast tier. The tiered buffer is filled with random values at numpy's rate.
@@ -173,8 +173,13 @@ def estimate(params: dict, figures) -> float:
     fast, slow = figures.nodes[fast_node], figures.nodes[slow_node]
     share = {"all-fast": 1.0, "all-slow": 0.0}.get(params["policy"],
                                                    min(max(params["share"], 0.0), 1.0))
-    placed = sum(work.sizes().values())
-    tiered = work.sizes()[work.TIERED]
+    sizes = work.sizes()
+    tiered = sizes[work.TIERED]
+    # the tiered buffer is placed on the slow node (the policy's first placement then
+    # moves its share up), the rest on the fast one
+    start = fast if POLICIES[params["policy"]].KERNEL else slow
+    placed = (sum(sizes.values()) - tiered) * (1 / fast.touch + 1 / fast.scan) + \
+        tiered / start.touch + share * tiered * (1 / slow.read_1 + 1 / fast.touch)
 
     def epoch(f) -> float:
         cpu = (KERNEL_UNIT_S + CHECK_UNIT_S) * figures.cpu
@@ -185,7 +190,7 @@ def estimate(params: dict, figures) -> float:
     # touch: under an emulator, the slowest part)
     moves = share * tiered / 8 * (1 / migrate.MOVE_BPS + 1 / slow.touch) if share < 1 else 0.0
     reps = params["warmup"] + params["repeat"]
-    return draws + placed * (1 / fast.touch + 1 / fast.scan) + tiered / figures.fill + \
+    return draws + placed + tiered / figures.fill + \
         reps * work.epochs * (share * epoch(fast) + (1 - share) * epoch(slow) + pages + moves)
 
 

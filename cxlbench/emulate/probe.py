@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from ..topology import Topology
 WORDS = 4 << 20        # 32 MiB: enough to span many pages, small for emulated CXL
 CHASE = {"size": 4 << 20, "loads": 20000, "repeat": 3, "warmup": 1}     # a few ms near
 READ = {"size": 8 << 20, "passes": 1, "threads": 1, "repeat": 3, "warmup": 1}
+TOUCH = 4 << 20         # placed and first touched: the emulated device's page writes
 
 
 def _median(bench: str, node: int, metric: str, **over) -> float:
@@ -36,16 +38,32 @@ def _median(bench: str, node: int, metric: str, **over) -> float:
     return float(values[len(values) // 2])
 
 
-def emulated_ratio(topo: Topology, near: int, far: int, measure=_median) -> dict:
-    """How much slower the far node's loads and reads are than the near node's here, and
-    how much slower its HMAT says it is (None where the firmware gives no latency)."""
+def _touch_s(node: int) -> float:
+    """Seconds to place TOUCH bytes on the node and touch each page first (the best of
+    two)."""
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        buf = memory.Buffer(TOUCH, mem=Placement.bind(node))
+        best = min(best, time.perf_counter() - t0)
+        del buf         # unmapped: the next one is placed anew
+    return best
+
+
+def emulated_ratio(topo: Topology, near: int, far: int, measure=_median,
+                   touch=_touch_s) -> dict:
+    """How much slower the far node's loads, reads and first touches are than the near
+    node's here, and how much slower its HMAT says it is (None where the firmware gives
+    no latency)."""
     lat = {n: measure("chase", n, "latency", **CHASE) for n in (near, far)}
     read = {n: measure("bandwidth", n, "bandwidth", **READ) for n in (near, far)}
+    placed = {n: touch(n) for n in (near, far)}
     declared = [hmat_figures(topo, n) for n in (near, far)]
     hmat = declared[1].latency_ns / declared[0].latency_ns if all(declared) else None
     return {"near": near, "far": far, "latency_ns": {str(n): lat[n] for n in lat},
             "read_gbs": {str(n): read[n] for n in read}, "slower": lat[far] / lat[near],
-            "read_slower": read[near] / read[far], "hmat_slower": hmat}
+            "read_slower": read[near] / read[far],
+            "touch_slower": placed[far] / max(placed[near], 1e-9), "hmat_slower": hmat}
 
 
 def times(x: float) -> str:
