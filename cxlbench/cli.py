@@ -110,7 +110,7 @@ def run(suite_name, bench, sets, variables, resume, other_machine, results_dir, 
         s = suite.adhoc(bench, list(sets)) if bench else \
             suite.load(suite_name or "quick", suite.parse_pairs(variables, "--var"))
         run_ = _start(s, results_dir or "results", dry_run,
-                      max_cases or suite.DEFAULT_MAX_CASES, fit=fit)
+                      max_cases or suite.DEFAULT_MAX_CASES, fit=fit, guest_fits=True)
         if run_ is None:
             return
     _execute(run_, as_json)
@@ -153,10 +153,11 @@ def _list_cases(every: list, shown: list) -> None:
 
 
 def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = True,
-           fit: bool = False):
+           fit: bool = False, guest_fits: bool = False):
     """The suite's cases checked and its run directory made (None for a dry run, whose
-    cases are listed instead); with `fit`, those estimated past their timeout scaled
-    down first."""
+    cases are listed instead); with `fit`, those estimated past their timeout or the
+    run's budget scaled down first; with `guest_fits`, so too in an emulated guest
+    without being asked (run and tiering: a guest's limit kills what runs past it)."""
     echo = functools.partial(click.echo, err=True)
     topo = Topology.read()
     cases = suite.expand_for(s, topo, max_cases)
@@ -166,19 +167,24 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
     skipped = {n.split(": skipped: ")[0] for n in notes if ": skipped: " in n}
     found = estimate.for_cases(cases, topo, skipped)
     budget, whose = _budget(s, topo)
-    guest = bool(_guest_limit(topo))
+    scaled = fit or (guest_fits and bool(_guest_limit(topo)))
     fitted = {}
-    if fit or guest:
+    if scaled:
         cases, fitted = estimate.fit(cases, found.figures, skipped, budget)
         if fitted and not fit:
-            echo(f"note: the guest scales the cases that would not finish within their "
-                 f"timeout or {whose} down, as --fit does (raise cxlbench emulate --timeout "
-                 "for their full sizes):")
+            larger = "cxlbench emulate --timeout" if whose.startswith("the guest's") \
+                else "the suite's budget"
+            echo(f"note: the guest scales cases down, as --fit does, to finish within "
+                 f"their timeout and {whose}; a larger limit ({larger}) keeps their sizes:")
         for case_id, change in fitted.items():
             what = ", ".join(f"{k} {paramtext.value_text(k, a)} to {paramtext.value_text(k, b)}"
                              for k, (a, b) in change["changed"].items())
             was, now = (estimate.duration(t) for t in change["estimate_s"])
             echo(f"fit: {case_id}: {what} (estimated {was}, now {now})")
+        if fitted:      # the new values checked as the old were (a table now smaller than
+            for note in benchmarks.precheck(cases, topo):   # its batch's lookups, say)
+                if note not in notes:
+                    echo(f"note: {note}")
         found = estimate.of(cases, found.figures, skipped)
     if dry_run:
         _list_cases(cases, cases)
@@ -187,7 +193,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
                 echo(line)
         return None
     _refuse_past_timeout(cases, found)
-    _refuse_past_budget(found, budget, whose)
+    _refuse_past_budget(found, budget, whose, scaled)
     results.check_writable(results_dir)
     run_ = runner.start(s, cases, topo, results_dir, found, fitted)
     if one_node and len(topo.memory_nodes) == 1:
@@ -214,8 +220,8 @@ def _budget(s, topo, uptime=None) -> tuple[float | None, str]:
         since = uptime() if uptime else _uptime()
         left = max(0.0, 0.9 * (limit - since))
         out.append((left, f"the guest's time left ({estimate.duration(left)} of its limit "
-                          f"of {estimate.duration(limit)}, with {estimate.duration(since)} "
-                          "spent booting)"))
+                          f"of {estimate.duration(limit)}, {estimate.duration(since)} spent "
+                          "since it booted)"))
     return min(out, key=lambda x: x[0]) if out else (None, "")
 
 
@@ -227,15 +233,18 @@ def _uptime() -> float:
         return 0.0
 
 
-def _refuse_past_budget(found, budget: float | None, whose: str) -> None:
+def _refuse_past_budget(found, budget: float | None, whose: str, scaled: bool) -> None:
     """A run estimated past its budget (the suite's, or a guest's time left) would be cut
     short, or the guest killed with it: refused at once, with the estimate and what to
     change."""
-    if budget is not None and found.seconds > budget:
-        raise UserError(f"this run is estimated at {estimate.duration(found.seconds)}, past "
-                        f"{whose} (memory figures {found.source}): run fewer or smaller "
-                        "cases, or raise the budget (--fit scales cases down to it; in a "
-                        "guest: cxlbench emulate --timeout)")
+    if budget is None or found.seconds <= budget:
+        return
+    uncounted = f" (and {found.unestimated} cases not estimated)" if found.unestimated else ""
+    how = ("even scaled down: run fewer cases, or raise the budget" if scaled else
+           "run fewer or smaller cases, or raise the budget (--fit scales cases down to it)")
+    raise UserError(f"this run is estimated at {estimate.duration(found.seconds)}"
+                    f"{uncounted}, past {whose} (memory figures {found.source}): {how}; in "
+                    "a guest the budget is cxlbench emulate --timeout's")
 
 
 def _refuse_past_timeout(cases, found) -> None:
@@ -485,8 +494,8 @@ def _engine_option():
 @click.option("--knee", default=analysis.KNEE_SLOWDOWN, show_default=True,
               type=click.FloatRange(0.0, 10.0), help="the slowdown a knee allows (0.05: 5 %)")
 @click.option("--fit", is_flag=True, help="scale down the cases whose estimate is past "
-              "their timeout (repetitions, then epochs, then lookups), every case alike, "
-              "recorded in run.json, instead of refusing them")
+              "their timeout (repetitions, then epochs, then lookups, then the workload's "
+              "size), every case alike, recorded in run.json, instead of refusing them")
 @_errors
 def tiering_command(workload, policy, share, engine, sets, results_dir, as_json, dry_run,
                     knee, fit):
@@ -516,7 +525,7 @@ def tiering_command(workload, policy, share, engine, sets, results_dir, as_json,
                 **common, "policy": name, "share": fractions,
                 **{k: v for k, v in knobs.items() if KNOBS[k][0] == name}}
     s = suite.Suite(name="tiering", source="cxlbench tiering", text="", data=data)
-    run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES, fit=fit)
+    run_ = _start(s, results_dir, dry_run, suite.DEFAULT_MAX_CASES, fit=fit, guest_fits=True)
     if run_ is not None:
         _execute(run_, as_json, knee=knee, preface=_model_standing(run_, results_dir))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import PACKAGE_PARENT, benchmarks, gpu, memory, results
+from .errors import CxlbenchError
 from .placement import Placement
 from .suite import Case
 
@@ -192,8 +193,7 @@ def figures(nodes, probe=_probe_node, start=_probe_start, fill=_probe_fill) -> F
         kept = json.loads(path.read_text())
     except (OSError, ValueError):
         pass
-    fresh = {int(n): v for n, v in kept.get("nodes", {}).items()
-             if time.time() - v.get("when", 0) < PROBE_DAYS * 86400}
+    fresh = {int(n): v for n, v in kept.get("nodes", {}).items() if _fresh(v)}
     found = {}
     for node in sorted(set(nodes)):
         if node in fresh:
@@ -217,10 +217,15 @@ def figures(nodes, probe=_probe_node, start=_probe_start, fill=_probe_fill) -> F
                    cpu["start"]["value"], cpu["fill"]["value"])
 
 
+def _fresh(entry: dict) -> bool:
+    """Kept for less than PROBE_DAYS."""
+    return time.time() - entry.get("when", 0) < PROBE_DAYS * 86400
+
+
 def _kept(entry: dict, measure, fallback: float) -> dict:
     """A CPU figure kept from the last day, else measured now (`fallback` where that
     fails, not kept)."""
-    if "value" in entry and time.time() - entry.get("when", 0) < PROBE_DAYS * 86400:
+    if "value" in entry and _fresh(entry):
         return entry
     try:
         return {"value": measure(), "when": time.time()}
@@ -240,8 +245,8 @@ def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | No
         return None
     try:
         work = bench.estimate(case.params, fig)
-    except (KeyError, ValueError):      # a placement the figures do not cover
-        return None
+    except (KeyError, ValueError, CxlbenchError):   # a placement the figures do not cover,
+        return None                                 # or values the benchmark refuses
     return start + (GPU_CASE_S if gpu_case else 0.0) + work
 
 
@@ -360,35 +365,55 @@ def _smaller(bench, key: str, value):
 MIN_GAIN = 0.05
 
 
-def _step(bench, params: dict, cost) -> tuple[str, object] | None:
+def _step(bench, params: dict, cost, clash) -> tuple[str, object] | None:
     """The first option in FIT_ORDER that can still go lower and, halved, saves at least
-    MIN_GAIN of the case's estimate (cost(params) -> seconds), and its value halved; None
-    where none does."""
+    MIN_GAIN of the case's estimate (cost(params) -> seconds, None where it cannot say)
+    without making the case another of its job (clash(params): a sweep's 64M halved onto
+    its 32M), and its value halved; None where none does."""
     now = cost(params)
+    if now is None:
+        return None
     for key in FIT_ORDER:
-        if key in params and (new := _smaller(bench, key, params[key])) is not None \
-                and cost({**params, key: new}) <= now * (1 - MIN_GAIN):
+        if key not in params or (new := _smaller(bench, key, params[key])) is None:
+            continue
+        after = cost({**params, key: new})
+        if after is not None and after <= now * (1 - MIN_GAIN) and \
+                not clash({**params, key: new}):
             return key, new
     return None
+
+
+def _two_hosts(case) -> bool:
+    """A case of two hosts sharing a region (host=0 or 1): each host fits its own run, so
+    such a case is never scaled (the two would no longer meet on the same case)."""
+    return case.params.get("host") in ("0", "1")
 
 
 def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = None):
     """The cases scaled down until each is estimated within FIT_SHARE of its timeout and,
     with a `budget` (seconds for the whole run), their total within FIT_SHARE of it. A
     step takes the case furthest past its timeout (else the longest), halves the first
-    option of FIT_ORDER it can still lower to some gain (MIN_GAIN), and halves it alike in every case of its
-    benchmark that was given the same value: cases that shared a setting still share it,
-    so they compare (a tiering policy's share against all-fast). Returns the cases and what
-    changed: {case id: {"changed": {option: [was, now]}, "estimate_s": [was, now]}}.
-    A case that cannot go lower is left as it is, to the refusals."""
+    option of FIT_ORDER it can still lower to some gain (MIN_GAIN), and halves it alike
+    in every case of its benchmark that was given the same value: cases that shared a
+    setting still share it, so they compare (a tiering policy's share against all-fast).
+    Returns the cases and what changed: {case id: {"changed": {option: [was, now]},
+    "estimate_s": [was, now]}}. A case that cannot go lower is left as it is, to the
+    refusals."""
     params = {c.id: dict(c.params) for c in cases}
     est = {c.id: case_seconds(c, fig, c.id in skipped) for c in cases}
     was = dict(est)
-    movable = [c for c in cases if est[c.id] is not None and c.id not in skipped]
+    movable = [c for c in cases
+               if est[c.id] is not None and c.id not in skipped and not _two_hosts(c)]
     stuck: set[str] = set()
 
     def past(c) -> float:
         return est[c.id] - FIT_SHARE * c.params.get("timeout", 600)
+
+    def cost(c, p):
+        return case_seconds(Case(c.id, c.job, c.bench, p), fig)
+
+    def clash(c, p) -> bool:
+        return any(d.job == c.job and d.id != c.id and params[d.id] == p for d in cases)
 
     while True:
         free = [c for c in movable if c.id not in stuck]
@@ -401,18 +426,18 @@ def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = 
         else:
             break
         step = _step(benchmarks.get(case.bench), params[case.id],
-                     lambda p, c=case: case_seconds(Case(c.id, c.job, c.bench, p), fig) or 0.0)
+                     lambda p, c=case: cost(c, p), lambda p, c=case: clash(c, p))
         if step is None:
             stuck.add(case.id)
             continue
         key, new = step
         old = params[case.id][key]
-        for c in movable:       # those that were alike and still are
+        for c in cases:         # those that were alike and still are
             if c.bench == case.bench and c.params.get(key) == case.params[key] and \
-                    params[c.id].get(key) == old:
+                    params[c.id].get(key) == old and not _two_hosts(c):
                 params[c.id][key] = new
-                est[c.id] = case_seconds(Case(c.id, c.job, c.bench, params[c.id]), fig) \
-                    or est[c.id]
+                if est[c.id] is not None:
+                    est[c.id] = cost(c, params[c.id]) or est[c.id]
     out = [Case(c.id, c.job, c.bench, params[c.id]) for c in cases]
     changes = {}
     for c in cases:

@@ -84,29 +84,27 @@ def run_worker(case: Case, tick: Callable[[float], None] | None = None) -> dict:
     it runs, tick(seconds so far) every HEARTBEAT_S."""
     timeout = case.params.get("timeout", 600)
     ooms = oom_kills()
-    proc = subprocess.Popen([sys.executable, "-m", "cxlbench.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=PACKAGE_PARENT, env=lifetime.child_env())  # dies with us
-    t0, data = time.monotonic(), json.dumps(case.to_dict())
-    try:
-        while True:
-            so_far = time.monotonic() - t0
-            try:
-                out, err = proc.communicate(data, timeout=max(0.0, min(HEARTBEAT_S,
-                                                                       timeout - so_far)))
-                break
-            except subprocess.TimeoutExpired:
-                data = None         # handed over already; the wait goes on
-                if time.monotonic() - t0 >= timeout:
-                    proc.kill()
-                    proc.communicate()
-                    return {"status": "failed", "error": f"timed out after {timeout:g} s"}
-                if tick:
-                    tick(time.monotonic() - t0)
-    except BaseException:       # interrupted: the worker goes with us
-        proc.kill()
-        proc.wait()
-        raise
+    with subprocess.Popen([sys.executable, "-m", "cxlbench.worker"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          cwd=PACKAGE_PARENT, env=lifetime.child_env()) as proc:  # dies with us
+        t0, data = time.monotonic(), json.dumps(case.to_dict())
+        try:
+            while True:
+                so_far = time.monotonic() - t0
+                try:
+                    out, err = proc.communicate(data, timeout=max(0.0, min(HEARTBEAT_S,
+                                                                           timeout - so_far)))
+                    break
+                except subprocess.TimeoutExpired:
+                    data = None         # handed over already; the wait goes on
+                    if time.monotonic() - t0 >= timeout:
+                        _stop(proc)
+                        return {"status": "failed", "error": f"timed out after {timeout:g} s"}
+                    if tick:
+                        tick(time.monotonic() - t0)
+        except BaseException:       # interrupted: the worker goes with us
+            _stop(proc)
+            raise
     if proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
         oom = sig == "SIGKILL" and oom_kills() != ooms
@@ -120,6 +118,16 @@ def run_worker(case: Case, tick: Callable[[float], None] | None = None) -> dict:
         tail = err.strip().splitlines()[-5:]
         return {"status": "failed",
                 "error": f"worker exited {proc.returncode}: " + " | ".join(tail)}
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """The worker killed and reaped; its pipes drained for a moment only (a child it left
+    holding them must not hold the run)."""
+    proc.kill()
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def finite_or_failed(m: dict) -> dict:
@@ -444,17 +452,19 @@ def describe(entry: dict) -> str:
 
 
 def timing_text(meta: dict, journal: dict[str, dict]) -> str | None:
-    """The cases' time against their estimates: 'cases took 4 min 10 s, estimated ~3 min
-    50 s; half within 15 % of theirs' (None where no case was estimated)."""
+    """The finished cases' time against their estimates: 'cases took 4 min 10 s, estimated
+    ~3 min 50 s; half the estimates within 15 % of what their case took' (None where no
+    case was estimated)."""
     pairs = [(e["estimate_s"], e["seconds"]) for e in journal.values()
              if e.get("estimate_s") and isinstance(e.get("seconds"), (int, float))
              and e["seconds"] > 0]
     if not pairs:
         return None
     median = statistics.median(abs(est - took) / took for est, took in pairs)
-    some = "" if len(pairs) == len(meta.get("cases", pairs)) else f"{len(pairs)} estimated "
+    some = "" if len(pairs) == len(journal) else f"{len(pairs)} estimated "
     return (f"{some}cases took {duration(sum(t for _, t in pairs))}, estimated "
-            f"~{duration(sum(e for e, _ in pairs))}; half within {median:.0%} of theirs")
+            f"~{duration(sum(e for e, _ in pairs))}; half the estimates within {median:.0%} "
+            "of what their case took")
 
 
 def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:

@@ -360,6 +360,12 @@ class _KilledWorker:
     def __init__(self, *args, **kwargs):
         pass
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
     def communicate(self, data=None, timeout=None):
         return "", ""
 
@@ -386,7 +392,8 @@ def test_a_long_case_says_it_is_still_running_until_its_timeout_kills_it(monkeyp
     m = runner.run_worker(case, ticks.append)
     assert m == {"status": "failed", "error": "timed out after 3.5 s"}
     assert 3.5 <= time.monotonic() - t0 < 30
-    assert len(ticks) == 3 and ticks == sorted(ticks) and 0.9 < ticks[0] < ticks[-1] < 3.5
+    # ticks at about 1, 2 and 3 s (a loaded machine may run a slice late: two at least)
+    assert 2 <= len(ticks) <= 3 and ticks == sorted(ticks) and 0.9 < ticks[0] < ticks[-1] < 3.5
 
 
 # ---- 7: the median's interval at the largest repeat -------------------------------------

@@ -242,13 +242,14 @@ def test_a_guest_run_estimated_past_the_guests_time_left_is_refused_at_once():
     plain = Suite("s", "s.toml", "", {"a": {"bench": "chase"}})
     budget, whose = cli._budget(plain, guest, uptime=lambda: 100.0)
     assert budget == pytest.approx(720.0)
-    assert whose == ("the guest's time left (12 min of its limit of 15 min, with 1 min 40 s "
-                     "spent booting)")
-    cli._refuse_past_budget(found, budget, whose)               # 700 s within 720 s
+    assert whose == ("the guest's time left (12 min of its limit of 15 min, 1 min 40 s spent "
+                     "since it booted)")
+    cli._refuse_past_budget(found, budget, whose, True)         # 700 s within 720 s
     budget, whose = cli._budget(plain, guest, uptime=lambda: 200.0)
     with pytest.raises(UserError, match=r"estimated at 11 min 40 s, past the guest's time "
-                       r"left \(10 min 30 s of its limit of 15 min.*cxlbench emulate --timeout"):
-        cli._refuse_past_budget(found, budget, whose)
+                       r"left \(10 min 30 s of its limit of 15 min.*even scaled down.*"
+                       r"cxlbench emulate --timeout"):
+        cli._refuse_past_budget(found, budget, whose, True)
     outside = SimpleNamespace(machine={"emulated": None})
     assert cli._budget(plain, outside) == (None, "")
     tight = Suite("s", "s.toml", "", {"budget": 600, "a": {"bench": "chase"}})
@@ -267,12 +268,12 @@ def test_a_budget_that_is_not_seconds_above_zero_is_refused(value):
 
 
 def test_fit_to_a_budget_shrinks_the_longest_case_first_and_leaves_short_ones_alone():
-    """Three chases, 64 MiB ones long and a 64 KiB one short, in a budget the long ones
+    """Three chases, 64 and 32 MiB ones long and a 64 KiB one short, in a budget the long ones
     cannot meet as they are: the long ones are scaled down (repetitions, then loads)
     until the total is within 80 % of the budget; the short one is not touched."""
     big = defaults(chase, size=64 << 20, loads=16 << 20, repeat=20, mem="bind:0")
     cases = [Case("long/000", "long", "chase", big),
-             Case("long/001", "long", "chase", {**big, "repeat": 10}),
+             Case("long/001", "long", "chase", {**big, "size": 32 << 20, "repeat": 10}),
              Case("short/000", "short", "chase", defaults(chase, size=64 << 10, repeat=3))]
     was = estimate.of(cases, FIG)
     budget = was.seconds / 4
@@ -281,7 +282,7 @@ def test_fit_to_a_budget_shrinks_the_longest_case_first_and_leaves_short_ones_al
     assert set(changes) == {"long/000", "long/001"}
     assert out[2] == cases[2] and out[2].params == cases[2].params
     for c in out[:2]:
-        assert c.params["repeat"] == 2 and c.params["loads"] <= 16 << 20
+        assert c.params["repeat"] == 2 and c.params["loads"] < 16 << 20
     # a budget below a case's start: a step saving under 5 % of it is passed over (a
     # 64 KiB chase's time is its start), and what is left goes to the refusal
     tiny, changes = estimate.fit(cases[2:], FIG, budget=0.01)
@@ -360,9 +361,9 @@ def test_a_guest_fits_a_run_to_its_time_left_by_itself(tmp_path):
     r = cxlbench("run", str(suite), "--dry-run", "--results-dir", str(tmp_path),
                  env={"CXLBENCH_EMULATED": json.dumps(marker)})
     assert r.returncode == 0, r.stderr
-    assert "note: the guest scales the cases that would not finish within their timeout " \
-           "or the guest's time left (" in r.stderr
-    assert "raise cxlbench emulate --timeout for their full sizes" in r.stderr
+    assert "note: the guest scales cases down, as --fit does, to finish within their " \
+           "timeout and the guest's time left (" in r.stderr
+    assert "a larger limit (cxlbench emulate --timeout) keeps their sizes" in r.stderr
     assert "fit: latency/000: repeat 50 to " in r.stderr
 
 
@@ -388,3 +389,23 @@ def test_a_tiering_run_whose_table_fill_is_most_of_its_time_shrinks_its_table(mo
     changed = json.loads(changed)
     assert changed["embedding.rows"][1] < p["embedding.rows"]
     assert changed["embedding.batch"][1] >= 1024 and changed["epochs"] == [8, 2]
+
+
+def test_fit_never_halves_a_sweeps_point_onto_another_nor_a_case_of_two_hosts():
+    """A size sweep's 64 MiB point past its timeout is not halved onto the 32 MiB one
+    (two cases alike would be one point twice): its loads halve; and a case of two hosts
+    (host=1) keeps its options, as the other host keeps its own."""
+    from cxlbench import benchmarks
+    sweep = [Case(f"lat/00{i}", "lat", "chase",
+                  defaults(chase, size=size, loads=16 << 20, repeat=2, mem="bind:0",
+                           timeout=5.0)) for i, size in enumerate([32 << 20, 64 << 20])]
+    out, changes = estimate.fit(sweep, FIG)
+    sizes = [c.params["size"] for c in out]
+    assert len(set(sizes)) == 2 and sizes[1] > sizes[0]
+    assert out[1].params["loads"] < 16 << 20
+    pp = benchmarks.get("shared_pingpong")
+    two = Case("x/000", "x", "shared_pingpong", {
+        **{k: o.default for k, o in pp.options.items()}, "host": "1",
+        "region": "/dev/dax0.0", "iterations": 1 << 40, "timeout": 5.0})
+    out, changes = estimate.fit([two], FIG, budget=1.0)
+    assert out == [two] and not changes

@@ -498,16 +498,24 @@ class SharedPool(_Shared):
     @staticmethod
     def slice_bytes(params: dict) -> tuple[int, str]:
         """Each host's slice, and why that size where the case left it to cxlbench."""
+        largest = SharedPool.largest_slice(params)
+        if largest[0] != POOL_SLICE or params["slice"] or not _across(params):
+            return largest
+        have, _ = size_of(params["region"])
+        most = (have - PAGES * PAGE) // 2 // DAX_ALIGN * DAX_ALIGN
+        if most < POOL_SLICE:
+            return max(most, PAGE), f"half of what {params['region']} holds"
+        return largest
+
+    @staticmethod
+    def largest_slice(params: dict) -> tuple[int, str]:
+        """The slice a host takes where the case leaves it to cxlbench and no region
+        holds less, and why."""
         if params["slice"]:
             return params["slice"], "as set"
         if os.environ.get("CXLBENCH_EMULATED"):
             return EMULATED_SLICE, ("8 MiB: an emulator reaches the device an access at a "
                                     "time, so a larger slice only takes longer")
-        if _across(params):
-            have, _ = size_of(params["region"])
-            most = (have - PAGES * PAGE) // 2 // DAX_ALIGN * DAX_ALIGN
-            if most < POOL_SLICE:
-                return max(most, PAGE), f"half of what {params['region']} holds"
         return POOL_SLICE, "256 MiB: past the caches of most machines"
 
     @classmethod
@@ -521,8 +529,7 @@ class SharedPool(_Shared):
         at once at all threads'). A region of two hosts is taken at the largest slice
         (one that holds less only takes less)."""
         f = cls.figures_of(params, figures)
-        slice_ = params["slice"] or (EMULATED_SLICE if os.environ.get("CXLBENCH_EMULATED")
-                                     else POOL_SLICE)
+        slice_, _ = cls.largest_slice(params)
         phases = 2 * slice_ / f.read_1 + 2 * slice_ / f.read_all
         return 2 * slice_ * (1 / f.touch + 1 / f.scan) + \
             (params["warmup"] + params["repeat"]) * params["passes"] * phases

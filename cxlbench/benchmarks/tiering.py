@@ -176,22 +176,26 @@ def estimate(params: dict, figures) -> float:
     sizes = work.sizes()
     tiered = sizes[work.TIERED]
     # the tiered buffer is placed on the slow node (the policy's first placement then
-    # moves its share up), the rest on the fast one
-    start = fast if POLICIES[params["policy"]].KERNEL else slow
-    placed = (sum(sizes.values()) - tiered) * (1 / fast.touch + 1 / fast.scan) + \
-        tiered / start.touch + share * tiered * (1 / slow.read_1 + 1 / fast.touch)
+    # moves its share up; Linux's own tiering starts it local), the rest on the fast one
+    policy = POLICIES[params["policy"]]
+    placed = (sum(sizes.values()) - tiered) * (1 / fast.touch + 1 / fast.scan) + (
+        tiered / fast.touch if policy.KERNEL else
+        tiered / slow.touch + share * tiered * (1 / slow.read_1 + 1 / fast.touch))
 
     def epoch(f) -> float:
         cpu = (KERNEL_UNIT_S + CHECK_UNIT_S) * figures.cpu
         return work.units() * (f.latency_ns(tiered) * 1e-9 / MLP + cpu) + \
             2 * GATHER * work.epoch_bytes() / f.read_1
     pages = tiered / PAGE_BYTES[params["page"]] * PAGE_EPOCH_S * figures.cpu
-    # a page moved is read on one node and written on the other (the slow one's first
-    # touch: under an emulator, the slowest part)
-    moves = share * tiered / 8 * (1 / migrate.MOVE_BPS + 1 / slow.touch) if share < 1 else 0.0
+    # an online policy moves up to an eighth of the fast tier between epochs, a page read
+    # on one node and written on the other (the slow one's first touch: under an
+    # emulator, the slowest part); static policies and Linux's own move nothing here
+    online = share < 1 and not (policy.STATIC or policy.KERNEL)
+    moves = share * tiered / 8 * (1 / migrate.MOVE_BPS + 1 / slow.touch) if online else 0.0
     reps = params["warmup"] + params["repeat"]
-    return draws + placed + tiered / figures.fill + \
-        reps * work.epochs * (share * epoch(fast) + (1 - share) * epoch(slow) + pages + moves)
+    return draws + placed + tiered / figures.fill + reps * (
+        work.epochs * (share * epoch(fast) + (1 - share) * epoch(slow) + pages) +
+        (work.epochs - 1) * moves)
 
 
 def skip(params: dict, topology: Topology) -> str | None:
