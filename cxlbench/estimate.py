@@ -22,6 +22,7 @@ from . import PACKAGE_PARENT, benchmarks, gpu, memory, results
 from .errors import CxlbenchError
 from .placement import Placement
 from .suite import Case
+from .units import duration
 
 # A case's worker started, the case's buffers placed and freed, the worker gone: 0.45 to
 # 0.79 s a case (median 0.52) for ten 16 KiB-8 MiB chase cases on the 2-vCPU EPYC VM.
@@ -248,16 +249,6 @@ def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | No
     except (KeyError, ValueError, CxlbenchError):   # a placement the figures do not cover,
         return None                                 # or values the benchmark refuses
     return start + (GPU_CASE_S if gpu_case else 0.0) + work
-
-
-def duration(seconds: float) -> str:
-    """'40 s', '3 min 20 s', '1 h 5 min'."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
-    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
 
 
 @dataclass

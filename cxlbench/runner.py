@@ -22,8 +22,7 @@ from .options import json_value, to_json
 from .results import Run, columns_for
 from .suite import Case, Suite
 from .topology import Topology
-from .estimate import duration
-from .units import format_list, quantity, scale, significant
+from .units import duration, format_list, quantity, scale, significant
 
 
 def git_describe() -> str | None:

@@ -166,3 +166,13 @@ def quantity_range(low: float, high: float, unit: str, like: float | None = None
     default the larger end) takes, so they read beside it."""
     divisor, shown = scale(max(abs(low), abs(high)) if like is None else like, unit)
     return _joined(f"[{significant(low / divisor)}, {significant(high / divisor)}]", shown)
+
+
+def duration(seconds: float) -> str:
+    """'40 s', '3 min 20 s', '1 h 5 min'."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
