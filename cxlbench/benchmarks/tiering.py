@@ -159,10 +159,11 @@ PAGE_EPOCH_S = 1e-6
 def estimate(params: dict, figures) -> float:
     """Seconds of the case's work at the figures of its fast and slow nodes: the run's
     units drawn and counted per page; the real engine then places its buffers (the tiered
-    one on the slow node, its share then moved up), and each repetition's epochs read their rows twice (the kernel, then numpy's check of it), the
-    fast share at the fast node's figures and the rest at the slow node's (a policy
-    keeping the hot pages fast does better), go over every page, and move up to an eighth
-    of the fast tier. The tiered buffer is filled with random values at numpy's rate.
+    one on the slow node, its share then moved up) and fills the tiered one with random
+    values at numpy's rate; each repetition's epochs read their rows twice (the kernel,
+    then numpy's check of it), the fast share at the fast node's figures and the rest at
+    the slow node's (a policy keeping the hot pages fast does better), go over every page,
+    and (online policies) move up to an eighth of the fast tier between epochs.
     KeyError (not estimated) where a node has no figures."""
     topology = _estimate_topology()
     work = workload(params)
