@@ -216,6 +216,13 @@ def test_fit_halves_repetitions_then_loads_until_the_case_fits_and_says_so(tmp_p
     assert f"fit: latency/000: repeat 50 to 2, loads 16777216 to {loads} (estimated" in r.stderr
     entries = [json.loads(x) for x in (run / "cases.jsonl").read_text().splitlines()]
     assert all(e["status"] == "ok" for e in entries)
+    assert all(e["estimate_s"] > 0 for e in entries)
+    assert "cases took " in r.stderr and "half the estimates within " in r.stderr
+    from cxlbench.report.machine import run_table
+    from cxlbench.report.runs import load_runs
+    (row,) = run_table(load_runs([run])).rows
+    assert row[6].startswith("cases took ") and row[6].endswith(
+        "; 1 case scaled down to fit (run.json's \"fitted\")")
 
 
 def test_fit_leaves_an_option_at_its_floor_and_a_word_alone():

@@ -28,11 +28,20 @@ def _load(r: LoadedRun) -> str:
     return busy.replace("machine busy: ", "BUSY: ") if busy else "quiet"
 
 
+def _time(r: LoadedRun) -> str:
+    """What the cases took beside their estimate, and how many were scaled down to fit
+    their time (--fit, or a guest's limit)."""
+    text = runner.timing_text(r.meta, r.journal) or "not estimated"
+    fitted = len(r.meta.get("fitted") or {})
+    cases = f"{fitted} case{'s' if fitted != 1 else ''}"
+    return text + (f"; {cases} scaled down to fit (run.json's \"fitted\")" if fitted else "")
+
+
 def run_table(runs: list[LoadedRun]) -> Table:
     return Table(["label", "machine", "run", "suite", "started", "load", "time", "cxlbench",
                   "command"],
                  [[r.label, _machines(r), r.run_id, r.suite, r.meta.get("started", ""),
-                   _load(r), runner.timing_text(r.meta, r.journal) or "not estimated",
+                   _load(r), _time(r),
                    f"{r.meta.get('cxlbench_version', '')} {r.meta.get('git_describe') or ''}"
                    .strip(), " ".join(r.meta.get("command", []))] for r in runs])
 
