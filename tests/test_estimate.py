@@ -376,7 +376,7 @@ def test_a_guest_fits_a_run_to_its_time_left_by_itself(tmp_path):
 
 def test_a_tiering_run_whose_table_fill_is_most_of_its_time_shrinks_its_table(monkeypatch):
     """Three tiering cases at their defaults on a machine that fills a table at 5 MB/s
-    (an emulator's numpy): fitted to a tight budget, lookups halve while that saves time,
+    (a slow one): fitted to a tight budget, lookups halve while that saves time,
     then the table (128 MiB: half a minute to fill) halves, every case alike."""
     from types import SimpleNamespace
 
