@@ -179,8 +179,10 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
         for case_id, change in fitted.items():
             what = ", ".join(f"{k} {paramtext.value_text(k, a)} to {paramtext.value_text(k, b)}"
                              for k, (a, b) in change["changed"].items())
-            was, now = (estimate.duration(t) for t in change["estimate_s"])
-            echo(f"fit: {case_id}: {what} (estimated {was}, now {now})")
+            times = change["estimate_s"]
+            how = "not estimated: halved as its alike cases" if times is None else \
+                "estimated {}, now {}".format(*map(estimate.duration, times))
+            echo(f"fit: {case_id}: {what} ({how})")
         if fitted:      # the new values checked as the old were (a table now smaller than
             for note in benchmarks.precheck(cases, topo):   # its batch's lookups, say)
                 if note not in notes:

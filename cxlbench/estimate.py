@@ -423,9 +423,10 @@ def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = 
             continue
         key, new = step
         old = params[case.id][key]
-        for c in cases:         # those that were alike and still are
+        for c in cases:         # those that were alike and still are (and will run)
             if c.bench == case.bench and c.params.get(key) == case.params[key] and \
-                    params[c.id].get(key) == old and not _two_hosts(c):
+                    params[c.id].get(key) == old and not _two_hosts(c) and \
+                    c.id not in skipped:
                 params[c.id][key] = new
                 if est[c.id] is not None:
                     est[c.id] = cost(c, params[c.id]) or est[c.id]
@@ -433,7 +434,7 @@ def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = 
     changes = {}
     for c in cases:
         changed = {k: [c.params[k], v] for k, v in params[c.id].items() if v != c.params[k]}
-        if changed:
-            changes[c.id] = {"changed": changed,
-                             "estimate_s": [round(was[c.id], 1), round(est[c.id], 1)]}
+        if changed:         # estimate_s None: a case without an estimate, halved alike
+            changes[c.id] = {"changed": changed, "estimate_s": None if was[c.id] is None
+                             else [round(was[c.id], 1), round(est[c.id], 1)]}
     return out, changes

@@ -416,3 +416,15 @@ def test_fit_never_halves_a_sweeps_point_onto_another_nor_a_case_of_two_hosts():
         "region": "/dev/dax0.0", "iterations": 1 << 40, "timeout": 5.0})
     out, changes = estimate.fit([two], FIG, budget=1.0)
     assert out == [two] and not changes
+
+
+def test_a_case_without_an_estimate_is_halved_alike_and_said_so():
+    """A chase on a node not probed (no estimate) that shared the long one's repeat gets
+    the same halving (the two still compare), its change recorded without times."""
+    long = Case("lat/000", "lat", "chase", defaults(chase, size=64 << 20, loads=16 << 20,
+                                                    repeat=20, mem="bind:0", timeout=5.0))
+    unprobed = Case("lat/001", "lat", "chase", defaults(chase, size=32 << 20, repeat=20,
+                                                        mem="bind:7"))
+    out, changes = estimate.fit([long, unprobed], FIG)
+    assert out[1].params["repeat"] == out[0].params["repeat"] == 2
+    assert changes["lat/001"] == {"changed": {"repeat": [20, 2]}, "estimate_s": None}
