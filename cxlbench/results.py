@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Callable
 
 from . import columnar
+from .ownfiles import fsync_dir as _fsync_dir, open_ours as _open_ours, \
+    write_atomic as _write_atomic
 from .errors import ResultsError, ResultsWarning, StorageError
 
 FORMAT_VERSION = 3
@@ -358,26 +360,6 @@ def _journal_text(entries) -> str:
     return "".join(json.dumps(e, default=str) + "\n" for e in entries)
 
 
-def _open_ours(path: Path, flags: int, ours: str = "a file cxlbench wrote") -> int:
-    """A file of a run folder, opened only where it is a plain file of one name: a results
-    folder may be shared (a fleet's is), and a link left at one of our names must not
-    make cxlbench write to whatever it points at. ResultsError naming what is there;
-    OSError for the rest."""
-    try:    # (O_NONBLOCK: a FIFO left there fails rather than hangs the open)
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise ResultsError(f"{path} is a symbolic link, not {ours}: remove it") from None
-        raise
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        what = "has other names (hard links)" if stat.S_ISREG(st.st_mode) else \
-            "is not a plain file"
-        raise ResultsError(f"{path} {what}, so it is not {ours}: remove it")
-    return fd
-
-
 def _append(fd: int, text: str) -> None:
     """All of text or an OSError: write() may write less than it was given."""
     data = memoryview(text.encode())
@@ -387,37 +369,6 @@ def _append(fd: int, text: str) -> None:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         data = data[n:]
     os.fsync(fd)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """path holds the old text or the new, whole, whatever happens; StorageError if the
-    new cannot be written (the old stays). The new text goes to a file made afresh
-    (O_EXCL, never through a link left at its name), then renamed over path: the rename
-    replaces a link at path rather than writing where it points."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()            # left by a crash (or planted): a link goes, not its target
-        fd = _open_ours(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with open(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise StorageError(f"cannot write {path}: {e.strerror or e}") from None
-
-
-def _fsync_dir(path: Path) -> None:
-    """The rename itself on disk: a power cut after it keeps the new name."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def machine_folder(root: str | os.PathLike) -> Path:
