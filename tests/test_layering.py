@@ -17,7 +17,8 @@ PACKAGE = REPO / "cxlbench"
 LAYERS = [
     ("base", ["cxlbench", "cxlbench.errors", "cxlbench.units", "cxlbench.lifetime",
               "cxlbench.columnar", "cxlbench.gpu_build"]),
-    ("values and files", ["cxlbench.placement", "cxlbench.ownfiles", "cxlbench.results", "cxlbench.stats",
+    ("own files", ["cxlbench.ownfiles"]),
+    ("values and files", ["cxlbench.placement", "cxlbench.results", "cxlbench.stats",
                           "cxlbench.paramtext", "cxlbench.fleet.slurm"]),
     ("compiled boundaries and options", ["cxlbench.native", "cxlbench._native",
                                          "cxlbench.gpu", "cxlbench.options"]),
