@@ -536,9 +536,14 @@ def _read_stored(path: Path) -> tuple[dict, int]:
         raise ResultsError(f"{where} cannot be read: {e.strerror}") from None
     if not isinstance(meta, dict):
         raise ResultsError(f"{where} is damaged: not a JSON object")
-    version = meta.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
+    if "format_version" not in meta:
         raise ResultsError(f"{where} has no format_version")
+    version = meta["format_version"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        shown = json.dumps(version)     # as the file spells it: "x", 2.5, true, null
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ResultsError(f"{where} is damaged: its format_version is {shown}, not a whole "
+                           f"number (cxlbench writes 1 to {FORMAT_VERSION})")
     if version > FORMAT_VERSION:
         raise ResultsError(f"{path} was written in results format {version}, newer than this "
                            f"cxlbench reads ({FORMAT_VERSION}): upgrade cxlbench to read it")

@@ -5,7 +5,12 @@ import csv
 import io
 import json
 
+import pytest
+from click.testing import CliRunner
+
 from cxlbench import results
+from cxlbench.cli import main
+from cxlbench.errors import ResultsError
 
 from .conftest import cxlbench
 
@@ -108,3 +113,24 @@ def test_a_format_2_tiering_run_reads_with_namespaced_options(tmp_path):
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["format_version"] == results.FORMAT_VERSION == 3
     assert meta["columns"] == before.attrs["run"]["columns"]
+
+
+@pytest.mark.parametrize("value, shown", [("x", '"x"'), (2.5, "2.5"), (True, "true"),
+                                          (None, "null"), ([3], "[3]")])
+def test_a_format_version_that_is_no_whole_number_is_named(tmp_path, value, shown):
+    """A run.json whose format_version is there but not a whole number says what it is,
+    not that it has none; one without it still says so."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    meta = {"format_version": value, "run_id": "r", "columns": ["case", "metric", "value"],
+            "cases": []}
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    r = CliRunner().invoke(main, ["run", "--resume", str(run_dir), "--dry-run"])
+    assert r.exit_code == 2 and r.stderr.startswith("error: "), r.output
+    assert f"its format_version is {shown}, not a whole number (cxlbench writes 1 to " \
+        f"{results.FORMAT_VERSION})" in r.stderr
+    assert "has no format_version" not in r.stderr
+    del meta["format_version"]
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(ResultsError, match="run.json has no format_version$"):
+        results.read_meta(run_dir)
