@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import textwrap
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import system
-from .emulate import GUEST_PATH, guest_image
+from .emulate import GUEST_PATH, guest_image, tools
 from .topology import Topology, _numbered, _read, no_movable_command
 from .units import MAX_NODES, format_list, parse_list
 
@@ -37,9 +36,10 @@ class Check:
 
 
 def checks(sys_root: str | os.PathLike = "/sys", proc_root: str | os.PathLike = "/proc",
-           which=shutil.which) -> list[Check]:
-    """Every check of this machine, in the order render prints them. `which` finds a
-    command (shutil.which's signature), so tests can say what is installed."""
+           find=tools.find) -> list[Check]:
+    """Every check of this machine, in the order render prints them. `find` finds a
+    command as emulate does (tools.find: PATH, then the sbin folders), so tests can say
+    what is installed."""
     sysfs, procfs = Path(sys_root), Path(proc_root)
     topo = Topology.read(sysfs, procfs, probe_gpus=False)
     cpu = system.read_settings(sysfs, procfs)
@@ -48,7 +48,7 @@ def checks(sys_root: str | os.PathLike = "/sys", proc_root: str | os.PathLike = 
             _balancing(topo.settings.get("numa_balancing")),
             _demotion(topo.settings.get("demotion_enabled")), _governor(sysfs),
             _turbo(cpu["turbo"], sysfs), _smt(cpu["smt"]), _load(procfs),
-            _emulate_tools(len(topo.memory_nodes), which)]
+            _emulate_tools(len(topo.memory_nodes), find)]
 
 
 def render(checks: list[Check], width: int = 100) -> list[str]:
@@ -270,18 +270,23 @@ def _load(procfs: Path) -> Check:
     return Check("load", ", ".join(parts), "ok", affects)
 
 
-def _emulate_tools(memory_nodes: int, which) -> Check:
-    """What `cxlbench emulate` would refuse for (emulate.missing_requirements' tools); on
-    one node emulation is the only way to measure a far tier, so missing ones warn."""
-    host = [t for t in guest_image.TOOLS if which(t) is None]
-    guest = [t for t in guest_image.GUEST_TOOLS if which(t, path=GUEST_PATH) is None]
+def _emulate_tools(memory_nodes: int, find) -> Check:
+    """What `cxlbench emulate` would refuse for (emulate.missing_requirements' tools), and
+    the folders of those found (a user's PATH may lack them: /usr/sbin); on one node
+    emulation is the only way to measure a far tier, so missing ones warn."""
+    found = {t: find(t) for t in guest_image.TOOLS}
+    found |= {t: find(t, path=GUEST_PATH) for t in guest_image.GUEST_TOOLS}
+    host = [t for t in guest_image.TOOLS if found[t] is None]
+    guest = [t for t in guest_image.GUEST_TOOLS if found[t] is None]
+    where = tools.folders({t: p for t, p in found.items() if p is not None})
     affects = "`cxlbench emulate`: QEMU guests with emulated far memory"
     if not host and not guest:
-        return Check("emulate tools", "all found", "ok", affects)
+        return Check("emulate tools", f"all found: {where}", "ok", affects)
     value = "; ".join(([f"missing {', '.join(host)}"] if host else [])
-                      + ([f"for the cxl topologies: {', '.join(guest)}"] if guest else []))
-    tools = {**guest_image.TOOLS, **guest_image.GUEST_TOOLS}
-    packages = dict.fromkeys(tools[t] for t in host + guest)
+                      + ([f"for the cxl topologies: {', '.join(guest)}"] if guest else [])
+                      + ([f"found {where}"] if where else []))
+    package = {**guest_image.TOOLS, **guest_image.GUEST_TOOLS}
+    packages = dict.fromkeys(package[t] for t in host + guest)
     return Check("emulate tools", value, "warn" if host and memory_nodes == 1 else "info",
                  affects, f"apt-get install {' '.join(packages)}")
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from cxlbench import doctor
-from cxlbench.emulate import GUEST_PATH
+from cxlbench.emulate import GUEST_PATH, guest_image, tools
 from cxlbench.topology import Topology
 
 from . import sysfs_fixtures
@@ -16,7 +16,7 @@ PAGES_16G = 16 * (1 << 30) // 4096
 
 
 def found(tool, path=None):
-    """A `which` for which every tool is installed."""
+    """A `find` for which every tool is installed."""
     return f"/usr/bin/{tool}"
 
 
@@ -30,9 +30,9 @@ def machine(tmp_path, name, files=None):
     return root
 
 
-def by_name(root, which=found):
+def by_name(root, find=found):
     """The checks of a fixture tree, by name."""
-    return {c.name: c for c in doctor.checks(root / "sys", root / "proc", which=which)}
+    return {c.name: c for c in doctor.checks(root / "sys", root / "proc", find=find)}
 
 
 def zoneinfo(node2_normal: int, node2_movable: int) -> str:
@@ -139,7 +139,9 @@ def test_missing_qemu_is_named_with_its_package(tmp_path):
         return None if tool in ("qemu-system-x86_64", "daxctl") else found(tool)
 
     c = by_name(machine(tmp_path / "vm", "vm"), no_qemu)["emulate tools"]
-    assert c.value == "missing qemu-system-x86_64; for the cxl topologies: daxctl"
+    assert c.value == ("missing qemu-system-x86_64; for the cxl topologies: daxctl; found "
+                       "busybox, apt-get, apt-cache, dpkg, depmod, modprobe, cxl, ndctl in "
+                       "/usr/bin")
     assert c.change == "apt-get install qemu-system-x86 daxctl"
     assert c.status == "warn"           # one node: emulation is the way to a far tier
     c = by_name(machine(tmp_path / "cxl", "two_socket_cxl"), no_qemu)["emulate tools"]
@@ -153,6 +155,25 @@ def test_guest_tools_are_looked_for_on_the_guests_path(tmp_path):
             else None
 
     assert by_name(machine(tmp_path, "vm"), only_on_guest_path)["emulate tools"].status == "ok"
+
+
+def test_tools_off_path_in_an_sbin_folder_are_found_and_named(tmp_path, monkeypatch):
+    """A user's PATH lacks /usr/sbin, where Debian's kmod puts depmod and modprobe: doctor
+    finds them there as emulate does, and names the folder, instead of advising to
+    install kmod."""
+    bin_, sbin = tmp_path / "bin", tmp_path / "sbin"
+    for where, names in ((bin_, [t for t, p in {**guest_image.TOOLS, **guest_image.GUEST_TOOLS}
+                                 .items() if p != "kmod"]), (sbin, ["depmod", "modprobe"])):
+        where.mkdir()
+        for name in names:
+            (where / name).symlink_to("/bin/true")
+    monkeypatch.setenv("PATH", str(bin_))
+    monkeypatch.setattr(tools, "SBIN", (str(sbin),))
+    monkeypatch.setattr(doctor, "GUEST_PATH", str(bin_))
+    c = by_name(machine(tmp_path / "vm", "vm"), tools.find)["emulate tools"]
+    assert (c.status, c.change) == ("ok", None)
+    assert c.value == (f"all found: qemu-system-x86_64, busybox, apt-get, apt-cache, dpkg, "
+                       f"cxl, ndctl, daxctl in {bin_}; depmod, modprobe in {sbin}")
 
 
 def test_a_busy_machine_warns(tmp_path):
@@ -172,7 +193,7 @@ def test_a_lab_machine_sums_up_its_governors_in_one_line(tmp_path):
     files[f"{CPU}/intel_pstate/no_turbo"] = "0"
     files[f"{CPU}/smt/active"], files[f"{CPU}/smt/control"] = "1", "on"
     root = machine(tmp_path, "lab", files)
-    checks = doctor.checks(root / "sys", root / "proc", which=found)
+    checks = doctor.checks(root / "sys", root / "proc", find=found)
     c = {c.name: c for c in checks}
     assert c["governor"].value == "powersave on 380 CPUs, performance on 4"
     assert c["governor"].status == "warn"
@@ -183,7 +204,7 @@ def test_a_lab_machine_sums_up_its_governors_in_one_line(tmp_path):
     lines = doctor.render(checks, width=72)
     assert max(map(len, lines)) <= 72
     # One check for all 384 CPUs, not a line each.
-    assert sum(line.startswith("warn  governor:") for line in lines) == 1 and len(lines) < 40
+    assert sum(line.startswith("warn  governor:") for line in lines) == 1 and len(lines) < 45
     assert lines[0] == "4 warnings: numa balancing, demotion, governor, turbo (12 checks)"
     assert all(line.startswith(("ok ", "warn ", "info ", doctor.INDENT)) for line in lines[1:])
 
@@ -212,7 +233,7 @@ def test_render_sums_up_the_warnings_then_wraps_each_check():
 
 
 def test_an_empty_tree_says_not_available_and_never_raises(tmp_path):
-    checks = doctor.checks(tmp_path / "sys", tmp_path / "proc", which=lambda t, path=None: None)
+    checks = doctor.checks(tmp_path / "sys", tmp_path / "proc", find=lambda t, path=None: None)
     assert {c.status for c in checks} == {"info"}
     unreadable = [c.name for c in checks if c.value.startswith("not available")]
     assert unreadable == ["nodes", "hugepages", "thp", "thp defrag", "numa balancing",

@@ -23,7 +23,7 @@ from .. import PACKAGE_PARENT, lifetime
 from ..errors import CxlbenchError, UserError
 from ..topology import meminfo
 from ..units import format_size
-from . import guest_image
+from . import guest_image, tools
 from .topologies import TOPOLOGIES, get  # noqa: F401  (re-exported for the CLI)
 
 ENV = "CXLBENCH_EMULATED"       # set in the guest: the run is marked as emulated
@@ -33,9 +33,9 @@ GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 def missing_requirements(topology: str) -> list[str]:
     """What this machine lacks to run a guest of `topology`, each with what installs it;
     empty when nothing. `cxlbench emulate` refuses with it, the tests skip with it."""
-    missing = guest_image.missing_tools(guest_image.TOOLS)
+    missing = tools.missing(guest_image.TOOLS)
     if get(topology).cxl_devices:
-        missing += guest_image.missing_tools(guest_image.GUEST_TOOLS, path=GUEST_PATH)
+        missing += tools.missing(guest_image.GUEST_TOOLS, path=GUEST_PATH)
     # The guest runs this cxlbench: without its compiled core it fails after the boot.
     if importlib.util.find_spec("cxlbench._native") is None:
         missing.append(f"the compiled core cxlbench._native in {PACKAGE_PARENT}/cxlbench "
@@ -53,7 +53,8 @@ def guest_python(module: str) -> str:
 
 
 def qemu_version() -> str:
-    out = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True)
+    out = subprocess.run([tools.command("qemu-system-x86_64"), "--version"],
+                         capture_output=True, text=True)
     first = out.stdout.split("\n", 1)[0]
     return first.split("version", 1)[-1].strip().split()[0] if "version" in first else first
 
@@ -340,7 +341,7 @@ def _qemu_command(topo, params: dict, image, accel: str, scratch: str, xchg: Pat
     if _version_tuple(image.version) >= (6, 12):
         # Seen with Debian's 6.12 under QEMU 7.2: CXL devices need these to probe.
         cpu, append = "max,hypervisor=off", append + " pci=nomsi"
-    return ["qemu-system-x86_64", "-nodefaults", "-display", "none", "-no-reboot",
+    return [tools.command("qemu-system-x86_64"), "-nodefaults", "-display", "none", "-no-reboot",
             "-accel", accel, "-cpu", cpu, "-smp", str(params["cpus"]),
             "-kernel", str(image.kernel), "-initrd", str(image.initramfs), "-append", append,
             "-serial", f"file:{console}", *topo.qemu_args(params, scratch, host),
