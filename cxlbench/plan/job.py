@@ -5,9 +5,12 @@ or both (flags win)."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 from dataclasses import dataclass
 
 from ..errors import UserError
+from ..options import Option
 from ..workloads import embedding
 
 try:
@@ -42,6 +45,7 @@ PRESETS = {
 
 @dataclass(frozen=True)
 class Job:
+    """A job's fields, each described (kind, bounds, help) in OPTIONS below."""
     # the model
     layers: int = 0
     hidden: int = 0
@@ -50,34 +54,34 @@ class Job:
     head_dim: int = 0
     ffn: int = 0
     vocab: int = 0
-    experts: int = 1            # MoE: experts per layer (1: dense), top_k of them active
+    experts: int = 1
     top_k: int = 1
-    tables: tuple = ()          # embedding tables' rows
+    tables: tuple = ()
     table_dim: int = 0
     table_dtype: str = "fp32"
-    pooling: tuple = ()         # lookups a sample in each table (one each where not given)
-    table_zipf: float = 1.05    # skew of the lookups (the embedding workload's default)
+    pooling: tuple = ()
+    table_zipf: float = 1.05
     # precision and optimizer
-    dtype: str = "bf16"         # parameters, gradients, activations, KV-cache
-    master: str = "fp32"        # the optimizer's copy of the weights ("none": no copy)
+    dtype: str = "bf16"
+    master: str = "fp32"
     optimizer: str = "adam"
     # the run
     train: bool = True
     micro_batch: int = 1
-    global_batch: int = 0       # 0: micro_batch x dp (one micro-batch a step)
+    global_batch: int = 0
     seq: int = 4096
     dp: int = 1
     tp: int = 1
     pp: int = 1
-    zero: int = 0               # ZeRO stage 0-3 (3: FSDP's full sharding)
-    recompute: bool = False     # full activation recomputation: keep each layer's input only
-    flash: bool = True          # attention without its score matrix kept (FlashAttention)
+    zero: int = 0
+    recompute: bool = False
+    flash: bool = True
     offload: str = "none"
-    ranks_per_host: int = 0     # GPUs (ranks) sharing one host's memory; 0: up to 8
+    ranks_per_host: int = 0
     # serving
-    context: int = 0            # tokens a sequence's KV-cache holds (serving)
+    context: int = 0
     kv_block: int = 16
-    prefix_shared: float = 0.0  # share of each sequence's context shared by all (one copy)
+    prefix_shared: float = 0.0
     name: str = "custom"
 
     @property
@@ -94,17 +98,9 @@ class Job:
 
 
 def _check(job: Job) -> Job:
+    """What no one field's bounds say: the fields against each other (each value is
+    already of its kind and within its bounds, so nothing here divides by zero)."""
     bad = []
-    if job.dtype not in DTYPE_BYTES or job.table_dtype not in DTYPE_BYTES:
-        bad.append(f"dtype: one of {', '.join(DTYPE_BYTES)}")
-    if job.master not in (*DTYPE_BYTES, "none"):
-        bad.append(f"master: one of {', '.join(DTYPE_BYTES)} or none")
-    if job.optimizer not in OPTIMIZERS:
-        bad.append(f"optimizer: one of {', '.join(OPTIMIZERS)}")
-    if job.offload not in OFFLOADS:
-        bad.append(f"offload: one of {', '.join(OFFLOADS)}")
-    if job.zero not in (0, 1, 2, 3):
-        bad.append("zero: 0, 1, 2 or 3")
     if job.offload == "kv" and job.train:
         bad.append("offload: kv is serving's (--serve)")
     if job.offload in ("optimizer", "optimizer+params") and not job.train:
@@ -120,8 +116,7 @@ def _check(job: Job) -> Job:
                    "(--context)")
     if job.train and job.context:
         bad.append("context: serving's (training has seq)")
-    if job.global_batch < 0 or (job.global_batch and
-                                job.global_batch % (job.micro_batch * job.dp)):
+    if job.global_batch % (job.micro_batch * job.dp):
         bad.append(f"global_batch: a multiple of micro_batch x dp "
                    f"({job.micro_batch * job.dp})")
     if job.ranks_per_host > job.dp * job.tp * job.pp:
@@ -131,17 +126,10 @@ def _check(job: Job) -> Job:
         for name in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
             if getattr(job, name) < 1:
                 bad.append(f"{name}: at least 1 for a model with layers")
-    if job.tables and (min(job.tables) < 1 or job.table_dim < 1):
-        bad.append("tables: rows at least 1 a table, and table_dim at least 1")
-    if job.pooling and min(job.pooling) < 1:
-        bad.append("pooling: at least 1 lookup a table")
+    if job.tables and job.table_dim < 1:
+        bad.append("table_dim: at least 1 for embedding tables")
     if job.pooling and len(job.pooling) != len(job.tables):
         bad.append(f"pooling: one a table ({len(job.tables)}), not {len(job.pooling)}")
-    if job.ranks_per_host < 0:
-        bad.append("ranks_per_host: at least 1 (0: up to 8)")
-    for name in ("micro_batch", "seq", "dp", "tp", "pp", "experts", "top_k", "kv_block"):
-        if getattr(job, name) < 1:
-            bad.append(f"{name}: at least 1")
     if job.layers and job.layers % job.pp:
         bad.append(f"pp: {job.pp} stages cannot split {job.layers} layers evenly")
     if job.heads and job.heads % job.tp:
@@ -150,8 +138,6 @@ def _check(job: Job) -> Job:
         bad.append(f"kv_heads: {job.kv_heads} does not divide {job.heads} heads")
     if job.top_k > job.experts:
         bad.append(f"top_k: at most experts ({job.experts})")
-    if not 0 <= job.prefix_shared <= 1:
-        bad.append("prefix_shared: between 0 and 1")
     if not job.layers and not job.tables:
         bad.append("the model: a preset, or layers (and its shape), or embedding tables")
     if bad:
@@ -159,49 +145,169 @@ def _check(job: Job) -> Job:
     return job
 
 
-FIELDS = {f.name: f for f in dataclasses.fields(Job)}
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Job)}
+
+
+def _field(name: str, kind: str, help: str, unit: str | None = None, **kw) -> Option:
+    return Option(name, kind, DEFAULTS[name], help, unit, **kw)
+
+
+# Each field's kind, bounds and help; its default is Job's. The bounds pass every model
+# trained or served so far and keep each product the plan forms far from a float's range
+# (the parameter count and each part's bytes are bounded once the job is whole).
+_ROWS, _DIM = embedding.OPTIONS["rows"], embedding.OPTIONS["dim"]
+OPTIONS = {o.name: o for o in [
+    _field("layers", "int", "transformer layers (0: none, embedding tables alone)", min=0,
+           max=10_000),
+    _field("hidden", "int", "the model's width", min=0, max=1 << 20),
+    _field("heads", "int", "attention heads", min=0, max=1 << 16),
+    _field("kv_heads", "int", "key and value heads (grouped-query attention)", min=0,
+           max=1 << 16),
+    _field("head_dim", "int", "a head's width", min=0, max=1 << 16),
+    _field("ffn", "int", "the MLP's inner width", min=0, max=1 << 22),
+    _field("vocab", "int", "the vocabulary", "tokens", min=0, max=1 << 24),
+    _field("experts", "int", "MoE: experts a layer (1: dense), top_k of them active", min=1,
+           max=1 << 16),
+    _field("top_k", "int", "MoE: experts active a token", min=1, max=1 << 16),
+    _field("tables", "int", "embedding tables' rows, a list: one a table", "rows",
+           min=_ROWS.min, max=_ROWS.max),
+    _field("table_dim", "int", "elements a table's row (0: no tables)", min=0, max=_DIM.max),
+    _field("table_dtype", "choice", "a table's elements", choices=tuple(DTYPE_BYTES)),
+    _field("pooling", "int", "lookups a sample in each table, a list (one each where not "
+           "given)", min=1, max=embedding.OPTIONS["pooling"].max),
+    embedding.OPTIONS["alpha"].but(name="table_zipf", default=DEFAULTS["table_zipf"],
+                                   help="skew of the lookups: Zipf's exponent, as the "
+                                   "embedding workload's alpha"),
+    _field("dtype", "choice", "parameters, gradients, activations, KV-cache",
+           choices=tuple(DTYPE_BYTES)),
+    _field("master", "choice", "the optimizer's copy of the weights (none: no copy)",
+           choices=(*DTYPE_BYTES, "none")),
+    _field("optimizer", "choice", "the optimizer", choices=OPTIMIZERS),
+    _field("train", "bool", "training (false: serving)"),
+    _field("micro_batch", "int", "samples a micro-batch", min=1, max=1 << 20),
+    _field("global_batch", "int", "samples a step (0: micro_batch x dp, one micro-batch a "
+           "step)", min=0, max=1 << 40),
+    _field("seq", "int", "sequence length (training)", "tokens", min=1, max=1 << 24),
+    _field("dp", "int", "data-parallel degree", min=1, max=1 << 20),
+    _field("tp", "int", "tensor-parallel degree", min=1, max=1 << 16),
+    _field("pp", "int", "pipeline-parallel degree", min=1, max=1 << 16),
+    _field("zero", "int", "ZeRO stage 0-3 (3: FSDP's full sharding)", min=0, max=3),
+    _field("recompute", "bool", "full activation recomputation: each layer's input kept "
+           "only"),
+    _field("flash", "bool", "attention without its score matrix kept (FlashAttention)"),
+    _field("offload", "choice", "what lives on the host: training's optimizer (and "
+           "params), serving's kv", choices=OFFLOADS),
+    _field("ranks_per_host", "int", "GPUs (ranks) sharing one host's memory (0: up to 8)",
+           min=0, max=1 << 16),
+    _field("context", "int", "tokens a sequence's KV-cache holds (serving)", "tokens", min=0,
+           max=1 << 30),
+    _field("kv_block", "int", "tokens a KV-cache block", "tokens", min=1, max=1 << 20),
+    _field("prefix_shared", "float", "share of each sequence's context shared by all (one "
+           "copy)", min=0.0, max=1.0),
+]}
+LISTS = ("tables", "pooling")           # a list of the option's values, one a table
+MAX_TABLES = 1 << 14
+MAX_NAME = 100                          # name: free text (no option kind), printable
+MAX_PARAMS = 10 ** 15                   # a thousand times the largest dense model's
+MAX_BYTES = 1 << 60                     # a part's bytes on one device
+MAX_CONFIG = 1 << 20                    # a job's TOML file
+assert set(OPTIONS) | {"name"} == set(DEFAULTS), "every field of Job has an option"
+
+
+def convert(name: str, raw) -> object:
+    """A field's value as given (a flag's, a TOML file's, a preset's) -> the Job's.
+    ValueError saying what is wrong."""
+    if name == "name":
+        if not isinstance(raw, str) or not raw.isprintable() or not 0 < len(raw) <= MAX_NAME:
+            raise ValueError(f"{raw!r:.40}: a name of printable text, 1 to {MAX_NAME} "
+                             "characters")
+        return raw
+    option = OPTIONS[name]
+    if name not in LISTS:
+        return option.convert(raw)
+    if not isinstance(raw, (list, tuple)):
+        raise ValueError(f"{raw!r:.40} is not a list (one value a table: [1000, 5000])")
+    if len(raw) > MAX_TABLES:
+        raise ValueError(f"{len(raw)} values, more than the {MAX_TABLES} tables a plan takes")
+    return tuple(option.convert(v) for v in raw)
+
+
+def read_input(path: str, what: str, limit: int) -> str:
+    """A file the user names (a job's TOML, a plan's JSON) as text: a plain file (a FIFO
+    or a device would hang or flood the read), at most `limit` bytes, UTF-8 (a BOM
+    dropped). UserError naming `what` and the file otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise UserError(f"{what} {path}: not a plain file")
+            raw = f.read(limit + 1)
+    except OSError as e:
+        raise UserError(f"{what} {path}: cannot be read: {e.strerror or e}") from None
+    if len(raw) > limit:
+        raise UserError(f"{what} {path}: larger than the {limit >> 20} MiB it may be")
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise UserError(f"{what} {path}: not UTF-8 text (line {line}: {e.reason})") from None
+
+
+def _config(path: str) -> dict:
+    text = read_input(path, "plan: --config", MAX_CONFIG)
+    try:
+        return tomllib.loads(text)
+    except ValueError as e:     # TOMLDecodeError, or an integer of over 4300 digits
+        raise UserError(f"plan: --config {path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise UserError(f"plan: --config {path}: not valid TOML: nested too deeply") from None
 
 
 def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Job:
     """A preset's shape, then a TOML file's fields, then the flags given (None: not
-    given). Unknown fields are refused with the known ones named."""
-    values: dict = {}
+    given). Each value is checked against its field's option before anything is computed;
+    unknown fields are refused with the known ones named."""
+    given: dict = {}        # field: (value, where it was given)
+    preset_where = "--model"
     if toml_path:
-        try:
-            with open(toml_path, "rb") as f:
-                data = tomllib.load(f)
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise UserError(f"plan: {toml_path}: {e}") from e
-        preset = data.pop("preset", None) if preset is None else preset
-        values.update(data)
-    values.update({k: v for k, v in flags.items() if v is not None})
-    unknown = sorted(set(values) - set(FIELDS))
+        data = _config(toml_path)
+        if preset is None and "preset" in data:
+            preset, preset_where = data["preset"], f"--config {toml_path}: preset"
+        data.pop("preset", None)
+        given.update({k: (v, f"--config {toml_path}: {k}") for k, v in data.items()})
+    given.update({k: (v, f"--{k.replace('_', '-')} ({k})") for k, v in flags.items()
+                  if v is not None})
+    unknown = sorted(set(given) - set(DEFAULTS))
     if unknown:
-        raise UserError(f"plan: no field {', '.join(unknown)} (fields: "
-                        f"{', '.join(sorted(FIELDS))})")
+        raise UserError(f"plan: no field {', '.join(map(str, unknown))} (fields: "
+                        f"{', '.join(DEFAULTS)})")
     if preset is not None:
-        if preset not in PRESETS:
-            raise UserError(f"plan: no preset {preset!r} (presets: {', '.join(PRESETS)})")
-        values = {**PRESETS[preset], "name": preset, **values}
-    for name in ("tables", "pooling"):
-        if name in values:
-            values[name] = tuple(values[name]) if isinstance(values[name], (list, tuple)) \
-                else values[name]
-    wrong = [f"{k} = {v!r} (want {FIELDS[k].type})" for k, v in values.items()
-             if not _typed(v, FIELDS[k].type)]
-    if wrong:
-        raise UserError("plan: " + "; ".join(wrong))
-    return _check(Job(**values))
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise UserError(f"plan: {preset_where}: no preset {preset!r:.40} (presets: "
+                            f"{', '.join(PRESETS)})")
+        given = {**{k: (v, f"preset {preset}: {k}") for k, v in PRESETS[preset].items()},
+                 "name": (preset, "name"), **given}
+    values, bad = {}, []
+    for name, (raw, where) in given.items():
+        try:
+            values[name] = convert(name, raw)
+        except ValueError as e:
+            bad.append(f"{where}: {e}")
+    if bad:
+        raise UserError("plan: " + "; ".join(bad))
+    return _sized(_check(Job(**values)))
 
 
-def _typed(value, kind: str) -> bool:
-    """Whether a field's value has its annotated type (the annotations are text here):
-    ints for int (not bools), numbers for float, a tuple of ints for tuple."""
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "tuple":
-        return isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool)
-                                                for v in value)
-    return isinstance(value, {"bool": bool, "str": str}.get(kind, object))
+def _sized(job: Job) -> Job:
+    """A job whose parameters and parts stay within what any machine could hold."""
+    from .footprint import footprint, params    # footprint builds on this module
+    n = params(job)
+    if n > MAX_PARAMS:
+        raise UserError(f"plan: the model has {n / 1e12:.3g} T parameters, past the "
+                        f"{MAX_PARAMS / 1e12:g} T a plan takes: check layers, hidden, ffn, "
+                        "vocab, experts, tables and table_dim")
+    big = [p for p in footprint(job) if p.bytes > MAX_BYTES]
+    if big:
+        raise UserError(f"plan: {big[0].name}: {big[0].bytes:.3g} bytes a device, past the "
+                        f"{MAX_BYTES >> 60} EiB a plan takes (its formula: {big[0].formula})")
+    return job

@@ -4,8 +4,10 @@ with its formula and source), and as --json gives it."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
+from ..errors import UserError
 from ..tiering import calibration
 from ..units import quantity
 from .footprint import params
@@ -140,8 +142,9 @@ def render(plan: Plan) -> str:
 
 
 def as_dict(plan: Plan) -> dict:
+    """The plan as --json prints it: strict JSON (no NaN or infinity, which JSON lacks)."""
     job, m = plan.job, plan.machine
-    return {
+    return _finite({
         "shape": shape(job), "answer": answer(plan),
         "job": dataclasses.asdict(job), "parameters": params(job),
         "device": "pipeline stage 0 of one data-parallel rank",
@@ -165,4 +168,17 @@ def as_dict(plan: Plan) -> dict:
                   "better": {"dram_share": t.best[0], "ns": t.best[1]} if t.best else None}
                  for t in plan.timed],
         "curve": [{"slow_share": s, "ns": ns} for s, ns in plan.curve],
-    }
+    })
+
+
+def _finite(value, where: str = "plan"):
+    """`value`, every float in it finite; UserError naming the first that is not (its
+    inputs are bounded, so one would be the model's fault, said rather than printed)."""
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{where} is {value}, not a finite number: the plan cannot be "
+                        "written as JSON (please report this job)")
+    return value

@@ -69,6 +69,9 @@ def machine(topology, *, gpu_mem: str | None = None, dram: str | None = None,
     """This machine's tiers as a plan sees them, each capacity and figure with its source.
     Several DRAM nodes are one tier (the ranks spread over the sockets), as are several
     CPU-less nodes; each tier's speed is its first node's."""
+    if profile and profile not in calibration.profiles():  # checked with a calibration or not
+        raise UserError(f"plan: --slow-tier {profile}: no such profile (the profiles: "
+                        f"{', '.join(calibration.profiles())})")
     fast_nodes = tuple(n.id for n in topology.nodes if n.cpus and n.has_memory)
     slow_nodes = tuple(n.id for n in topology.nodes if n.far_memory)
     if not fast_nodes:
