@@ -181,7 +181,7 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
                              for k, (a, b) in change["changed"].items())
             times = change["estimate_s"]
             how = "not estimated: halved as its alike cases" if times is None else \
-                "estimated {}, now {}".format(*map(estimate.duration, times))
+                "estimated {}, now {}".format(*estimate.apart(*times))
             echo(f"fit: {case_id}: {what} ({how})")
         if fitted:      # the new values checked as the old were (a table now smaller than
             for note in benchmarks.precheck(cases, topo):   # its batch's lookups, say)
@@ -193,9 +193,11 @@ def _start(s, results_dir: str, dry_run: bool, max_cases: int, one_node: bool = 
         if found.unestimated < len(cases):     # a benchmark that estimates is among them
             for line in found.lines():
                 echo(line)
-        return None
+    # a dry run says what the run would do: refused alike, with the same exit
     _refuse_past_timeout(cases, found)
     _refuse_past_budget(found, budget, whose, scaled)
+    if dry_run:
+        return None
     results.check_writable(results_dir)
     run_ = runner.start(s, cases, topo, results_dir, found, fitted)
     if one_node and len(topo.memory_nodes) == 1:
@@ -244,9 +246,12 @@ def _refuse_past_budget(found, budget: float | None, whose: str, scaled: bool) -
     uncounted = f" (and {found.unestimated} cases not estimated)" if found.unestimated else ""
     how = ("even scaled down: run fewer cases, or raise the budget" if scaled else
            "run fewer or smaller cases, or raise the budget (--fit scales cases down to it)")
-    raise UserError(f"this run is estimated at {estimate.duration(found.seconds)}"
-                    f"{uncounted}, past {whose} (memory figures {found.source}): {how}; in "
-                    "a guest the budget is cxlbench emulate --timeout's")
+    took, limit = estimate.apart(found.seconds, budget)
+    if limit != estimate.duration(budget):      # `whose` wrote it alike: as many digits
+        whose = whose.replace(estimate.duration(budget), limit, 1)
+    raise UserError(f"this run is estimated at {took}{uncounted}, past {whose} (memory "
+                    f"figures {found.source}): {how}; in a guest the budget is cxlbench "
+                    "emulate --timeout's")
 
 
 def _refuse_past_timeout(cases, found) -> None:
@@ -260,9 +265,9 @@ def _refuse_past_timeout(cases, found) -> None:
     for c, t in late[:5]:
         knob = next((k for k in estimate.FIT_ORDER[1:] if k in c.params), None)   # not repeat
         shrink = f"{knob} (now {paramtext.value_text(knob, c.params[knob])}) or " if knob else ""
-        lines.append(f"{c.id} ({c.bench}): estimated {estimate.duration(t)}, past its "
-                     f"timeout of {estimate.duration(c.params.get('timeout', 600))}: lower "
-                     f"{shrink}repeat (now {c.params.get('repeat')}), or raise timeout")
+        took, limit = estimate.apart(t, c.params.get("timeout", 600))
+        lines.append(f"{c.id} ({c.bench}): estimated {took}, past its timeout of {limit}: "
+                     f"lower {shrink}repeat (now {c.params.get('repeat')}), or raise timeout")
     more = f"; and {len(late) - 5} more" if len(late) > 5 else ""
     raise UserError(f"{len(late)} case(s) would not finish within their timeout "
                     f"(memory figures {found.source}): " + "; ".join(lines) + more)

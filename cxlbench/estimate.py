@@ -7,22 +7,22 @@ profile's published figures). A benchmark without estimate() leaves its cases
 unestimated, and the total says how many."""
 from __future__ import annotations
 
+import errno
 import json
 import math
-import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
-from . import PACKAGE_PARENT, benchmarks, gpu, memory, results
-from .errors import CxlbenchError
+from . import PACKAGE_PARENT, benchmarks, gpu, memory, ownfiles, results
+from .errors import CxlbenchError, StorageError
 from .placement import Placement
 from .suite import Case
-from .units import duration
+from .units import MAX_NODES, duration as _words
 
 # A case's worker started, the case's buffers placed and freed, the worker gone: 0.45 to
 # 0.79 s a case (median 0.52) for ten 16 KiB-8 MiB chase cases on the 2-vCPU EPYC VM.
@@ -176,62 +176,192 @@ def _probe_fill() -> float:
     return (1 << 20) / max(best, 1e-9)
 
 
+def duration(seconds: float) -> str:
+    """units.duration's words ('40 s', '3 min 20 s'); under half a second the figure
+    itself ('0.4 s', '1e-300 s'), where the words would say 0 s of something that is not."""
+    return f"{seconds:.2g} s" if 0 < abs(seconds) < 0.5 else _words(seconds)
+
+
+def apart(a: float, b: float) -> tuple[str, str]:
+    """Two durations (an estimate and the limit it is past) written with as many digits
+    as it takes to tell them apart where the words would read alike (1.4 s past 1.2 s)."""
+    out, digits = (duration(a), duration(b)), 2
+    while out[0] == out[1] and a != b and digits <= 17:
+        out, digits = (f"{a:.{digits}g} s", f"{b:.{digits}g} s"), digits + 1
+    return out
+
+
 def _defaults(bench: str) -> dict:
     return {k: o.default for k, o in benchmarks.get(bench).options.items()}
 
 
 def _cache_file() -> Path:
-    root = Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench"))
-    return root / f"estimate-{results.machine_id()}.json"
+    """This machine's kept figures (UserError where CXLBENCH_CACHE is empty or relative)."""
+    return ownfiles.cache_root() / f"estimate-{results.machine_id()}.json"
 
 
 def figures(nodes, probe=_probe_node, start=_probe_start, fill=_probe_fill) -> Figures:
     """This machine's figures for `nodes`, its workers' start and numpy's fill: a probe's
-    kept from the last day, else probed now (and kept)."""
+    kept from the last day, else probed now (and kept). What the cache holds is believed
+    only as _read_cache lets it through; the rest is probed again, and said so."""
     path = _cache_file()
-    kept: dict = {}
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
-    fresh = {int(n): v for n, v in kept.get("nodes", {}).items() if _fresh(v)}
+    kept, damaged = _read_cache(path)
+    if damaged:
+        print(f"note: discarded the estimate cache {path}: {damaged}; probing again",
+              file=sys.stderr)
+    fresh = {n: v for n, v in kept["nodes"].items() if _fresh(v)}
+    changed = bool(damaged)
     found = {}
     for node in sorted(set(nodes)):
-        if node in fresh:
-            f = dict(fresh[node])
-            f.pop("when")
-            found[node] = NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
+        if node not in fresh:
+            try:
+                f = asdict(probe(node))
+                entry = {**f, "sweep": [list(p) for p in f["sweep"]], "when": time.time()}
+                _node_entry(entry)      # a probe's NaN or nonsense is no figure either
+            except Exception:   # noqa: BLE001 - a node not probed has no estimate, no more
+                continue
+            fresh[node], changed = entry, True
+        f = {k: v for k, v in fresh[node].items() if k != "when"}
+        found[node] = NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
+    cpu = {}
+    for key, measure, fallback in (("start", start, CASE_S), ("fill", fill, 0.0)):
+        if kept[key] is not None and _fresh(kept[key]):
+            cpu[key] = kept[key]
             continue
-        try:
-            found[node] = probe(node)
-        except Exception:       # noqa: BLE001 - a node not probed has no estimate, no more
-            continue
-        fresh[node] = {**asdict(found[node]), "when": time.time()}
-    cpu = {key: _kept(kept.get(key, {}), measure, fallback)
-           for key, measure, fallback in (("start", start, CASE_S), ("fill", fill, 0.0))}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"nodes": {str(n): v for n, v in fresh.items()}, **cpu}))
-    except OSError:
-        pass        # a read-only home: probed again next time
+        cpu[key], changed = _measured(key, measure, fallback), True
+    if changed:
+        text = json.dumps({"nodes": {str(n): v for n, v in fresh.items()}, **cpu})
+        try:        # never through a link or onto a file left at its name
+            ownfiles.write_atomic(ownfiles.cache_folder() / path.name, text, shared=True)
+        except StorageError as e:
+            print(f"note: the estimate's figures are not kept ({e}): probed again next run",
+                  file=sys.stderr)
     return Figures("probed here (under a second a node, kept a day)", found,
                    cpu["start"]["value"], cpu["fill"]["value"])
 
 
 def _fresh(entry: dict) -> bool:
     """Kept for less than PROBE_DAYS."""
-    return time.time() - entry.get("when", 0) < PROBE_DAYS * 86400
+    return time.time() - entry["when"] < PROBE_DAYS * 86400
 
 
-def _kept(entry: dict, measure, fallback: float) -> dict:
-    """A CPU figure kept from the last day, else measured now (`fallback` where that
-    fails, not kept)."""
-    if "value" in entry and _fresh(entry):
-        return entry
+def _measured(key: str, measure, fallback: float) -> dict:
+    """A CPU figure measured now (`fallback` where that fails or gives nonsense, kept as
+    stale: measured again next time)."""
     try:
-        return {"value": measure(), "when": time.time()}
-    except (OSError, subprocess.SubprocessError):
+        entry = {"value": measure(), "when": time.time()}
+        _cpu_entry(key, entry)
+        return entry
+    except (OSError, subprocess.SubprocessError, ValueError):
         return {"value": fallback, "when": 0}
+
+
+# What a kept figure may be and still be believed. A probe's lie well inside: loads of 1 ns
+# to a few µs (an emulated far node), rates of MB/s (under TCG) to TB/s, a worker's start
+# of 0.4 s to the 300 s its probe waits at most. Outside them the file was damaged or
+# written by another hand, and an estimate made from it would refuse every run.
+NS = (0.01, 1e6)
+BYTES = (1.0, float(1 << 63))
+RATE = (1e4, 1e15)
+START_S = (1e-3, 300.0)
+# A probe's time a little ahead of the clock (the clock stepped back since) is believed;
+# more is a date that would keep its entry for good.
+CLOCK_SLACK_S = 300.0
+# The cache is a few kB: more is not ours, and is not read whole.
+CACHE_BYTES = 1 << 20
+_NODE_FIELDS = frozenset(f.name for f in fields(NodeFigures)) | {"when"}
+
+
+def _read_cache(path: Path) -> tuple[dict, str]:
+    """The estimate cache's entries that read back exactly as figures() writes them
+    ({"nodes": {node: entry}, "start": entry or None, "fill": entry or None}), and what
+    was wrong with the rest ("" where nothing was). Each node's entry and each CPU figure
+    stands or falls alone; a file that is not the cache's shape, or not a plain file of
+    its own name (a link is never read through), falls whole."""
+    none = {"nodes": {}, "start": None, "fill": None}
+    try:
+        raw = ownfiles.read_ours(path, CACHE_BYTES + 1)
+    except FileNotFoundError:
+        return none, ""
+    except OSError as e:
+        why = "a symbolic link" if e.errno == errno.ELOOP else e.strerror or str(e)
+        return none, f"{why}, not a file cxlbench wrote"
+    try:
+        if len(raw) > CACHE_BYTES:
+            raise ValueError(f"over {CACHE_BYTES} bytes")
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        return none, f"not JSON ({str(e)[:80]})"
+    if not isinstance(data, dict) or set(data) != {"nodes", "start", "fill"} or \
+            not isinstance(data["nodes"], dict):
+        return none, ("not an object of nodes, start and fill" if not isinstance(data, dict)
+                      else f"fields {sorted(data)[:5]}, not nodes, start and fill"
+                      if set(data) != {"nodes", "start", "fill"}
+                      else f"nodes is {type(data['nodes']).__name__}, not an object")
+    out, wrong = {"nodes": {}, "start": None, "fill": None}, []
+    for key, entry in data["nodes"].items():
+        try:
+            out["nodes"][_node_key(key)] = _node_entry(entry)
+        except ValueError as e:
+            wrong.append(f"node {key[:20]!r}: {e}")
+    for key in ("start", "fill"):
+        try:
+            out[key] = _cpu_entry(key, data[key])
+        except ValueError as e:
+            wrong.append(f"{key}: {e}")
+    return out, "; ".join(wrong[:3]) + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+
+
+def _node_key(key: str) -> int:
+    """A node's number as figures() writes it: decimal, canonical, one Linux can have."""
+    if not (key.isascii() and key.isdigit() and str(int(key)) == key and
+            int(key) < MAX_NODES):
+        raise ValueError(f"not a node number below {MAX_NODES}")
+    return int(key)
+
+
+def _number(value, low: float, high: float, what: str) -> float:
+    """value where it is a JSON number (not a boolean) within [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not low <= value <= high:       # (NaN fails every comparison)
+        raise ValueError(f"{what} {value!r:.40} is not a number in [{low:g}, {high:g}]")
+    return float(value)
+
+
+def _when(value) -> float:
+    """A probe's time: not in the future (beyond the clock's slack)."""
+    return _number(value, 0.0, time.time() + CLOCK_SLACK_S, "when (seconds since 1970)")
+
+
+def _node_entry(entry) -> dict:
+    """A node's kept figures, as figures() writes them: NodeFigures' fields and when."""
+    if not isinstance(entry, dict) or set(entry) != _NODE_FIELDS:
+        raise ValueError("fields " + (str(sorted(entry))[:80] if isinstance(entry, dict) else
+                                      type(entry).__name__) + f", not {sorted(_NODE_FIELDS)}")
+    sweep = entry["sweep"]
+    if not isinstance(sweep, list) or not 1 <= len(sweep) <= 64 or \
+            not all(isinstance(p, list) and len(p) == 2 for p in sweep):
+        raise ValueError("sweep is not 1 to 64 pairs [working set, latency]")
+    for ws, ns in sweep:
+        _number(ws, *BYTES, "a working set (B)")
+        _number(ns, *NS, "a latency (ns)")
+    for key in ("read_1", "read_all", "touch", "scan"):
+        _number(entry[key], *RATE, f"{key} (B/s)")
+    _when(entry["when"])
+    return entry
+
+
+def _cpu_entry(key: str, entry) -> dict:
+    """A CPU figure kept: {"value", "when"}; a start in START_S, a fill a RATE or 0 (not
+    probed)."""
+    if not isinstance(entry, dict) or set(entry) != {"value", "when"}:
+        raise ValueError("not an object of value and when")
+    if key == "start":
+        _number(entry["value"], *START_S, "s")
+    elif entry["value"] != 0 or isinstance(entry["value"], bool):
+        _number(entry["value"], *RATE, "B/s")
+    _when(entry["when"])
+    return entry
 
 
 def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | None:

@@ -8,14 +8,13 @@ must load, or fail to, on its own: the CPU benchmarks never depend on CUDA being
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cffi import FFI
 
-from . import gpu_build
-from .errors import CxlbenchError, UserError
+from . import gpu_build, ownfiles
+from .errors import CxlbenchError, StorageError, UserError
 from .gpu_build import HEADER
 from .placement import Placement
 
@@ -59,7 +58,8 @@ def nvcc() -> str | None:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench")) / "gpu"
+    """The cache's folder of GPU builds, made if need be (a link there refused)."""
+    return ownfiles.cache_folder("gpu")
 
 
 def library_path(compiler: str) -> Path:
@@ -77,6 +77,9 @@ def build(compiler: str) -> Path:
     """The library in the cache, built now unless already there."""
     try:
         return gpu_build.build(compiler, source_dir(), cache_dir())
+    except StorageError as e:
+        raise UserError(f"the GPU library is built on first use into the cache: {e}") \
+            from None
     except gpu_build.BuildError as e:
         if e.unwritable:
             raise UserError(f"the GPU library is built on first use into {e}: set "
@@ -134,16 +137,16 @@ CHASE_WARM_MAX = ffi.typeof("enum cxb_gpu_limits").relements["CXB_GPU_CHASE_WARM
 @functools.lru_cache(maxsize=1)
 def _loaded():
     """(lib, None), or (None, why the library cannot be had here)."""
-    path = built()
-    if path is None:
-        compiler = nvcc()
-        if compiler is None:
-            return None, ("not built, and no nvcc to build it (pip install where nvcc is on "
-                          "PATH builds it; so does a first use with nvcc on PATH)")
-        try:
+    try:            # (the cache's folder may be refused: an empty CXLBENCH_CACHE, a link)
+        path = built()
+        if path is None:
+            compiler = nvcc()
+            if compiler is None:
+                return None, ("not built, and no nvcc to build it (pip install where nvcc is "
+                              "on PATH builds it; so does a first use with nvcc on PATH)")
             path = build(compiler)
-        except UserError as e:
-            return None, str(e)
+    except CxlbenchError as e:
+        return None, str(e)
     try:
         return ffi.dlopen(str(path)), None
     except OSError as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -64,43 +65,52 @@ def library_name(sources: Path, compiler: str) -> str:
     return f"{PREFIX}{sources_hash(sources)}-{tag}.so"
 
 
+def _plain(path: Path) -> bool:
+    """A plain file at path itself: a link left at a library's name is not one we built,
+    and is never loaded (dlopen would run whatever it points at)."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def find(sources: Path, folders) -> Path | None:
     """A library built from these sources, by any nvcc: the first folder's that has one,
     its newest. No nvcc is asked."""
     for folder in folders:
-        found = sorted(Path(folder).glob(f"{PREFIX}{sources_hash(sources)}-*.so"),
-                       key=lambda p: p.stat().st_mtime, reverse=True)
+        found = sorted((p for p in Path(folder).glob(f"{PREFIX}{sources_hash(sources)}-*.so")
+                        if _plain(p)), key=lambda p: p.lstat().st_mtime, reverse=True)
         if found:
             return found[0]
     return None
 
 
 def build(compiler: str, sources: Path, folder: Path) -> Path:
-    """The library in `folder`, built now unless already there (written under a temporary
-    name and renamed, so a build that is interrupted or runs twice at once leaves no half
-    file)."""
+    """The library in `folder`, built now unless already there. nvcc writes into a folder
+    made afresh for it (mkdtemp: nothing can stand at its output's name), and the library
+    is renamed into place: a build interrupted or run twice at once leaves no half file,
+    and a link left at the library's name is replaced, never written through or loaded."""
     out = folder / library_name(sources, compiler)
-    if out.exists():
+    if _plain(out):
         return out
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".so")
+        tmp = tempfile.mkdtemp(dir=folder, prefix=".build-")
     except OSError as e:
         raise BuildError(f"{folder}, which cannot be written ({e.strerror or e})",
                          unwritable=True) from None
-    os.close(fd)
+    made = os.path.join(tmp, out.name)
     try:
-        r = subprocess.run([compiler, *NVCC_FLAGS, "-I", str(sources), "-o", tmp,
+        r = subprocess.run([compiler, *NVCC_FLAGS, "-I", str(sources), "-o", made,
                             *sorted(str(p) for p in sources.glob("*.cu"))],
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise BuildError(f"nvcc could not build the GPU library: {r.stderr.strip()[-2000:]}")
-        os.replace(tmp, out)
+        os.replace(made, out)
     except OSError as e:        # nvcc would not start; the disk filled at the rename
         raise BuildError(f"nvcc could not build the GPU library: {e}") from None
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

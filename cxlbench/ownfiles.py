@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -34,13 +35,16 @@ def open_ours(path: Path, flags: int, ours: str = "a file cxlbench wrote") -> in
     return fd
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: str | bytes, shared: bool = False) -> None:
     """path holds the old contents or the new, whole, whatever happens; StorageError if
     the new cannot be written (the old stays). The new goes to a file made afresh
     (O_EXCL, never through a link left at its name), then renamed over path: the rename
-    replaces a link at path rather than writing where it points."""
+    replaces a link at path rather than writing where it points. `shared`: a path other
+    processes may write at the same time (a cache), so each writes a temporary name of its
+    own (with one name for all, one could rename another's half-written file into place)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp" if shared
+                         else path.name + ".tmp")
     raw = data.encode() if isinstance(data, str) else data
     try:
         with contextlib.suppress(FileNotFoundError):

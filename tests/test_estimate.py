@@ -27,8 +27,17 @@ def defaults(module, **over):
 
 
 def test_durations_read_as_people_say_them():
-    assert [estimate.duration(s) for s in (0.4, 42, 60, 200, 3600, 3900)] == \
-        ["0 s", "42 s", "1 min", "3 min 20 s", "1 h", "1 h 5 min"]
+    assert [estimate.duration(s) for s in (0, 0.4, 42, 60, 200, 3600, 3900)] == \
+        ["0 s", "0.4 s", "42 s", "1 min", "3 min 20 s", "1 h", "1 h 5 min"]
+
+
+def test_an_estimate_and_the_limit_it_is_past_never_read_alike():
+    """A budget of 1e-300 s is not '0 s', and 1.4 s past 1.2 s is not '1 s' past '1 s'."""
+    assert estimate.duration(1e-300) == "1e-300 s"
+    assert estimate.apart(30.0, 1e-300) == ("30 s", "1e-300 s")
+    assert estimate.apart(1.4, 1.2) == ("1.4 s", "1.2 s")
+    assert estimate.apart(3600.4, 3600) == ("3600.4 s", "3600 s")
+    assert estimate.apart(200, 100) == ("3 min 20 s", "1 min 40 s")     # words where they do
 
 
 def test_latency_is_read_off_the_sweep_between_its_points():

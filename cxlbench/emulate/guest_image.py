@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..errors import UserError
+from .. import ownfiles
+from ..errors import CxlbenchError, UserError
 
 # Loaded in this order in the guest; modprobe adds their dependencies.
 MODULES = ("virtio_pci 9pnet_virtio 9p overlay libnvdimm nd_btt nd_pmem cxl_acpi cxl_pci "
@@ -40,8 +41,9 @@ class GuestImage:
     package: str
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("CXLBENCH_CACHE", Path.home() / ".cache" / "cxlbench")) / "guest"
+def cache_dir() -> Path:
+    """The cache's folder of guest images, made if need be (a link there refused)."""
+    return ownfiles.cache_folder("guest")
 
 
 def missing_tools(names: dict[str, str], path: str | None = None) -> list[str]:
@@ -108,21 +110,78 @@ def kernel_package(wanted: str | None = None) -> str:
 
 def ensure(package: str | None = None, log=print) -> GuestImage:
     """The cached image for a kernel package, built first if need be (the caller has
-    checked the TOOLS)."""
+    checked the TOOLS). It is built in a folder made afresh and renamed into place, so
+    nothing left at the image's name is written through; what stood there (a damaged
+    image, a link) is moved aside and removed, never followed."""
     package = kernel_package(package)
-    home = cache_root() / package
-    meta = home / MANIFEST
-    if meta.exists():
-        info = json.loads(meta.read_text())
-        return GuestImage(home / info["kernel"], home / "initramfs.gz", info["version"], package)
+    home = cache_dir() / package
+    try:
+        return _cached(home, package)
+    except FileNotFoundError:
+        pass
+    except ValueError as e:
+        log(f"the cached guest image {home} does not read back as it was built ({e}): "
+            "building it again")
+    _check_ours(home)
     log(f"building the guest image from {package} (once; cached in {home})")
-    home.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
         tmp = Path(tmp)
         _build(package, tmp)
-        shutil.rmtree(home, ignore_errors=True)
+        if os.path.lexists(home):
+            _check_ours(home)               # (again: it may have come while we built)
+            os.rename(home, tmp / "old")    # removed with tmp; a link goes, not its target
         (tmp / "image").rename(home)
-    return ensure(package, log)
+    try:
+        return _cached(home, package)
+    except (OSError, ValueError) as e:
+        raise CxlbenchError(f"the guest image just built in {home} does not read back: "
+                            f"{e}") from None
+
+
+# The files an image's folder holds (_build's); a folder holding others is not ours.
+IMAGE_FILES = frozenset({MANIFEST, "vmlinux", "vmlinuz", "initramfs.gz"})
+_VERSION = re.compile(r"[0-9][A-Za-z0-9.+_~-]*")
+
+
+def _cached(home: Path, package: str) -> GuestImage:
+    """The image at home as _build wrote it: a folder (not a link), its manifest naming
+    the kernel's file and version, the kernel and initramfs plain files (QEMU would
+    follow a link into whatever it points at). FileNotFoundError where there is none;
+    ValueError saying what is wrong with a damaged one."""
+    if not os.path.lexists(home):
+        raise FileNotFoundError(home)
+    if home.is_symlink() or not home.is_dir():
+        raise ValueError("a symbolic link or a file, not a folder cxlbench made")
+    try:
+        info = json.loads(ownfiles.read_ours(home / MANIFEST, 1 << 20))
+    except OSError as e:
+        raise ValueError(f"{MANIFEST}: {e.strerror or e}") from None
+    except (ValueError, RecursionError):
+        raise ValueError(f"{MANIFEST} is not JSON") from None
+    if not isinstance(info, dict) or info.get("kernel") not in ("vmlinux", "vmlinuz") or \
+            not isinstance(info.get("version"), str) or not _VERSION.fullmatch(info["version"]):
+        raise ValueError(f"{MANIFEST} does not name the kernel's file and version")
+    image = GuestImage(home / info["kernel"], home / "initramfs.gz", info["version"], package)
+    for path in (image.kernel, image.initramfs):
+        if path.is_symlink() or not path.is_file():
+            raise ValueError(f"{path.name} is not a plain file")
+    return image
+
+
+def _check_ours(home: Path) -> None:
+    """What stands at an image's name may be moved aside and removed: a link or file
+    left there (only itself goes), or a folder holding only an image's files. A folder
+    with anything else in it is not cxlbench's to remove: refused, naming it."""
+    if home.is_symlink() or not home.is_dir():
+        return
+    try:
+        others = sorted(set(os.listdir(home)) - IMAGE_FILES)
+    except OSError as e:
+        others = [f"unreadable: {e.strerror}"]
+    if others:
+        raise UserError(f"{home} holds files cxlbench did not make ({', '.join(others[:3])}"
+                        f"{', ...' if len(others) > 3 else ''}): move them away, or set "
+                        f"{ownfiles.CACHE_ENV} to another folder")
 
 
 def _build(package: str, tmp: Path) -> None:
