@@ -18,7 +18,8 @@ torn data:
 `host=both` (the default): the two hosts are two CPUs of this machine (`cpus`), each a
 thread on one region placed by `mem` (on a CXL node, the protocol's flushes and reloads
 reach the device). `host=0` or `host=1` with `region=PATH`: this machine is one host of
-two that map the same DAX device (or file) at PATH, each running the same suite; they
+two that map the same DAX device at PATH (or a region file cxlbench makes there, where
+nothing is yet: never a file of anyone else's), each running the same suite; they
 meet at the region's first page for every repetition (meeting numbers counted in the
 region, in a session both name: $CXLBENCH_SHARED_SESSION, or SLURM's job id). Both
 options default to $CXLBENCH_SHARED_HOST and $CXLBENCH_SHARED_REGION, which `cxlbench
@@ -38,10 +39,11 @@ import zlib
 
 import numpy as np
 
+from .. import shared_region
 from ..errors import CheckError, NativeError, UserError
 from ..memory import native
 from ..options import Option, pick, to_json
-from ..shared_region import DAX_ALIGN, PAGE, Region, size_of
+from ..shared_region import DAX_ALIGN, PAGE, Region
 from .bandwidth import MASK, read_sum
 from .common import Measurement, check_placement, measure, place, resolve_cpus, unplaced
 
@@ -90,8 +92,9 @@ def _options(extra: dict) -> dict:
                        "this machine is of two sharing `region` (0 or 1), or both (two CPUs "
                        f"of this machine); default ${HOST_ENV} or both", choices=HOSTS),
         "region": Option("region", "path", os.environ.get(REGION_ENV, ""), "the DAX device "
-                         "(or file) both hosts map, with host=0 or 1; default "
-                         f"${REGION_ENV}; none: a region placed by mem"),
+                         "both hosts map, with host=0 or 1 (or a path not there yet, where "
+                         f"cxlbench makes a region file); default ${REGION_ENV}; none: a "
+                         "region placed by mem"),
         "wait": Option("wait", "int", 120, "seconds a host waits for the other before the "
                        "case fails", "s", min=1, max=86400),
         "cpus": Option("cpus", "cpus", "", "the two CPUs standing in for host 0 and host 1 "
@@ -150,8 +153,9 @@ def case_key(bench: str, params: dict) -> int:
 
 
 def validate_hosts(params: dict, size: int, topology) -> None:
-    """In the parent: host, region and session fit together (cross-host), or the region
-    can be placed (both)."""
+    """In the parent, before anything runs (a dry run too): host, region and session fit
+    together (cross-host: the region a DAX device, or a region file of cxlbench's or none
+    yet, never a user's file), or the region can be placed (both)."""
     if params["host"] not in HOSTS:
         raise UserError(f"host={params['host']!r} (from ${HOST_ENV}?): choose from "
                         f"{', '.join(HOSTS)}")
@@ -160,11 +164,11 @@ def validate_hosts(params: dict, size: int, topology) -> None:
         return
     if not params["region"]:
         raise UserError(f"host={params['host']}: name the region both hosts map, "
-                        f"region=/dev/daxX.Y (or a file), or set ${REGION_ENV}")
+                        f"region=/dev/daxX.Y (or a path not there yet, where cxlbench "
+                        f"makes a region file), or set ${REGION_ENV}")
+    shared_region.check(params["region"], size)
     session()
     _cpus(params)
-    with Region(params["region"], size):
-        pass
 
 
 def _both(cpus: list[int], host0, host1):
@@ -497,12 +501,15 @@ class SharedPool(_Shared):
 
     @staticmethod
     def slice_bytes(params: dict) -> tuple[int, str]:
-        """Each host's slice, and why that size where the case left it to cxlbench."""
+        """Each host's slice, and why that size where the case left it to cxlbench: less
+        than the largest only where a DAX device holds less."""
         largest = SharedPool.largest_slice(params)
         if largest[0] != POOL_SLICE or params["slice"] or not _across(params):
             return largest
-        have, _ = size_of(params["region"])
-        most = (have - PAGES * PAGE) // 2 // DAX_ALIGN * DAX_ALIGN
+        found = shared_region.device_size(params["region"])
+        if found is None:               # a region file: made or grown to the largest slice
+            return largest
+        most = (found[0] - PAGES * PAGE) // 2 // DAX_ALIGN * DAX_ALIGN
         if most < POOL_SLICE:
             return max(most, PAGE), f"half of what {params['region']} holds"
         return largest
