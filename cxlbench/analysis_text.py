@@ -122,18 +122,30 @@ def model_lines(checks: dict) -> list[str]:
 
 def calibration_lines(cal) -> list[str]:
     """A node's calibration (tiering.calibration.Calibration) in words and units, its
-    source first."""
+    source first. A sweep that never left the caches gives no memory figure: its last
+    level is named as the cache it is, and its reads as at the largest working set."""
     levels = cal.levels()
     caches = ", ".join(f"{format_size(size, exact=False)} at {ns:.3g} ns"
                        for size, ns in levels[:-1])
     floors = ", ".join(f"{b} B rows {ns:.3g} ns" for (b, t), ns in sorted(cal.floors.items())
                        if t == 1)
+    streams = (f"{cal.bandwidth:.4g} GB/s read with {cal.threads} CPUs, "
+               f"{cal.stream[('read', 1)]:.4g} GB/s on one")
+    if cal.in_cache:
+        largest = format_size(int(cal.sweep[-1][0]), exact=False)
+        memory = (f"  no memory figure: {cal.in_cache} (its {cal.idle_ns:.4g} ns is that "
+                  f"cache's; --var largest={format_size(cal.past_cache)} sweeps past it); "
+                  f"streams: {streams}")
+        caches += (", " if caches else "") + f"then {largest} at {cal.idle_ns:.3g} ns, still cached"
+        gathers = f"random reads at the largest working set ({largest}, cached), one thread: "
+    else:
+        memory = f"  memory: {cal.idle_ns:.4g} ns idle, {streams}; {cal.mlp:.3g} misses in " \
+                 "flight a thread"
+        gathers = "random reads from memory, one thread: "
     return [f"node {cal.node}: {cal.kind} ({cal.source})",
-            f"  memory: {cal.idle_ns:.4g} ns idle, {cal.bandwidth:.4g} GB/s read with "
-            f"{cal.threads} CPUs, {cal.stream[('read', 1)]:.4g} GB/s on one; "
-            f"{cal.mlp:.3g} misses in flight a thread",
+            memory,
             f"  caches (from the sweep): {caches or 'none seen'}",
-            f"  random reads from memory, one thread: " + ", ".join(
+            "  " + gathers + ", ".join(
                 f"{g} B {cal.gather[g][-1][1]:.3g} GB/s" for g in sorted(cal.gather)),
             f"  embedding kernel's own work a lookup, one thread: {floors or 'not measured'}",
             f"  loaded-latency curve: {len(cal.curve)} points" +

@@ -7,13 +7,21 @@ per op on one thread and all, memory-level parallelism and the loaded-latency cu
 the embedding kernel's own work per lookup. A node that cannot be measured here (the CXL
 node of a one-node host) is the fast node's calibration scaled: by its HMAT figures, else
 by a named device profile (profiles.toml, each number with its published source), and
-says so in `kind` and `source` wherever it is printed."""
+says so in `kind` and `source` wherever it is printed; a calibration run of another machine
+(given by path) says whose it is there too.
+
+What the model cannot use is said, never passed over in silence: a damaged or incomplete
+calibration run newer than the one used is named with what is wrong (a ResultsWarning, one
+line), and a sweep that never left the caches sysfs reports gives no memory figure
+(Unusable, with the reason)."""
 from __future__ import annotations
 
 import functools
 import math
 import os
 import pathlib
+import re
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -25,8 +33,8 @@ except ModuleNotFoundError:         # Python 3.10
     import tomli as tomllib
 
 from .. import results
-from ..errors import CxlbenchError, UserError
-from ..units import parse_list
+from ..errors import CxlbenchError, ResultsError, ResultsWarning, UserError
+from ..units import format_size, parse_list
 from .policies.base import TierFigures
 
 SUITE = "calibrate"
@@ -44,6 +52,16 @@ def default_results_dir() -> str:
     return os.environ.get(RESULTS_ENV) or "results"
 
 
+class Unusable(UserError):
+    """Calibration runs of the node are here, but none the model can use: the newest is
+    damaged and no whole one is left, or its sweep never left the caches. `calibration`:
+    what was read (None where nothing was), to show with the reason."""
+
+    def __init__(self, message: str, calibration: "Calibration | None" = None):
+        super().__init__(message)
+        self.calibration = calibration
+
+
 @dataclass(frozen=True)
 class Calibration:
     """One node's memory as the model charges it. kind: measured, hmat or profile;
@@ -59,6 +77,10 @@ class Calibration:
     chains: tuple[tuple[int, float], ...] = ()          # (chains, ns per load)
     curve: tuple[tuple[float, float], ...] = ()         # loaded latency: (GB/s, ns)
     floors: dict[tuple[int, int], float] = field(default_factory=dict)  # (row B, threads) -> ns
+    # Where the sweep's largest working set fits in the last cache sysfs reports: that, in
+    # words (its last level is then that cache's, not memory's); "" where it left them.
+    in_cache: str = ""
+    past_cache: int = 0         # then a working set past that cache (4 times it, rounded)
 
     @property
     def idle_ns(self) -> float:
@@ -215,9 +237,11 @@ class Calibration:
             curve=tuple((g * bandwidth, ns * latency) for g, ns in self.curve))
 
 
-def from_frame(frame: pd.DataFrame, node: int, source: str) -> Calibration | None:
+def from_frame(frame: pd.DataFrame, node: int, source: str,
+               caches: object = None) -> Calibration | None:
     """The node's calibration from a run's rows (cases bound to it), or None where the run
-    lacks any of the sweep, the gathers or the streams."""
+    lacks any of the sweep, the gathers or the streams. caches: the CPU's caches as the
+    run's topology records them (sysfs's), to tell whether the sweep left them."""
     mem = f"bind:{node}"
 
     def cases(bench: str, metric: str, **where) -> pd.DataFrame:
@@ -279,7 +303,33 @@ def from_frame(frame: pd.DataFrame, node: int, source: str) -> Calibration | Non
         t = 1 if th == "1" else threads         # ns per lookup on each thread
         floors[(row_bytes, t)] = 1e3 * t / float(part["value"].median())
     return Calibration(node, "measured", source, threads, sweep, gather, gather_all, stream,
-                       chains, loaded_curve(frame, node), floors)
+                       chains, loaded_curve(frame, node), floors, *in_cache(sweep, caches))
+
+
+def last_level(caches: object) -> tuple[str, int] | None:
+    """The largest data cache a run's topology records (topology.cpu.caches, from sysfs):
+    its name (L3) and bytes; None where none is recorded. Read defensively: a run.json is
+    anyone's to edit."""
+    best = None
+    for c in caches if isinstance(caches, list) else ():
+        if not isinstance(c, dict) or c.get("type") == "Instruction":
+            continue
+        size, level = c.get("size"), c.get("level")
+        if type(size) is int and size > 0 and (best is None or size > best[1]):
+            best = (f"L{level}" if type(level) is int else "last-level cache", size)
+    return best
+
+
+def in_cache(sweep: tuple[tuple[float, float], ...], caches: object) -> tuple[str, int]:
+    """Where the sweep's largest working set fits in the last cache (the sweep then never
+    measured memory): that, in words, and a working set past it to sweep to instead (four
+    times the cache, a power of two); ("", 0) where it left them, or no cache is recorded."""
+    llc = last_level(caches)
+    if not sweep or llc is None or sweep[-1][0] > llc[1]:
+        return "", 0
+    return (f"the largest working set swept, {format_size(int(sweep[-1][0]), exact=False)}, "
+            f"fits in the {format_size(llc[1], exact=False)} {llc[0]} sysfs reports",
+            1 << (4 * llc[1] - 1).bit_length())
 
 
 def loaded_curve(frame: pd.DataFrame, node: int) -> tuple[tuple[float, float], ...]:
@@ -370,82 +420,265 @@ def hmat_tier(fast: Calibration, topology, node: int, fast_node: int) -> Calibra
 def find_runs(results_dir: str | pathlib.Path, machine: str) -> list[str]:
     """This machine's calibration runs under results_dir that can be read, newest first
     (a damaged or foreign folder is not a calibration)."""
+    return [path for path, why in _candidates(results_dir, machine) if not why]
+
+
+def _candidates(results_dir: str | pathlib.Path, machine: str) -> list[tuple[str, str]]:
+    """This machine's calibration runs under results_dir, newest first, each with what
+    makes it unreadable ("": nothing). A folder whose run.json cannot be read counts where
+    its text still names the calibration suite: it was one, and is named as damaged."""
     found = []
     for meta in sorted((pathlib.Path(results_dir) / machine).glob("*/run.json"), reverse=True):
         try:
             run = results.Run.open(meta.parent)
-        except CxlbenchError:
+        except CxlbenchError as e:
+            if _names_suite(meta.parent):
+                found.append((str(meta.parent), _without(str(e), meta.parent)))
             continue
-        if (run.meta.get("suite") or {}).get("name") == SUITE:
-            found.append(str(meta.parent))
+        if _suite_name(run.meta) == SUITE:
+            found.append((str(meta.parent), ""))
     return found
 
 
-@functools.lru_cache(maxsize=8)
-def load(path: str, node: int) -> Calibration | None:
-    """The node's calibration from the run at path (None where it has no cases of it)."""
-    return from_frame(results.rows(path), node, f"measured: {path}")
+def _suite_name(meta: dict) -> object:
+    return (meta.get("suite") or {}).get("name")
 
 
-def _whole_jobs(run: str) -> tuple[pd.DataFrame, set[tuple[str, str]]]:
-    """A run's rows, and its (job, mem) pairs whose every case finished ok: a job cut
-    short (interrupted, failed) is no calibration. Nothing from a run that cannot be read."""
+def _names_suite(folder: pathlib.Path) -> bool:
+    """Whether an unreadable run was a calibration: its run.json read, or else its text
+    (the start of it, where the suite is) naming the calibration suite."""
     try:
-        opened, frame = results.Run.open(run), results.rows(run)
+        return _suite_name(results.read_meta(folder)) == SUITE
     except CxlbenchError:
-        return pd.DataFrame(), set()
-    done = opened.finished()
+        pass
+    where = folder / "run.json"
+    if not where.is_file():         # (a folder or a FIFO there holds no text to read)
+        return False
+    try:
+        with open(where, "rb") as f:
+            text = f.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return re.search(r'"suite"\s*:\s*\{\s*"name"\s*:\s*"' + SUITE + '"', text) is not None
+
+
+def _without(text: str, folder: pathlib.Path) -> str:
+    """A message about a run's files, its folder left out (the note names the run)."""
+    return text.replace(f"{folder}{os.sep}", "").replace(f"{folder}: ", "").replace(
+        str(folder), "the run").replace(" is damaged: ", ": ")
+
+
+@dataclass
+class _Read:
+    """One calibration run as the model reads it."""
+    frame: pd.DataFrame
+    whole: set[tuple[str, str]]         # (job, mem) whose every case finished ok
+    broken: dict[tuple[str, str], str]  # (job, mem) not whole -> its first case's fault
+    damage: str                         # what is wrong with its files ("": nothing)
+    meta: dict
+
+
+def _read(run: str, unreadable: str = "") -> _Read:
+    """A run's rows and its whole jobs: a job cut short (interrupted, failed) is no
+    calibration. Nothing from a run that cannot be read, and why. What results leaves out
+    of a damaged table (a row cut short) is said here, as this run's damage, not apart."""
+    if unreadable:
+        return _Read(pd.DataFrame(), set(), {}, unreadable, {})
+    with warnings.catch_warnings(record=True) as left_out:
+        warnings.simplefilter("always", ResultsWarning)
+        try:
+            opened, frame = results.Run.open(run), results.rows(run)
+            done = opened.finished()
+        except CxlbenchError as e:
+            return _Read(pd.DataFrame(), set(), {}, _without(str(e), pathlib.Path(run)), {})
+    damage = ", ".join(dict.fromkeys(
+        str(w.message).removeprefix(f"{run}: ").removeprefix("left out ")
+        for w in left_out if issubclass(w.category, ResultsWarning)))
+    if not {"job", "mem"} <= set(frame.columns):    # (no case of it placed: no node's)
+        return _Read(pd.DataFrame(), set(), {}, damage, opened.meta)
     cases: dict[tuple[str, str], list[str]] = {}
     for c in opened.meta["cases"]:
         cases.setdefault((c["job"], str(c["params"].get("mem"))), []).append(c["id"])
-    return frame, {key for key, ids in cases.items()
-                   if all(done.get(i, {}).get("status") == "ok" for i in ids)}
+    whole, broken = set(), {}
+    for key, ids in cases.items():
+        bad = next((i for i in ids if done.get(i, {}).get("status") != "ok"), None)
+        if bad is None:
+            whole.add(key)
+        else:
+            broken[key] = _fault(bad, done.get(bad))
+    return _Read(frame, whole, broken, damage, opened.meta)
+
+
+def _fault(case: str, entry: dict | None) -> str:
+    if entry is None:
+        return f"{case} did not finish"
+    error = str(entry.get("error") or "").strip().splitlines()
+    return f"{case} {entry['status']}" + (f": {error[0][:120]}" if error else "")
 
 
 def merged(runs: list[str]) -> tuple[pd.DataFrame, list[str]]:
     """The rows of the calibration runs given newest first, each job's (per node) from
     the newest run where that job is whole (a later calibrate run measures only the jobs
     missing), and the runs that gave any."""
-    frames, seen, used = [], set(), []
-    for run in runs:
-        frame, whole = _whole_jobs(run)
-        if frame.empty:
+    frame, used, _, _ = _merge([(r, "") for r in runs], None)
+    return frame, used
+
+
+def _merge(runs: list[tuple[str, str]], node: int | None
+           ) -> tuple[pd.DataFrame, list[str], list[str], list[dict]]:
+    """merged(), of runs given with what makes each unreadable; then, for the node, a
+    line for each run that is damaged or incomplete where it would have counted (no newer
+    run has its jobs whole), saying what is wrong and which run is used instead; and the
+    run.json of each run used."""
+    frames, seen, used, metas = [], set(), [], []
+    faults = []             # (run, "damaged" or "incomplete", why, its keys or None: all)
+    supplier: dict[tuple[str, str], str] = {}
+    mem = f"bind:{node}"
+    for run, unreadable in runs:
+        part = _read(run, unreadable)
+        mine = {k: why for k, why in part.broken.items() if k[1] == mem and k not in seen}
+        if not part.meta:       # unreadable: which jobs it held is not known
+            faults.append((run, "damaged", part.damage, None))
+        elif mine:
+            faults.append((run, "damaged" if part.damage else "incomplete",
+                           ", ".join(filter(None, [part.damage, *mine.values()])),
+                           set(mine)))
+        if part.frame.empty:
             continue
-        keys = pd.Series(list(zip(frame["job"].astype(str), frame["mem"].astype(str))),
-                         index=frame.index)
-        take = keys.isin(whole - seen)
-        seen |= whole
+        keys = pd.Series(list(zip(part.frame["job"].astype(str),
+                                  part.frame["mem"].astype(str))), index=part.frame.index)
+        new = part.whole - seen
+        take = keys.isin(new)
+        seen |= part.whole
+        supplier.update({k: run for k in new})
         if take.any():
-            frames.append(frame[take])
+            frames.append(part.frame[take])
             used.append(run)
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), used
+            metas.append(part.meta)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    notes = [] if node is None else _notes(faults, supplier, runs, node)
+    return frame, used, notes, metas
+
+
+def _notes(faults, supplier: dict[tuple[str, str], str], runs: list[tuple[str, str]],
+           node: int) -> list[str]:
+    """A line for each damaged or incomplete run whose jobs the node's calibration would
+    have taken: what is wrong, and the run used instead (the newest whole one), or that
+    there is none."""
+    order = [r for r, _ in runs]
+    mem = f"bind:{node}"
+    mine = {k: r for k, r in supplier.items() if k[1] == mem}
+    out = []
+    for run, state, why, keys in faults:
+        older = order[order.index(run) + 1:]
+        if keys is None:    # unreadable: it counted where a run older than it is used
+            instead, missing = sorted({r for r in mine.values() if r in older},
+                                      key=order.index), []
+            if mine and not instead:
+                continue    # newer runs give every job: it would not have counted
+        else:
+            instead = sorted({mine[k] for k in keys if k in mine}, key=order.index)
+            missing = sorted({job for job, _ in keys if (job, mem) not in mine})
+        text = f"calibration {run} is {state} ({why})"
+        if instead:
+            text += (f"; using {', '.join(instead)}, the newest whole "
+                     f"one{'s' if len(instead) > 1 else ''}")
+        if missing or not instead:
+            what = ", ".join(missing) if missing else "calibration"
+            text += (f"; no whole {what} of node {node} here: cxlbench calibrate measures "
+                     f"{'them' if len(missing) > 1 else 'it'} anew")
+        out.append(text)
+    return out
+
+
+def _source(used: list[str], metas: list[dict]) -> str:
+    """Where a measured calibration came from: its runs, and whose machine they were
+    where that is not this one (run.json's machine_id)."""
+    here = results.machine_id()
+    others = sorted({m for m in (meta.get("machine_id") for meta in metas)
+                     if isinstance(m, str) and m != here})
+    whose = f"measured on {', '.join(others)}, not this machine" if others else "measured"
+    return f"{whose}: {', '.join(used)}"
+
+
+def _caches(metas: list[dict]) -> list:
+    """The CPU caches the runs' topologies record, all of them (one machine's, as a rule)."""
+    out = []
+    for meta in metas:
+        cpu = (meta.get("topology") or {}).get("cpu")
+        caches = cpu.get("caches") if isinstance(cpu, dict) else None
+        out += caches if isinstance(caches, list) else []
+    return out
+
+
+def load(path: str, node: int) -> Calibration | None:
+    """The node's calibration from the whole jobs of the run at path (None where it has
+    no cases of it); ResultsError where the run cannot be read."""
+    return _load(path, node)[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, node: int) -> tuple[Calibration | None, str]:
+    """load(), and what is wrong with the run's jobs of the node ("": nothing)."""
+    results.Run.open(path)          # a run that cannot be read is refused, naming its file
+    frame, used, notes, metas = _merge([(str(path), "")], node)
+    if not used:
+        return None, "; ".join(notes)
+    return from_frame(frame, node, _source(used, metas), _caches(metas)), "; ".join(notes)
 
 
 def jobs_of(runs: list[str], node: int) -> set[str]:
     """The calibration jobs these runs measured whole on the node (a job with a failed or
     missing case is measured again)."""
-    return {job for run in runs for job, mem in _whole_jobs(run)[1] if mem == f"bind:{node}"}
+    return {job for run in runs for job, mem in _read(run).whole if mem == f"bind:{node}"}
 
 
 def measured(node: int, results_dir: str | pathlib.Path | None = None,
              machine: str | None = None, path: str = "") -> Calibration | None:
     """The node's calibration from the run at `path`, else from this machine's
-    calibration runs under results_dir (each job from the newest run that has it)."""
+    calibration runs under results_dir (each job from the newest run that has it whole;
+    a damaged or incomplete run newer than it named in a ResultsWarning). Unusable where
+    the calibration's sweep never left the caches, or where only damaged runs are here."""
     if path:
-        found = load(str(path), node)
+        found, why = _load(str(path), node)
         if found is None:
             raise UserError(f"{path}: no calibration of node {node} there (the chase sweep, "
                             f"random reads and streams bound to it: cxlbench calibrate "
-                            f"--node {node})")
-        return found
-    runs = find_runs(results_dir or default_results_dir(), machine or results.machine_id())
-    return _measured_from(tuple(str(r) for r in runs), node) if runs else None
+                            f"--node {node})" + (f"; {why}" if why else ""))
+        return _usable(found)
+    runs = _candidates(results_dir or default_results_dir(), machine or results.machine_id())
+    found, notes = _measured_from(tuple(runs), node) if runs else (None, ())
+    if found is None and notes:
+        raise Unusable("; ".join(notes))
+    for note in notes:
+        _say(note)
+    return _usable(found) if found is not None else None
+
+
+def _say(note: str) -> None:
+    """A note about the calibrations read, once a process (from this one line, the same
+    text is said once)."""
+    warnings.warn(note, ResultsWarning, stacklevel=1)
+
+
+def _usable(cal: Calibration) -> Calibration:
+    """The calibration, where its sweep left the caches: else Unusable, saying so (the
+    sweep's last level a cache's, its latency no memory's figure)."""
+    if not cal.in_cache:
+        return cal
+    raise Unusable(
+        f"{cal.source.partition(': ')[2]}: no memory figure for node {cal.node}: "
+        f"{cal.in_cache}, so its {cal.idle_ns:.4g} ns is that cache's latency, not memory's; "
+        f"the model does not use it (cxlbench calibrate --node {cal.node} --again --var "
+        f"largest={format_size(cal.past_cache)} sweeps past the cache)", cal)
 
 
 @functools.lru_cache(maxsize=8)
-def _measured_from(runs: tuple[str, ...], node: int) -> Calibration | None:
-    frame, used = merged(list(runs))
-    return from_frame(frame, node, "measured: " + ", ".join(used)) if used else None
+def _measured_from(runs: tuple[tuple[str, str], ...], node: int
+                   ) -> tuple[Calibration | None, tuple[str, ...]]:
+    frame, used, notes, metas = _merge(list(runs), node)
+    found = from_frame(frame, node, _source(used, metas), _caches(metas)) if used else None
+    return found, tuple(notes)
 
 
 def tiers(fast_node: int, slow_node: int | None, topology, *, path: str = "",
@@ -453,14 +686,25 @@ def tiers(fast_node: int, slow_node: int | None, topology, *, path: str = "",
           ) -> tuple[Calibration, Calibration] | None:
     """(fast, slow) calibrations: the fast node measured; the slow node measured where a
     run has it, unless a profile is asked for; else its HMAT; else the profile (the
-    default's where none is asked for). None where the fast node has no calibration."""
-    fast = measured(fast_node, results_dir, path=path)
+    default's where none is asked for). None where the fast node has no calibration the
+    model can use (why, said in a ResultsWarning; a run named by path that cannot be
+    used is refused)."""
+    try:
+        fast = measured(fast_node, results_dir, path=path)
+    except Unusable as e:
+        if path:
+            raise
+        _say(str(e))
+        return None
     if fast is None:
         return None
     slow = None
     if slow_node is not None and not profile:
-        slow = measured(slow_node, results_dir, path=path) if not path else \
-            load(str(path), slow_node)
+        try:
+            slow = measured(slow_node, results_dir) if not path else \
+                _usable(found) if (found := load(str(path), slow_node)) else None
+        except Unusable as e:       # its figures then come from HMAT or the profile
+            _say(str(e))
         if slow is None and topology is not None:
             slow = hmat_tier(fast, topology, slow_node, fast_node)
     if slow is None:
