@@ -183,6 +183,8 @@ def _creatable(path: str) -> None:
     """A region file can be made at path (not there yet): its folder exists and this
     user may write in it."""
     folder = os.path.dirname(os.path.abspath(path))
+    if path.endswith("/"):
+        raise UserError(f"region {path}: no such folder, and a region is no folder: {HOW}")
     if not os.path.isdir(folder):
         raise UserError(f"region {path}: no such file, and its folder {folder} does not "
                         f"exist to make a region file in: {HOW}")
