@@ -57,9 +57,12 @@ def nvcc() -> str | None:
     return gpu_build.nvcc()
 
 
+CACHE_NAME = "gpu"      # the cache's folder of GPU builds
+
+
 def cache_dir() -> Path:
     """The cache's folder of GPU builds, made if need be (a link there refused)."""
-    return ownfiles.cache_folder("gpu")
+    return ownfiles.cache_folder(CACHE_NAME)
 
 
 def library_path(compiler: str) -> Path:
@@ -70,7 +73,8 @@ def library_path(compiler: str) -> Path:
 def built() -> Path | None:
     """The library built from these sources, at install time (beside this module) or on
     an earlier first use (in the cache); None where neither is. No nvcc is asked."""
-    return gpu_build.find(source_dir(), (Path(__file__).resolve().parent, cache_dir()))
+    return gpu_build.find(source_dir(), (Path(__file__).resolve().parent,
+                                         ownfiles.cache_root() / CACHE_NAME))  # not made
 
 
 def build(compiler: str) -> Path:

@@ -76,8 +76,11 @@ def _plain(path: Path) -> bool:
 
 def find(sources: Path, folders) -> Path | None:
     """A library built from these sources, by any nvcc: the first folder's that has one,
-    its newest. No nvcc is asked."""
+    its newest. No nvcc is asked; a folder that is a link (not made by cxlbench) is not
+    looked in."""
     for folder in folders:
+        if Path(folder).is_symlink():
+            continue
         found = sorted((p for p in Path(folder).glob(f"{PREFIX}{sources_hash(sources)}-*.so")
                         if _plain(p)), key=lambda p: p.lstat().st_mtime, reverse=True)
         if found:
