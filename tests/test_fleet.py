@@ -205,10 +205,11 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
     ({"nodes": 1, "max_running": 2, "gang": True}, {}, "a --gang job runs on every"),
     ({"nodes": 1, "env": {"SLURM_X": "1"}}, {}, "not SLURM_*"),
     ({"nodes": 1, "env": {"A-B": "1"}}, {}, "not a variable name"),
-    ({"nodes": 1, "env": {"OMP": "1,2"}}, {}, "cannot hold commas"),
+    ({"nodes": 1, "env": {"OMP": "1,2"}}, {}, "--env 'OMP=1,2' cannot stand on an "
+                                              "#SBATCH line: it holds ','"),
     ({"nodes": 1, "sbatch_args": ["--requeue"]}, {}, "never requeued"),
     ({"nodes": 1, "sbatch_args": ["--clusters=other"]}, {}, "this cluster's controller"),
-    ({"nodes": 1, "sbatch_args": ["--comment=two words"]}, {}, "without spaces"),
+    ({"nodes": 1, "sbatch_args": ["--comment=two words"]}, {}, "it holds ' '"),
     ({"nodes": 1}, {"nosuch": "1"}, "declares no such variable"),
     ({"nodes": 1}, {"size": "banana"}, "option 'size': not a size: 'banana'"),
 ])
@@ -554,7 +555,8 @@ def test_a_steps_end_is_read_from_the_jobs_output(tmp_path):
 
 @pytest.mark.parametrize("folder", ["/r/a b", "/r/it's", "/r/50%j", "/r/a\\b"])
 def test_folders_sbatch_would_split_or_expand_are_refused(folder):
-    with pytest.raises(UserError, match="cannot hold spaces, quotes, % or"):
+    with pytest.raises(UserError, match=f"--results {re.escape(repr(folder))} cannot "
+                       "stand on an #SBATCH line"):
         script.sbatch_script(name="t", options=script.Options(nodes=1).validate(),
                              fleet_dir=f"{folder}/fleet/x", results_dir=folder,
                              commands={None: ["true"]}, comment="t")

@@ -575,7 +575,7 @@ def test_a_feature_pool_is_the_default_partitions(tmp_path, monkeypatch):
     them forever, BadConstraints), believing that one is left."""
     Slurm(tmp_path, partitions=[("debug*", "n[1-2]", {"n1": "cxl", "n2": "cxl"}),
                                 ("big", "b1", {"b1": "cxl"})]).use(monkeypatch)
-    pool, exclude, _ = submit._pool(script.Options(nodes=2, constraint="cxl"), False)
+    pool, exclude, _, _ = submit._pool(script.Options(nodes=2, constraint="cxl"), False)
     assert pool == ["n1", "n2"]
 
 

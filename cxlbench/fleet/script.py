@@ -13,8 +13,10 @@ in its script (--export with a list), so a submitting shell's PYTHONPATH, OMP_* 
 LD_PRELOAD does not reach the measurements. The script is kept in the fleet's folder,
 so what ran is what the user reads.
 
-sbatch reads #SBATCH lines word by word, so their values are checked rather than quoted;
-the commands are shell words, quoted with shlex."""
+Every value that reaches the script passes one of three functions here: sbatch_value
+checks what stands on an #SBATCH line (sbatch reads those itself, word by word, so a value
+is refused rather than quoted), shell_word quotes what bash reads, and _comment writes what
+the script only says. A value reaches no line any other way."""
 from __future__ import annotations
 
 import os
@@ -26,12 +28,21 @@ from dataclasses import asdict, dataclass, field
 from .. import PACKAGE_PARENT, __version__
 from ..errors import UserError
 
-# What each value may hold; anything else would be split or misread on an #SBATCH line.
+# What each value may hold, in SLURM's own words (beyond what sbatch_value refuses).
 _NODELIST = re.compile(r"[A-Za-z0-9_.\-\[\],]+")
 _WORD = re.compile(r"[A-Za-z0-9_.,\-]+")
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.,\-&|*\[\]():!]+")
-_TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE", re.IGNORECASE)
+_TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE",
+                   re.IGNORECASE | re.ASCII)
 _PATH = re.compile(r"[A-Za-z0-9_./\-]+")
+# sbatch reads the #SBATCH lines itself, not through a shell (get_argument in its
+# opt.c): whitespace ends a word, quotes group and are taken away, \ escapes, an unquoted
+# # starts a comment and a newline ends the line; the first line that is not a comment
+# ends the #SBATCH lines. A value holding one of these would be cut short, or become
+# options, or lines run as commands, of whoever chose it.
+_SBATCH_SPECIAL = "'\"\\#"
+_SBATCH_WHY = ("sbatch reads these lines word by word: whitespace ends a value, quotes and "
+               "\\ are dropped, # starts a comment, a newline ends the line")
 # sbatch options fleet sets, or whose setting would undo what it promises, each with why
 # it is refused. sbatch takes any unambiguous prefix of a long option, so a prefix of one
 # of these is refused too, and so are short options (-N4, -pdebug).
@@ -57,6 +68,54 @@ _REFUSED = {
     "--no-kill": "a machine that fails leaves the others running",
     "--clusters": "fleet asks this cluster's controller about its jobs",
 }
+
+
+def _misread(value: str, also: str = "") -> list[str]:
+    """The characters of value sbatch would misread on an #SBATCH line (and those of
+    also), each once: whitespace, quotes, \\, #, and anything unprintable (a control
+    character, or a byte that is not UTF-8, which the script's text cannot hold)."""
+    return list(dict.fromkeys(c for c in value if c.isspace() or not c.isprintable()
+                              or c in _SBATCH_SPECIAL or c in also))
+
+
+def sbatch_value(flag: str, value: str, also: str = "", why: str = "") -> str:
+    """value, as it stands on an #SBATCH line; UserError naming flag and value where it
+    holds what sbatch would misread there (or a character of also, with why)."""
+    bad = _misread(value, also)
+    if bad:
+        held = ", ".join(f"the byte {ord(c) - 0xdc00:#x} (not UTF-8)"
+                         if 0xdc80 <= ord(c) <= 0xdcff else ascii(c) for c in bad)
+        raise UserError(f"{flag} {value!r} cannot stand on an #SBATCH line: it holds "
+                        f"{held} ({_SBATCH_WHY}{why})")
+    return value
+
+
+def shell_word(value: str, what: str) -> str:
+    """value as one word bash reads back whole, whatever it holds: shlex's quoting, or
+    bash's $'...' with each byte escaped where it holds a newline, a control character
+    or bytes that are not UTF-8 (so each command stays on its line and the script is
+    text). UserError naming what where no argument can hold it (a NUL)."""
+    if value.isprintable():
+        return shlex.quote(value)
+    try:
+        raw = value.encode("utf-8", "surrogateescape")      # a file name's own bytes
+    except UnicodeEncodeError:
+        raw = b"\0"
+    if b"\0" in raw:
+        raise UserError(f"{what} {value!r}: no program's argument can hold a NUL (or a "
+                        "lone surrogate): give it without")
+    return "$'" + "".join(chr(b) if 32 <= b < 127 and b not in b"'\\" else f"\\x{b:02x}"
+                          for b in raw) + "'"
+
+
+def shell_join(words: list[str], what: str) -> str:
+    return " ".join(shell_word(w, what) for w in words)
+
+
+def _comment(text: str) -> str:
+    """A line the script only says: anything unprintable (a newline above all, which
+    would end the comment and make the rest a command) written as its escape."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 @dataclass
@@ -94,22 +153,21 @@ class Options:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or key.startswith("SLURM"):
                 raise UserError(f"--env {key}=...: not a variable name fleet passes (letters, "
                                 "digits and _, not SLURM_*)")
-            if "," in value or any(c.isspace() or c in "'\"" for c in value):
-                raise UserError(f"--env {key}={value!r}: sbatch's --export list cannot hold "
-                                "commas, spaces or quotes")
+            sbatch_value("--env", f"{key}={value}", also=",",
+                         why=", and the --export list is split at commas")
         for flag, value, pattern in (("--nodelist", self.nodelist, _NODELIST),
                                      ("--partition", self.partition, _WORD),
                                      ("--constraint", self.constraint, _CONSTRAINT),
                                      ("--time", self.time, _TIME)):
-            if value is not None and not pattern.fullmatch(value):
+            if value is not None and not pattern.fullmatch(sbatch_value(flag, value)):
                 raise UserError(f"{flag} {value!r}: not a SLURM {flag[2:]} (no spaces or "
                                 "quotes; see sbatch(1))")
         for arg in self.sbatch_args:
-            if not arg.startswith("--") or any(c.isspace() for c in arg) or "'" in arg \
-                    or '"' in arg:
+            if not arg.startswith("--"):
                 raise UserError(f"--sbatch-arg {arg!r}: one long sbatch option without "
                                 "spaces or quotes, its value after '=' (e.g. "
                                 "--sbatch-arg=--qos=lab)")
+            sbatch_value("--sbatch-arg", arg)
             name = arg.split("=", 1)[0]
             hit = name if name in _REFUSED else next(
                 (o for o in _REFUSED if o.startswith(name)), None)
@@ -156,12 +214,17 @@ def job_env(options: Options, environ=None) -> dict[str, str]:
     Python and the system's tools, a fixed locale, HOME, then --env's; recorded in
     fleet.json and written in the script."""
     environ = os.environ if environ is None else environ
-    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
-           "LANG": "C.UTF-8"}
+    python = sbatch_value("this Python's folder", os.path.dirname(sys.executable), also=",:",
+                          why=", the --export list is split at commas and PATH at colons")
+    env = {"PATH": f"{python}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
     home = environ.get("HOME", "")
-    if home and not any(c.isspace() or c in ",'\"" for c in home):
+    if home and not _misread(home, ","):     # else left out: the job's HOME is SLURM's
         env["HOME"] = home
     return {**env, **options.env}
+
+
+# A folder on an #SBATCH line: % in a file name there is one of sbatch's patterns.
+FOLDER_RULE = ("%", ", and a % in a file name is a pattern (%j: the job id)")
 
 
 def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: str,
@@ -172,50 +235,54 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
     """The script's text. An array (tasks: its task ids, "0-999" or "3,17"; exclude: the
     machines it may not use) runs `cxlbench fleet task` in each task; a gang runs
     commands: the command each machine runs, by node name, or under None the one every
-    machine runs."""
-    for path in (results_dir, fleet_dir, PACKAGE_PARENT):
-        if any(c.isspace() or c in "'\"%\\" for c in path):
-            raise UserError(f"{path!r}: sbatch reads #SBATCH lines word by word, and % and "
-                            "\\ in their file names as patterns, so the fleet's folders "
-                            "cannot hold spaces, quotes, % or \\")
+    machine runs. Every value goes through sbatch_value, shell_word or _comment."""
+    sbatch_value("--results", results_dir, *FOLDER_RULE)
+    sbatch_value("--results", fleet_dir, *FOLDER_RULE)
+    sbatch_value("cxlbench's own folder", PACKAGE_PARENT, *FOLDER_RULE)
     array = tasks is not None
     env = job_env(options) if env is None else env
+    for key, value in env.items():
+        sbatch_value("the job's environment:", f"{key}={value}", also=",",
+                     why=", and the --export list is split at commas")
     lines = ["#!/bin/bash",
-             f"# cxlbench fleet ({comment}): one run per machine under "
-             f"{results_dir}/<machine>/<run-id>/",
+             _comment(f"# cxlbench fleet ({comment}): one run per machine under "
+                      f"{results_dir}/<machine>/<run-id>/"),
              f"# written by cxlbench {__version__}; kept here so that what ran can be read.",
-             *(f"# {note}" for note in notes),
-             f"# the job's environment: SLURM's variables, and only {', '.join(env)} "
-             "from here",
-             f"#SBATCH --job-name=cxlbench-{_name(name)}"]
+             *(_comment(f"# {note}") for note in notes),
+             _comment(f"# the job's environment: SLURM's variables, and only "
+                      f"{', '.join(env)} from here")]
+    # (flag, value) of each #SBATCH line; checked as one below.
+    sbatch = [("--job-name", f"cxlbench-{_name(name)}")]
     if array:
         limit = f"%{options.max_running}" if options.max_running else ""
-        lines += [f"#SBATCH --array={tasks}{limit}", "#SBATCH --nodes=1"]
+        sbatch += [("--array", f"{tasks}{limit}"), ("--nodes", "1")]
         if exclude:
-            lines.append(f"#SBATCH --exclude={exclude}")
+            sbatch.append(("--exclude", exclude))
     elif options.nodelist:
-        lines.append(f"#SBATCH --nodelist={options.nodelist}")
+        sbatch.append(("--nodelist", options.nodelist))
     else:
-        lines.append(f"#SBATCH --nodes={options.nodes}")
+        sbatch.append(("--nodes", str(options.nodes)))
     # One task per machine, the machine to itself: nothing else runs beside a benchmark.
-    lines += ["#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive", "#SBATCH --mem=0"]
+    sbatch += [("--ntasks-per-node", "1"), ("--exclusive", None), ("--mem", "0")]
     if not array:
-        lines.append("#SBATCH --no-kill")     # a node that fails leaves the others running
+        sbatch.append(("--no-kill", None))   # a node that fails leaves the others running
     # Requeued, a gang's script would start every machine's run again from its first case;
     # an array task's would pick its run again, but a requeue is SLURM's choice of when.
-    lines.append("#SBATCH --no-requeue")
+    sbatch.append(("--no-requeue", None))
     for flag in ("partition", "constraint", "time"):
         value = getattr(options, flag)
         if value:
-            lines.append(f"#SBATCH --{flag}={value}")
+            sbatch.append((f"--{flag}", value))
     # Only these variables (and SLURM's): not the submitting shell's whole environment.
-    lines.append("#SBATCH --export=" + ",".join(f"{k}={v}" for k, v in env.items()))
+    sbatch.append(("--export", ",".join(f"{k}={v}" for k, v in env.items())))
     # Tasks start in this cxlbench's folder, as its workers do: `python -m cxlbench` then
     # runs this same cxlbench, installed or a checkout (on a file system every machine sees).
-    lines.append(f"#SBATCH --chdir={PACKAGE_PARENT}")
-    lines.append(f"#SBATCH --output={fleet_dir}/logs/task-%a-%A.log" if array
-                 else f"#SBATCH --output={fleet_dir}/job-%j.out")
-    lines += [f"#SBATCH {arg}" for arg in options.sbatch_args]
+    sbatch.append(("--chdir", PACKAGE_PARENT))
+    sbatch.append(("--output", f"{fleet_dir}/logs/task-%a-%A.log" if array
+                   else f"{fleet_dir}/job-%j.out"))
+    sbatch += [(sbatch_value("--sbatch-arg", arg), None) for arg in options.sbatch_args]
+    lines += [f"#SBATCH {flag}" if value is None else
+              f"#SBATCH {flag}={sbatch_value(flag, value)}" for flag, value in sbatch]
     # Steps get the job's environment as it is here (the list above), not --export again.
     lines += ["", "export SLURM_EXPORT_ENV=ALL"]
     if array:
@@ -224,26 +291,30 @@ def sbatch_script(*, name: str, options: Options, fleet_dir: str, results_dir: s
         # binding would put a one-task step on one core). fleet task checks the fleet's
         # folder is seen here, picks the run to make or finish, and becomes it.
         lines += ["exec srun --nodes=1 --ntasks=1 --kill-on-bad-exit=0 --cpu-bind=none "
-                  f"--mem-bind=none {shlex.join(task)}"]
+                  f"--mem-bind=none {shell_join(task, 'the task command')}"]
         return "\n".join(lines) + "\n"
-    lines += _RUN.replace("FLEET", shlex.quote(fleet_dir)).splitlines()
+    lines += _RUN.replace("FLEET", shell_word(fleet_dir, "--results")).splitlines()
     assert commands is not None
     if options.two_hosts:
-        # Host 0 and host 1 by their place in the job's node list; SLURM's job id is
-        # the session both name (benchmarks/crosshost.py).
-        lines += [f"export CXLBENCH_SHARED_REGION={shlex.quote(options.shared_dax)}",
+        # Host 0 and host 1 by their place in the job's node list; SLURM's job id the
+        # session both name (benchmarks/crosshost.py).
+        region = shell_word(options.shared_dax, "--shared-dax")
+        lines += [f"export CXLBENCH_SHARED_REGION={region}",
                   '[ "$(echo $nodes | wc -w)" -eq 2 ] || { echo "cxlbench fleet: --hosts 2 '
                   'got $nodes" >&2; exit 3; }', "h=0", "for n in $nodes; do"]
         # A resume of two hosts is refused (submit.resume): one command for both.
-        lines += [f"  (CXLBENCH_SHARED_HOST=$h run_on \"$n\" {shlex.join(commands[None])}) &"]
+        lines += [f"  (CXLBENCH_SHARED_HOST=$h run_on \"$n\" "
+                  f"{shell_join(commands[None], 'the run command')}) &"]
         lines += ['  pids+=("$!")', "  h=$((h + 1))", "done"]
     elif set(commands) == {None}:
-        lines += ["for n in $nodes; do", f"  run_on \"$n\" {shlex.join(commands[None])} &",
+        lines += ["for n in $nodes; do",
+                  f"  run_on \"$n\" {shell_join(commands[None], 'the run command')} &",
                   '  pids+=("$!")', "done"]
     else:
         # A resume: each machine its own command (the run it finishes).
         lines += ["for n in $nodes; do", '  case "$n" in']
-        lines += [f"    {shlex.quote(node)}) run_on \"$n\" {shlex.join(cmd)} & ;;"
+        lines += [f"    {shell_word(node, 'machine')}) run_on \"$n\" "
+                  f"{shell_join(cmd, 'the run command')} & ;;"
                   for node, cmd in commands.items()]
         lines += ['    *) echo "cxlbench fleet: nothing to run on $n" >&2; rc=2; continue ;;',
                   "  esac", '  pids+=("$!")', "done"]

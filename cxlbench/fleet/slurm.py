@@ -72,14 +72,44 @@ def submit(script_path: str | os.PathLike) -> tuple[str, str | None]:
 def _cluster() -> str | None:
     """This cluster's name, where sbatch did not say it (it does only with -M)."""
     try:
-        out = _run(["scontrol", "show", "config"])
+        return _config().get("ClusterName") or None
     except SlurmError:
         return None
+
+
+def _config() -> dict[str, str]:
+    """`scontrol show config` as {key: value}; SlurmError where the controller does not
+    answer."""
+    out = _run(["scontrol", "show", "config"])
+    if out.returncode != 0:
+        raise SlurmError(f"scontrol show config: {_said(out)}")
+    conf = {}
     for line in out.stdout.splitlines():
         key, _, value = line.partition("=")
-        if key.strip() == "ClusterName":
-            return value.strip() or None
-    return None
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+# slurm.conf(5): an array's task ids run from 0 to one less than MaxArraySize, 1001 by
+# default, 4000001 at most; SchedulerParameters' max_array_tasks may allow fewer tasks.
+DEFAULT_MAX_ARRAY_SIZE = 1001
+MAX_ARRAY_SIZE = 4000001
+
+
+def array_limit() -> tuple[int, str]:
+    """The most tasks an array of task ids 0 to N-1 may hold on this cluster, and the
+    setting that says so; SlurmError (or UserError, SLURM not installed) where SLURM
+    cannot be asked."""
+    conf = _config()
+    size = conf.get("MaxArraySize", "")
+    if size.isdigit():
+        limit, said = int(size), f"MaxArraySize = {size}"
+    else:                       # (every scontrol prints it; a stand-in may not)
+        limit, said = DEFAULT_MAX_ARRAY_SIZE, f"MaxArraySize's default {DEFAULT_MAX_ARRAY_SIZE}"
+    tasks = re.search(r"(?:^|,)max_array_tasks=(\d+)", conf.get("SchedulerParameters", ""))
+    if tasks and int(tasks[1]) < limit:
+        limit, said = int(tasks[1]), f"SchedulerParameters' max_array_tasks={tasks[1]}"
+    return limit, said
 
 
 def parse_show(line: str) -> dict[str, str]:
@@ -330,6 +360,9 @@ def hostlist(names: list[str]) -> str:
 
 
 _ONE = re.compile(r"([^\[\],]*)\[([0-9,\-]+)\]([^\[\],]*)")
+# SLURM's hostlist expands no range of more names (MAX_SLURM_NODES); nor does this a
+# whole node list, which would otherwise take any memory and time a list asks for.
+MAX_NAMES = 65536
 
 
 def _expand(nodelist: str) -> list[str] | None:
@@ -350,6 +383,9 @@ def _expand(nodelist: str) -> list[str] | None:
             lo, _, hi = r.partition("-")
             if not lo.isdigit() or (hi and not hi.isdigit()):
                 return None
+            if len(out) + int(hi or lo) - int(lo) >= MAX_NAMES:
+                raise UserError(f"node list {nodelist!r}: more than {MAX_NAMES} machines, "
+                                "the most SLURM expands in one range")
             width = len(lo)
             out += [f"{head}{i:0{width}d}{tail}" for i in range(int(lo), int(hi or lo) + 1)]
     return out

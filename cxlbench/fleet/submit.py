@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import stat
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -51,6 +52,22 @@ def check_shared(results_dir: str, mounts: str = "/proc/self/mounts") -> None:
                         "would write its run where nobody reads it. Give --results a folder "
                         "every machine mounts, or --local-results where this machine is "
                         "the whole cluster")
+
+
+def check_folder(given: str, results_dir: str) -> None:
+    """Refuse a results folder that is a file (or under one): nothing could be made
+    there, dry run or not; and one whose name sbatch would misread (it stands in the
+    script's #SBATCH lines)."""
+    for path in (Path(results_dir), *Path(results_dir).parents):
+        try:
+            st = path.stat()
+        except OSError:
+            continue                # not there yet (made by the first run), or not seen
+        if not stat.S_ISDIR(st.st_mode):
+            raise UserError(f"--results {given}: {path} is a file, not a folder: give a "
+                            "folder (made where it is missing)")
+        break
+    script.sbatch_value("--results", results_dir, *script.FOLDER_RULE)
 
 
 WARNING = "warning: "        # a note of the script's that submit also says on stderr
@@ -110,18 +127,20 @@ def _recorded(name: str, results_dir: Path
 
 
 def _pool(options: script.Options, dry_run: bool
-          ) -> tuple[list[str] | None, list[str], dict[str, str]]:
+          ) -> tuple[list[str] | None, list[str], dict[str, str], str]:
     """The machines an array may use, those of its partition it must not (a node list's
-    others, those down or drained), and those down or drained with their state: a node
-    list's machines, or the partition's (those with a --constraint of one feature); (None,
-    [], {}) where SLURM cannot say. A machine that takes no jobs is left out of the pool,
-    or tasks would wait for it, kept off the machines measured, for ever."""
+    others, those down or drained), those down or drained with their state, and where
+    the pool is not known, why: a node list's machines, or the partition's (those with a
+    --constraint of one feature); (None, [], {}, why) where SLURM cannot say. A machine
+    that takes no jobs is left out of the pool, or tasks would wait for it, kept off the
+    machines measured, for ever."""
     try:
         every = slurm.nodes_of(options.partition)
         if options.nodelist:
             pool = slurm.hostnames(options.nodelist)
         elif options.constraint and not re.fullmatch(r"[A-Za-z0-9_.\-]+", options.constraint):
-            return None, [], {}         # an expression: SLURM alone can tell
+            # an expression: SLURM alone can tell
+            return None, [], {}, f"--constraint {options.constraint} is SLURM's to match"
         elif options.constraint:        # of the partition the array runs in
             having = set(slurm.nodes_with(options.partition, options.constraint))
             pool = [n for n in every if n in having]
@@ -134,13 +153,46 @@ def _pool(options: script.Options, dry_run: bool
         kept = set(usable)
         exclude = [n for n in every if n not in kept] if options.nodelist else \
             [n for n in every if n in down]
-        return usable or None, exclude, down
-    except (UserError, slurm.SlurmError):
+        return usable or None, exclude, down, ""
+    except (UserError, slurm.SlurmError) as e:
         if dry_run and not options.nodelist:
-            return None, [], {}
+            return None, [], {}, _unasked(e, "sinfo")
         if dry_run:
-            return slurm.hostnames(options.nodelist), [], {}
+            return slurm.hostnames(options.nodelist), [], {}, ""
         raise
+
+
+def _array_fits(options: script.Options, count: int) -> tuple[str, ...]:
+    """Refuse an array of more tasks than the cluster takes in one (its MaxArraySize, or
+    max_array_tasks), naming the limit; where SLURM cannot say, past the most SLURM ever
+    takes, and a warning past its default. The warning, or ()."""
+    given = f"--nodes {options.nodes}" if options.nodes is not None else \
+        f"--nodelist {options.nodelist} ({count} machines)"
+    try:
+        limit, said = slurm.array_limit()
+    except (UserError, slurm.SlurmError) as e:
+        e = _unasked(e, "scontrol")
+        if count > slurm.MAX_ARRAY_SIZE:
+            raise UserError(f"{given}: an array of {count} tasks, past the most SLURM takes in "
+                            f"one ({slurm.MAX_ARRAY_SIZE}, MaxArraySize's largest)") from None
+        if count > slurm.DEFAULT_MAX_ARRAY_SIZE:
+            return (f"{WARNING}{given}: an array of {count} tasks, past SLURM's default "
+                    f"MaxArraySize of {slurm.DEFAULT_MAX_ARRAY_SIZE}; this cluster's was not "
+                    f"read here ({e}), and sbatch refuses an array past it",)
+        return ()
+    if limit == 0:
+        raise UserError(f"this cluster runs no job arrays ({said}): submit with --gang")
+    if count > limit:
+        raise UserError(f"{given}: an array of {count} tasks, past the {limit} this cluster "
+                        f"takes in one ({said}): give at most {limit} machines (and the rest "
+                        "in a fleet of their own), or ask its administrators to raise it")
+    return ()
+
+
+def _unasked(e: Exception, command: str) -> str:
+    """Why SLURM's command did not say, in a few words."""
+    return f"SLURM is not installed here: no {command}" if shutil.which(command) is None \
+        else str(e)
 
 
 def _states(down: dict[str, str], most: int = 10) -> str:
@@ -164,19 +216,24 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     suite.expand(s, [0], [0], ["0,1"])
     source = suite.find(suite_name)
     results_abs = str(Path(results_dir).resolve())
+    check_folder(results_dir, results_abs)
     if not local_results:
         check_shared(results_abs)
+    # Here, before anything is made or queued, goes the region's own rule for
+    # --shared-dax (a DAX device, or a region file cxlbench made: shared_region).
     estimate = None
     if options.time is None:
         limit, estimate = time_limit(s, results_abs)
         options = replace(options, time=limit)
     env = script.job_env(options)
-    pool, exclude, down = (None, [], {}) if options.gang else _pool(options, dry_run)
+    pool, exclude, down, unknown = (None, [], {}, "") if options.gang else \
+        _pool(options, dry_run)
     count = options.nodes if options.nodes is not None else len(pool or [])
     if down and not pool:
         raise UserError(f"no machine of the pool takes jobs now: {_states(down)}")
     if not options.gang and count < 1:
         raise UserError(f"--nodelist {options.nodelist}: no machines")
+    said = () if options.gang else _array_fits(options, count)
     if not dry_run:
         slurm.require("sbatch")             # before a fleet folder is made for nothing
     data = {"suite": s.name, "source": str(source), "variables": variables,
@@ -201,6 +258,10 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     if pool and count > len(pool):
         notes += (f"{WARNING}{count} tasks on a pool of {len(pool)} machines: some machines "
                   "are measured more than once",)
+    elif unknown and options.nodes is not None:
+        notes += (f"{count} tasks, one a machine: the machines of the pool were not counted "
+                  f"here ({unknown}); past that count, some are measured more than once",)
+    notes += said
     if options.gang:
         command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs)
         text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
