@@ -491,9 +491,11 @@ def _read(run: str, unreadable: str = "") -> _Read:
             done = opened.finished()
         except CxlbenchError as e:
             return _Read(pd.DataFrame(), set(), {}, _without(str(e), pathlib.Path(run)), {})
-    damage = ", ".join(dict.fromkeys(
-        str(w.message).removeprefix(f"{run}: ").removeprefix("left out ")
-        for w in left_out if issubclass(w.category, ResultsWarning)))
+    notes = [str(w.message).removeprefix(f"{run}: ").removeprefix("left out ")
+             for w in left_out if issubclass(w.category, ResultsWarning)]
+    # (rows of cases that did not finish: the cases, named below, are what is wrong)
+    damage = ", ".join(dict.fromkeys(n for n in notes
+                                     if not n.endswith("rows of cases that did not finish")))
     if not {"job", "mem"} <= set(frame.columns):    # (no case of it placed: no node's)
         return _Read(pd.DataFrame(), set(), {}, damage, opened.meta)
     cases: dict[tuple[str, str], list[str]] = {}
@@ -539,10 +541,12 @@ def _merge(runs: list[tuple[str, str]], node: int | None
         mine = {k: why for k, why in part.broken.items() if k[1] == mem and k not in seen}
         if not part.meta:       # unreadable: which jobs it held is not known
             faults.append((run, "damaged", part.damage, None))
-        elif mine:
+        elif mine:      # (a case the damage names already is not named twice)
+            said = [why for why in mine.values()
+                    if not why.endswith(" did not finish") or why.split()[0] + " " not in
+                    part.damage]
             faults.append((run, "damaged" if part.damage else "incomplete",
-                           ", ".join(filter(None, [part.damage, *mine.values()])),
-                           set(mine)))
+                           ", ".join(filter(None, [*said, part.damage])), set(mine)))
         if part.frame.empty:
             continue
         keys = pd.Series(list(zip(part.frame["job"].astype(str),
