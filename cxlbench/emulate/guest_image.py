@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import ownfiles
 from ..errors import CxlbenchError, UserError
+from . import tools
 
 # Loaded in this order in the guest; modprobe adds their dependencies.
 MODULES = ("virtio_pci 9pnet_virtio 9p overlay libnvdimm nd_btt nd_pmem cxl_acpi cxl_pci "
@@ -25,7 +26,8 @@ MODULES = ("virtio_pci 9pnet_virtio 9p overlay libnvdimm nd_btt nd_pmem cxl_acpi
 
 MANIFEST = "kit.json"    # its name in caches built so far, which stay valid
 
-# Host commands (QEMU, and what builds the image) and the Debian packages that provide them.
+# Host commands (QEMU, and what builds the image) and the Debian packages that provide them
+# (run by the full path tools.find gives: depmod and modprobe are in sbin).
 TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "busybox": "busybox-static",
          "apt-get": "apt", "apt-cache": "apt", "dpkg": "dpkg", "depmod": "kmod",
          "modprobe": "kmod"}
@@ -44,16 +46,6 @@ class GuestImage:
 def cache_dir() -> Path:
     """The cache's folder of guest images, made if need be (a link there refused)."""
     return ownfiles.cache_folder("guest")
-
-
-def missing_tools(names: dict[str, str], path: str | None = None) -> list[str]:
-    """'TOOL, TOOL (apt-get install PACKAGE)' for each package with a tool not on path
-    (default $PATH)."""
-    absent: dict[str, list[str]] = {}
-    for tool, pkg in names.items():
-        if shutil.which(tool, path=path) is None:
-            absent.setdefault(pkg, []).append(tool)
-    return [f"{', '.join(tools)} (apt-get install {pkg})" for pkg, tools in absent.items()]
 
 
 KERNEL_ENV = "CXLBENCH_GUEST_KERNEL"
@@ -88,7 +80,7 @@ def kernel_package(wanted: str | None = None) -> str:
     wanted, source = chosen_kernel(wanted)
     check_kernel(wanted, source)
     if wanted and _SERIES.fullmatch(wanted):
-        out = subprocess.run(["apt-cache", "search", "--names-only",
+        out = subprocess.run([tools.command("apt-cache"), "search", "--names-only",
                               rf"^linux-image-{re.escape(wanted)}\.[0-9]+\+deb[0-9]+-amd64$"],
                              capture_output=True, text=True).stdout
         names = [line.split()[0] for line in out.splitlines() if line.strip()]
@@ -98,8 +90,8 @@ def kernel_package(wanted: str | None = None) -> str:
         return max(names, key=lambda n: [int(x) for x in re.findall(r"\d+", n)])
     if wanted:
         return wanted
-    out = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True,
-                         text=True).stdout
+    out = subprocess.run([tools.command("apt-cache"), "depends", "linux-image-amd64"],
+                         capture_output=True, text=True).stdout
     m = re.search(r"Depends:\s+(linux-image-\S+)", out)
     if not m:
         raise UserError("cannot find the Debian kernel package (apt-cache depends "
@@ -185,14 +177,15 @@ def _check_ours(home: Path) -> None:
 
 
 def _build(package: str, tmp: Path) -> None:
-    r = subprocess.run(["apt-get", "download", package], cwd=tmp, capture_output=True, text=True)
+    r = subprocess.run([tools.command("apt-get"), "download", package], cwd=tmp,
+                       capture_output=True, text=True)
     debs = list(tmp.glob("*.deb"))
     if r.returncode != 0 or not debs:
         raise UserError(f"apt-get download {package} failed: {r.stderr.strip()[-300:]}")
     root = tmp / "root"
-    subprocess.run(["dpkg", "-x", str(debs[0]), str(root)], check=True)
+    subprocess.run([tools.command("dpkg"), "-x", str(debs[0]), str(root)], check=True)
     (version,) = [p.name for p in (root / "lib/modules").iterdir()]
-    subprocess.run(["depmod", "-b", str(root), version], check=True)
+    subprocess.run([tools.command("depmod"), "-b", str(root), version], check=True)
     image = tmp / "image"
     image.mkdir()
     (vmlinuz,) = list((root / "boot").glob("vmlinuz-*"))
@@ -228,8 +221,9 @@ def _module_closure(root: Path, version: str) -> list[Path]:
     ndctl's modprobe.d file would hide libnvdimm."""
     ordered: list[Path] = []
     for name in MODULES:
-        r = subprocess.run(["modprobe", "-C", "/dev/null", "-d", str(root), "-S", version,
-                            "--show-depends", name], capture_output=True, text=True)
+        r = subprocess.run([tools.command("modprobe"), "-C", "/dev/null", "-d", str(root),
+                            "-S", version, "--show-depends", name], capture_output=True,
+                           text=True)
         if r.returncode != 0:
             raise UserError(f"the guest kernel {version} lacks module {name}: {r.stderr.strip()}")
         for line in r.stdout.splitlines():
@@ -270,7 +264,7 @@ def _write_initramfs(out: Path, modules: list[Path]) -> None:
     for d in ("bin", "dev", "proc", "sys", "modules"):
         c.add(d, 0o040755)
     c.add("dev/console", 0o020600, rdev=(5, 1))
-    c.add("bin/busybox", 0o100755, Path(shutil.which("busybox")).read_bytes())
+    c.add("bin/busybox", 0o100755, Path(tools.command("busybox")).read_bytes())
     c.add("init", 0o100755, init)
     for m in modules:
         c.add(f"modules/{m.name}", 0o100644, m.read_bytes())
