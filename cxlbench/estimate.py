@@ -258,7 +258,7 @@ def _measured(key: str, measure, fallback: float) -> dict:
 
 # What a kept figure may be and still be believed. A probe's lie well inside: loads of 1 ns
 # to a few µs (an emulated far node), rates of MB/s (under TCG) to TB/s, a worker's start
-# of 0.4 s to the 300 s its probe waits at most. Outside them the file was damaged or
+# of 0.4 s (7 s under TCG) within the 300 s its probe waits at most. Outside them the file was damaged or
 # written by another hand, and an estimate made from it would refuse every run.
 NS = (0.01, 1e6)
 BYTES = (1.0, float(1 << 63))
@@ -292,16 +292,17 @@ def _read_cache(path: Path) -> tuple[dict, str]:
         data = json.loads(raw)
     except (ValueError, RecursionError) as e:
         return none, f"not JSON ({str(e)[:80]})"
-    if not isinstance(data, dict) or set(data) != {"nodes", "start", "fill"} or \
-            not isinstance(data["nodes"], dict):
-        return none, ("not an object of nodes, start and fill" if not isinstance(data, dict)
-                      else f"fields {sorted(data)[:5]}, not nodes, start and fill"
-                      if set(data) != {"nodes", "start", "fill"}
-                      else f"nodes is {type(data['nodes']).__name__}, not an object")
+    if not isinstance(data, dict):
+        return none, f"a JSON {type(data).__name__}, not an object of nodes, start and fill"
+    if set(data) != {"nodes", "start", "fill"}:
+        return none, f"fields {str(sorted(data))[:80]}, not nodes, start and fill"
+    if not isinstance(data["nodes"], dict):
+        return none, "nodes is not an object of node numbers"
     out, wrong = {"nodes": {}, "start": None, "fill": None}, []
     for key, entry in data["nodes"].items():
         try:
-            out["nodes"][_node_key(key)] = _node_entry(entry)
+            node = _node_key(key)
+            out["nodes"][node] = _node_entry(entry)
         except ValueError as e:
             wrong.append(f"node {key[:20]!r}: {e}")
     for key in ("start", "fill"):
@@ -324,13 +325,16 @@ def _number(value, low: float, high: float, what: str) -> float:
     """value where it is a JSON number (not a boolean) within [low, high]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             not low <= value <= high:       # (NaN fails every comparison)
-        raise ValueError(f"{what} {value!r:.40} is not a number in [{low:g}, {high:g}]")
+        raise ValueError(f"{what} is {value!r:.40}, not a number in [{low:g}, {high:g}]")
     return float(value)
 
 
 def _when(value) -> float:
     """A probe's time: not in the future (beyond the clock's slack)."""
-    return _number(value, 0.0, time.time() + CLOCK_SLACK_S, "when (seconds since 1970)")
+    when = _number(value, 0.0, sys.float_info.max, "when (seconds since 1970)")
+    if when > (now := time.time()) + CLOCK_SLACK_S:
+        raise ValueError(f"when is {when:.0f}, {when - now:.0f} s in the future")
+    return when
 
 
 def _node_entry(entry) -> dict:
@@ -357,9 +361,9 @@ def _cpu_entry(key: str, entry) -> dict:
     if not isinstance(entry, dict) or set(entry) != {"value", "when"}:
         raise ValueError("not an object of value and when")
     if key == "start":
-        _number(entry["value"], *START_S, "s")
+        _number(entry["value"], *START_S, "a worker's start (s)")
     elif entry["value"] != 0 or isinstance(entry["value"], bool):
-        _number(entry["value"], *RATE, "B/s")
+        _number(entry["value"], *RATE, "numpy's fill (B/s)")
     _when(entry["when"])
     return entry
 

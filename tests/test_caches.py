@@ -244,8 +244,8 @@ def test_a_run_with_a_damaged_cache_says_so_and_runs(tmp_path):
     path.write_text(json.dumps(kept))
     r = cxlbench("run", *TINY, "--fit", "--dry-run", env=cache_env(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert f"note: discarded the estimate cache {path}: start: s 1000000000.0 is not a " \
-           "number in [0.001, 300]; probing again" in r.stderr
+    assert f"note: discarded the estimate cache {path}: start: a worker's start (s) is " \
+           "1000000000.0, not a number in [0.001, 300]; probing again" in r.stderr
     assert "Traceback" not in r.stderr
     assert 0.001 <= assert_ours(path)["start"]["value"] <= 300
 
