@@ -89,7 +89,11 @@ def cache_root() -> Path:
     refused: it would put the cache in whatever folder the command runs from."""
     given = os.environ.get(CACHE_ENV)
     if given is None:
-        return Path.home() / ".cache" / "cxlbench"
+        home = Path.home()      # "~" itself where HOME is unset and no passwd entry names one
+        if not home.is_absolute():
+            raise UserError(f"no home folder for the cache (HOME is unset, and this user has "
+                            f"no passwd entry): set {CACHE_ENV} to an absolute path")
+        return home / ".cache" / "cxlbench"
     if not given.strip():
         raise UserError(f"{CACHE_ENV} is set but empty: give a folder for cxlbench's cache, "
                         f"or unset it for ~/.cache/cxlbench")

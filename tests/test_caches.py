@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cxlbench import estimate, gpu, gpu_build, results
+from cxlbench import estimate, gpu, gpu_build, ownfiles, results
 from cxlbench.emulate import guest_image
 from cxlbench.errors import StorageError, UserError
 
@@ -88,6 +88,15 @@ def test_a_cache_folder_that_would_be_the_working_folder_is_refused(tmp_path, va
                  env=cache_env(tmp_path, CXLBENCH_CACHE=value))
     assert r.returncode == 2 and r.stderr.startswith(says), r.stderr
     assert r.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_a_home_that_is_not_a_folder_is_no_cache(monkeypatch):
+    """HOME unset for a user without a passwd entry (a container's arbitrary uid): the
+    home is "~" itself, which would put the cache under the working folder."""
+    monkeypatch.delenv("CXLBENCH_CACHE", raising=False)
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("~")))
+    with pytest.raises(UserError, match="^no home folder for the cache .*set CXLBENCH_CACHE"):
+        ownfiles.cache_root()
 
 
 def test_the_gpu_library_and_the_guest_image_refuse_an_empty_cache_too(tmp_path,
