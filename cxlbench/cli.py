@@ -75,7 +75,8 @@ def main():
 @click.option("--results-dir", help="where results/<machine>/<run>/ go  [default: results]")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
 @click.option("--dry-run", is_flag=True, help="list the cases (with --resume: those left) and "
-              "stop, changing nothing")
+              "stop, changing nothing; refused as the run would be (past a timeout or the "
+              "budget: exit 2)")
 @click.option("--max-cases", type=click.IntRange(min=1),
               help="refuse a suite that expands to more cases than this  "
                    f"[default: {suite.DEFAULT_MAX_CASES}]")
