@@ -33,7 +33,7 @@ except ModuleNotFoundError:         # Python 3.10
     import tomli as tomllib
 
 from .. import results
-from ..errors import CxlbenchError, ResultsError, ResultsWarning, UserError
+from ..errors import CxlbenchError, ResultsWarning, UserError
 from ..units import format_size, parse_list
 from .policies.base import TierFigures
 
