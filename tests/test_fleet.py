@@ -180,6 +180,12 @@ def test_nodes_count_and_no_optional_lines(tmp_path):
     ({"nodes": 2, "nodelist": "a,b"}, {}, "not both"),
     ({}, {}, "give --nodes N"),
     ({"nodes": 0}, {}, "at least 1"),
+    ({"nodes": -3}, {}, "--nodes -3: at least 1"),
+    ({"nodes": 2, "max_running": -2}, {}, "--max-running -2: at least 1"),
+    ({"nodes": 2, "hosts": 0, "shared_dax": "/dev/dax0.0"}, {}, "--hosts 0: two hosts"),
+    ({"nodes": 2, "hosts": -1, "shared_dax": "/dev/dax0.0"}, {}, "--hosts -1: two hosts"),
+    ({"nodes": 3, "hosts": 2, "shared_dax": "/dev/dax0.0"}, {}, "two machines (--nodes 2 "
+                                                                "or --nodelist a,b), not 3"),
     ({"nodes": 1, "partition": "a b"}, {}, "--partition 'a b'"),
     ({"nodelist": "a;reboot"}, {}, "--nodelist 'a;reboot'"),
     ({"nodes": 1, "time": "soon"}, {}, "--time 'soon'"),
