@@ -15,7 +15,7 @@ import pytest
 
 from cxlbench import emulate, results, suite
 from cxlbench.errors import CxlbenchError, UserError
-from cxlbench.emulate import guest_image, topologies
+from cxlbench.emulate import guest_image, tools, topologies
 
 from .conftest import cxlbench
 
@@ -359,11 +359,14 @@ def test_missing_qemu_is_a_clear_error(tmp_path):
                  env={"PATH": "/nonexistent"})
     assert r.returncode == 2
     assert "emulation needs qemu-system-x86_64 (apt-get install qemu-system-x86)" in r.stderr
-    assert "depmod, modprobe (apt-get install kmod)" in r.stderr
+    # kmod's tools are looked for in the sbin folders too, on PATH or not
+    assert ("depmod, modprobe (apt-get install kmod)" in r.stderr) == \
+        (tools.find("depmod", path="/nonexistent") is None)
 
 
 def test_missing_requirements_name_each_absent_tool(tmp_path, monkeypatch):
-    """The list the guest tests skip on: a PATH without kmod, a guest without daxctl."""
+    """The list the guest tests skip on: a PATH and sbin folders without kmod, a guest
+    without daxctl."""
     host, guest = tmp_path / "host", tmp_path / "guest"
     for where, tools in ((host, guest_image.TOOLS), (guest, guest_image.GUEST_TOOLS)):
         where.mkdir()
@@ -371,6 +374,7 @@ def test_missing_requirements_name_each_absent_tool(tmp_path, monkeypatch):
             if package not in ("kmod", "daxctl"):
                 (where / tool).symlink_to("/bin/true")
     monkeypatch.setenv("PATH", str(host))
+    monkeypatch.setattr("cxlbench.emulate.tools.SBIN", ())
     monkeypatch.setattr(emulate, "GUEST_PATH", str(guest))
     assert emulate.missing_requirements("hmat") == ["depmod, modprobe (apt-get install kmod)"]
     assert emulate.missing_requirements("cxl") == ["depmod, modprobe (apt-get install kmod)",
