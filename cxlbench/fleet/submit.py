@@ -171,14 +171,14 @@ def _array_fits(options: script.Options, count: int) -> tuple[str, ...]:
     try:
         limit, said = slurm.array_limit()
     except (UserError, slurm.SlurmError) as e:
-        e = _unasked(e, "scontrol")
+        why = _unasked(e, "scontrol")
         if count > slurm.MAX_ARRAY_SIZE:
             raise UserError(f"{given}: an array of {count} tasks, past the most SLURM takes in "
                             f"one ({slurm.MAX_ARRAY_SIZE}, MaxArraySize's largest)") from None
         if count > slurm.DEFAULT_MAX_ARRAY_SIZE:
             return (f"{WARNING}{given}: an array of {count} tasks, past SLURM's default "
                     f"MaxArraySize of {slurm.DEFAULT_MAX_ARRAY_SIZE}; this cluster's was not "
-                    f"read here ({e}), and sbatch refuses an array past it",)
+                    f"read here ({why}), and sbatch refuses an array past it",)
         return ()
     if limit == 0:
         raise UserError(f"this cluster runs no job arrays ({said}): submit with --gang")
@@ -233,7 +233,7 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
         raise UserError(f"no machine of the pool takes jobs now: {_states(down)}")
     if not options.gang and count < 1:
         raise UserError(f"--nodelist {options.nodelist}: no machines")
-    said = () if options.gang else _array_fits(options, count)
+    too_many = () if options.gang else _array_fits(options, count)
     if not dry_run:
         slurm.require("sbatch")             # before a fleet folder is made for nothing
     data = {"suite": s.name, "source": str(source), "variables": variables,
@@ -261,7 +261,7 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     elif unknown and options.nodes is not None:
         notes += (f"{count} tasks, one a machine: the machines of the pool were not counted "
                   f"here ({unknown}); past that count, some are measured more than once",)
-    notes += said
+    notes += too_many
     if options.gang:
         command = run_command(f"{fleet_dir}/{s.name}.toml", variables, results_abs)
         text = script.sbatch_script(name=s.name, options=options, fleet_dir=fleet_dir,
