@@ -215,3 +215,13 @@ def test_a_comparison_does_not_test_predictions(recorded, tmp_path):
     pred = table[table["metric"] == "predicted"]
     assert len(pred) == 2 and not pred["significant"].any()
     assert all(v.startswith("predicted: B/A 2.0") for v in pred["verdict"])
+
+
+def test_another_machines_calibration_keeps_its_own_words():
+    """A calibration read from another machine's run says whose it is, once (not
+    "measured on another machine (measured on X ...)")."""
+    from cxlbench.report.figures.model import tier_words
+    src = "measured on lab7, not this machine: results/lab7/20261201-1"
+    assert tier_words("measured", src, "vm") == src
+    assert tier_words("measured", "measured: results/vm/R", "vm") == \
+        "measured here (results/vm/R)"

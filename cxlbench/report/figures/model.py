@@ -26,6 +26,8 @@ def pct(x: float) -> str:
 
 def tier_words(kind: str, source: str, machine: str) -> str:
     """One tier's figures (a calibration's kind and source) in the report's words."""
+    if kind == "measured" and source.startswith("measured on "):
+        return source           # another machine's run, already named as such
     if kind == "measured":
         paths = source.removeprefix("measured: ").split(", ")
         # A calibration named by path (calibration=) may be another machine's run.
