@@ -20,7 +20,7 @@ from .benchmarks import tiering as tiering_bench
 from .tiering import calibration
 from .tiering.policies import KNOBS
 from .topology import Topology
-from .units import format_list, quantity, quantity_range
+from .units import format_list, format_size, parse_size, quantity, quantity_range
 
 
 def _errors(fn):
@@ -442,6 +442,7 @@ def calibrate(node, results_dir, suite_name, variables, again):
     wanted = suite.parse_pairs(variables, "--var")
     if "node" in wanted:
         raise UserError("--var node=...: use --node")
+    _refuse_inside_cache(wanted.get("largest"), topo)
     s = suite.load(suite_name, {**wanted, "node": str(node)})
     s = suite.Suite(calibration.SUITE, s.source, s.text, s.data)   # found again as one
     runs = [] if again else [str(r) for r in calibration.find_runs(results_dir,
@@ -457,12 +458,34 @@ def calibrate(node, results_dir, suite_name, variables, again):
     else:
         echo(f"node {node}: every calibration job is measured already ({', '.join(runs)}); "
              "--again measures it anew")
-    found = calibration.measured(node, results_dir)
+    try:
+        found = calibration.measured(node, results_dir)
+    except calibration.Unusable as e:       # the figures read, then why the model won't
+        for line in analysis_text.calibration_lines(e.calibration) if e.calibration else ():
+            click.echo(line)
+        raise
     if found is None:
         raise UserError(f"node {node}: the calibration is incomplete (failed cases?): see "
                         "the run above, then cxlbench calibrate again")
     for line in analysis_text.calibration_lines(found):
         click.echo(line)
+
+
+def _refuse_inside_cache(largest: str | None, topo) -> None:
+    """A sweep whose largest working set fits in the last-level cache measures that cache,
+    not memory, and the model would refuse it: said before anything runs."""
+    cache = calibration.last_level(topo.cpu.get("caches"))
+    if largest is None or cache is None:
+        return
+    try:
+        size = parse_size(largest)
+    except (UserError, ValueError):
+        return                      # the suite names the bad value when it loads
+    if size <= cache[1]:
+        raise UserError(f"--var largest={largest}: the sweep would stay inside the "
+                        f"{format_size(cache[1], exact=False)} {cache[0]} this machine's sysfs "
+                        "reports, so it would measure that cache, not memory; give a size "
+                        f"past it (e.g. largest={format_size(4 * cache[1], exact=False)})")
 
 
 # The tiering options `cxlbench tiering` sweeps, each a comma-separated list on its flag
@@ -549,8 +572,8 @@ def _model_standing(run_, results_dir: str) -> list[str]:
     found = calibration.tiers(fast, slow, topo, path=first["calibration"], profile=profile,
                               results_dir=results_dir)
     if found is None:
-        return [f"model tiers: ASSUMED (no calibration of node {fast} here: cxlbench "
-                f"calibrate measures it in about five minutes)"]
+        return [f"model tiers: ASSUMED (no calibration of node {fast} the model can use "
+                f"here: cxlbench calibrate measures it in about five minutes)"]
     out = [f"model tiers: {name} " + (f"node {c.node}" if c.node is not None else "tier")
            + f": {c.kind} ({c.source})" for name, c in zip(("fast", "slow"), found)]
     for past in sorted((pathlib.Path(results_dir) / results.machine_id()).glob(

@@ -259,3 +259,15 @@ def test_another_machines_calibration_says_whose_it_is(tmp_path):
     # this machine's own, by path: measured, as before
     mine = write_run(tmp_path / "results" / HERE / "20261201-000000")
     assert calibration.tiers(NODE, None, None, path=str(mine))[0].source == f"measured: {mine}"
+
+
+def test_calibrate_refuses_a_sweep_that_would_stay_in_the_cache_before_it_runs(tmp_path):
+    """`calibrate --var largest=` at or below the last-level cache sysfs reports would
+    measure that cache: refused before any case runs, naming the cache and a size past it."""
+    cache = calibration.last_level(Topology.read(probe_gpus=False).cpu.get("caches"))
+    if cache is None:
+        pytest.skip("sysfs reports no cache sizes here")
+    r = cxlbench("calibrate", "--var", "largest=16K", "--results-dir", str(tmp_path / "r"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "largest=16K" in r.stderr and cache[0] in r.stderr and "not memory" in r.stderr
+    assert not (tmp_path / "r").exists()            # nothing ran, nothing was written
