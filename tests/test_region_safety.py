@@ -203,3 +203,28 @@ def test_a_dax_device_is_taken_as_sysfs_describes_it(tmp_path, monkeypatch):
     assert shared_region.device_size(dax) == (8192, 4096)
     with pytest.raises(UserError, match="region /dev/null: 8192 bytes, the case needs 12288"):
         shared_region.check(dax, 3 * PAGE)
+
+
+@pytest.mark.parametrize("how", ["file", "link", "ours", "absent"])
+def test_fleet_submit_refuses_a_users_file_as_the_shared_region(tmp_path, env, how):
+    """`fleet submit --shared-dax PATH` checks what is at PATH here: a user's file or a
+    link is refused (exit 2, named, unchanged); a region file cxlbench made, or a path
+    not there (it is the machines' path, which each host's run checks), is taken."""
+    suite = tmp_path / "two.toml"
+    suite.write_text('[pp]\nbench = "shared_pingpong"\nrepeat = 1\n')
+    target, data = users_file(tmp_path)
+    named = {"file": target, "link": tmp_path / "link.bin", "ours": tmp_path / "ours",
+             "absent": tmp_path / "nothing-here"}[how]
+    if how == "link":
+        named.symlink_to(target)
+    elif how == "ours":
+        made_region(named)
+    r = cxlbench("fleet", "submit", str(suite), "--hosts", "2", "--shared-dax", str(named),
+                 "--nodelist", "n1,n2", "--local-results", "--results",
+                 str(tmp_path / "shared"), "--dry-run")
+    assert "Traceback" not in r.stderr
+    if how in ("file", "link"):
+        assert r.returncode == 2 and str(named) in r.stderr, r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+    assert target.read_bytes() == data

@@ -4,6 +4,7 @@ named machines each finishing its run with `cxlbench run --resume RUN` (or runni
 suite afresh where no run started)."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import stat
@@ -11,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .. import __version__, results, runner, suite
+from .. import __version__, results, runner, shared_region, suite
 from . import record, script, slurm, status
 from ..errors import ResultsError, UserError
 
@@ -219,8 +220,10 @@ def prepare(suite_name: str, variables: dict[str, str], options: script.Options,
     check_folder(results_dir, results_abs)
     if not local_results:
         check_shared(results_abs)
-    # Here, before anything is made or queued, goes the region's own rule for
-    # --shared-dax (a DAX device, or a region file cxlbench made: shared_region).
+    # The region is a path on the machines the job lands on: refused here only where
+    # something is already at it that is no region (a user's file, a link).
+    if options.shared_dax is not None and os.path.lexists(options.shared_dax):
+        shared_region.check(options.shared_dax)
     estimate = None
     if options.time is None:
         limit, estimate = time_limit(s, results_abs)
