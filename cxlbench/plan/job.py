@@ -5,8 +5,6 @@ or both (flags win)."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import stat
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -233,14 +231,11 @@ def convert(name: str, raw) -> object:
 
 
 def read_input(path: str, what: str, limit: int) -> str:
-    """A file the user names (a job's TOML, a plan's JSON) as text: a plain file (a FIFO
-    or a device would hang or flood the read), at most `limit` bytes, UTF-8 (a BOM
-    dropped). UserError naming `what` and the file otherwise."""
+    """A file the user names (a job's TOML, a plan's JSON) as text: at most `limit` bytes
+    read (a device such as /dev/zero would flood the read; a pipe, as from <(...), is
+    read like a file), UTF-8 (a BOM dropped). UserError naming `what` and the file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise UserError(f"{what} {path}: not a plain file")
+        with open(path, "rb") as f:
             raw = f.read(limit + 1)
     except OSError as e:
         raise UserError(f"{what} {path}: cannot be read: {e.strerror or e}") from None
@@ -268,23 +263,22 @@ def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Jo
     given). Each value is checked against its field's option before anything is computed;
     unknown fields are refused with the known ones named."""
     given: dict = {}        # field: (value, where it was given)
-    preset_where = "--model"
     if toml_path:
         data = _config(toml_path)
-        if preset is None and "preset" in data:
-            preset, preset_where = data["preset"], f"--config {toml_path}: preset"
-        data.pop("preset", None)
+        if "preset" in data:        # checked even where --model overrides it
+            named = _preset(data.pop("preset"), f"--config {toml_path}: preset")
+            preset = named if preset is None else preset
         given.update({k: (v, f"--config {toml_path}: {k}") for k, v in data.items()})
     given.update({k: (v, f"--{k.replace('_', '-')} ({k})") for k, v in flags.items()
                   if v is not None})
     unknown = sorted(set(given) - set(DEFAULTS))
     if unknown:
-        raise UserError(f"plan: no field {', '.join(map(str, unknown))} (fields: "
+        shown = [k if k.isidentifier() else f"{k!r:.40}" for k in unknown[:5]]
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise UserError(f"plan: no field {', '.join(shown)}{more} (fields: "
                         f"{', '.join(DEFAULTS)})")
     if preset is not None:
-        if not isinstance(preset, str) or preset not in PRESETS:
-            raise UserError(f"plan: {preset_where}: no preset {preset!r:.40} (presets: "
-                            f"{', '.join(PRESETS)})")
+        _preset(preset, "--model")
         given = {**{k: (v, f"preset {preset}: {k}") for k, v in PRESETS[preset].items()},
                  "name": (preset, "name"), **given}
     values, bad = {}, []
@@ -296,6 +290,13 @@ def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Jo
     if bad:
         raise UserError("plan: " + "; ".join(bad))
     return _sized(_check(Job(**values)))
+
+
+def _preset(name, where: str) -> str:
+    if not isinstance(name, str) or name not in PRESETS:
+        raise UserError(f"plan: {where}: no preset {name!r:.40} (presets: "
+                        f"{', '.join(PRESETS)})")
+    return name
 
 
 def _sized(job: Job) -> Job:
