@@ -684,7 +684,7 @@ def plan(preset, toml_path, gpu_mem, dram, slow_mem, profile, calibration_path, 
         raise UserError("plan: --check prints a run's summary and table; without --json "
                         "(or write the plan's JSON first, then check)")
     planned = place.plan(the_job, mach)
-    click.echo(json.dumps(plan_text.as_dict(planned), indent=1) if as_json
+    click.echo(json.dumps(plan_text.as_dict(planned), indent=1, allow_nan=False) if as_json
                else plan_text.render(planned))
     if check:
         _plan_check(planned, results_dir)
