@@ -82,8 +82,8 @@ def build(compiler: str) -> Path:
     try:
         return gpu_build.build(compiler, source_dir(), cache_dir())
     except StorageError as e:
-        raise UserError(f"the GPU library is built on first use into the cache: {e}") \
-            from None
+        raise UserError(f"the GPU library is built on first use into the cache: {e}: set "
+                        "CXLBENCH_CACHE to a writable folder") from None
     except gpu_build.BuildError as e:
         if e.unwritable:
             raise UserError(f"the GPU library is built on first use into {e}: set "

@@ -184,9 +184,9 @@ def test_an_unwritable_cache_says_where_and_what_moves_it(tmp_path, monkeypatch)
     gpu._loaded.cache_clear()
     try:
         assert gpu.unavailable() == (
-            f"GPU library: the GPU library is built on first use into "
-            f"{tmp_path / 'a-file' / 'cache' / 'gpu'}, which cannot be written (Not a "
-            f"directory): set CXLBENCH_CACHE to a writable folder")
+            f"GPU library: the GPU library is built on first use into the cache: cannot "
+            f"make the cache folder {tmp_path / 'a-file' / 'cache' / 'gpu'}: Not a "
+            f"directory: set CXLBENCH_CACHE to a writable folder")
     finally:
         gpu._loaded.cache_clear()
 

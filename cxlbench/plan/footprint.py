@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .job import DTYPE_BYTES, Job
+from ..errors import UserError
+from .job import DTYPE_BYTES, MAX_BYTES, MAX_PARAMS, Job
 
 MOMENTS = {"adam": 2, "adamw": 2, "sgd": 1, "adagrad": 1}     # fp32 states a parameter
 STATES = ("parameters", "master weights", "optimizer moments")  # what a checkpoint saves
@@ -168,3 +169,19 @@ def model_states(job: Job) -> int:
     """Parameters, gradients, master weights and moments on one device."""
     return sum(x.bytes for x in footprint(job) if x.name in (
         "parameters", "gradients", "master weights", "optimizer moments"))
+
+
+def within_bounds(job: Job) -> list[Part]:
+    """The job's parts, where its parameters and each part stay within what any machine
+    could hold; UserError naming the first that does not."""
+    n = params(job)
+    if n > MAX_PARAMS:
+        raise UserError(f"plan: the model has {n / 1e12:.3g} T parameters, past the "
+                        f"{MAX_PARAMS / 1e12:g} T a plan takes: check layers, hidden, ffn, "
+                        "vocab, experts, tables and table_dim")
+    parts = footprint(job)
+    big = [p for p in parts if p.bytes > MAX_BYTES]
+    if big:
+        raise UserError(f"plan: {big[0].name}: {big[0].bytes:.3g} bytes a device, past the "
+                        f"{MAX_BYTES >> 60} EiB a plan takes (its formula: {big[0].formula})")
+    return parts

@@ -289,7 +289,7 @@ def make(preset: str | None = None, toml_path: str | None = None, **flags) -> Jo
             bad.append(f"{where}: {e}")
     if bad:
         raise UserError("plan: " + "; ".join(bad))
-    return _sized(_check(Job(**values)))
+    return _check(Job(**values))
 
 
 def _preset(name, where: str) -> str:
@@ -299,16 +299,3 @@ def _preset(name, where: str) -> str:
     return name
 
 
-def _sized(job: Job) -> Job:
-    """A job whose parameters and parts stay within what any machine could hold."""
-    from .footprint import footprint, params    # footprint builds on this module
-    n = params(job)
-    if n > MAX_PARAMS:
-        raise UserError(f"plan: the model has {n / 1e12:.3g} T parameters, past the "
-                        f"{MAX_PARAMS / 1e12:g} T a plan takes: check layers, hidden, ffn, "
-                        "vocab, experts, tables and table_dim")
-    big = [p for p in footprint(job) if p.bytes > MAX_BYTES]
-    if big:
-        raise UserError(f"plan: {big[0].name}: {big[0].bytes:.3g} bytes a device, past the "
-                        f"{MAX_BYTES >> 60} EiB a plan takes (its formula: {big[0].formula})")
-    return job

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .footprint import Part, footprint
+from .footprint import Part, within_bounds
 from .job import Job
 from .timing import Work, host_bytes, works
 from .tiers import Machine
@@ -80,7 +80,7 @@ def _better(work: Work, machine: Machine, share: float, ns: float) -> tuple | No
 
 
 def plan(job: Job, machine: Machine) -> Plan:
-    parts = footprint(job)
+    parts = within_bounds(job)
     items = works(job, parts)
     home = {name: w for w in items for name in w.parts}
     sizes = {p.name: host_bytes(job, p) for p in parts if p.where == "host"}
