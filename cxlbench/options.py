@@ -133,6 +133,8 @@ def _to_float(raw) -> float:
         value = float(raw)
     except (ValueError, OverflowError):   # OverflowError: an int too large for a float
         raise ValueError(f"{raw!r} is not a number") from None
+    except TypeError:       # a TOML date or time, a JSON null: said as the file has it
+        raise ValueError(f"{'null' if raw is None else raw} is not a number") from None
     if not math.isfinite(value):
         raise ValueError(f"{raw!r} is not a finite number")
     return value

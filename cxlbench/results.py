@@ -155,11 +155,12 @@ class Run:
             for name in FILES[1:]:
                 if not (path / name).is_file():
                     raise ResultsError(f"{path / name} is missing")
+            meta = _upgrade_meta(raw, version, path / "run.json")
         except BaseException:
             if fd is not None:
                 os.close(fd)
             raise
-        return cls(path, _upgrade_meta(raw, version), version, fd)
+        return cls(path, meta, version, fd)
 
     # ---- reading ----------------------------------------------------------------------
     def _consistent(self) -> tuple[dict[str, dict], list[str], list[list[str]], list[str]]:
@@ -172,7 +173,8 @@ class Run:
         done, bad = _journal(self.path / "cases.jsonl", self.stored_version, known)
         header, rows, cut = _read_table(self.path / "results.csv", self.columns)
         for v in range(self.stored_version, FORMAT_VERSION):
-            header, rows = UPGRADES[v].table(self.meta, header, rows)
+            with _naming(self.path / "results.csv"):
+                header, rows = UPGRADES[v].table(self.meta, header, rows)
         if header != self.columns:
             raise ResultsError(f"{self.path / 'results.csv'}: its header is not the columns "
                                "run.json lists")
@@ -571,15 +573,26 @@ def _read_stored(path: Path) -> tuple[dict, int]:
     return meta, version
 
 
-def _upgrade_meta(meta: dict, version: int) -> dict:
-    for v in range(version, FORMAT_VERSION):
-        meta = {**UPGRADES[v].meta(meta), "format_version": v + 1}
+def _upgrade_meta(meta: dict, version: int, where: Path) -> dict:
+    with _naming(where):
+        for v in range(version, FORMAT_VERSION):
+            meta = {**UPGRADES[v].meta(meta), "format_version": v + 1}
     return meta
+
+
+@contextlib.contextmanager
+def _naming(where: Path):
+    """An upgrade step's ResultsError (which knows no file) with the file it was reading."""
+    try:
+        yield
+    except ResultsError as e:
+        raise ResultsError(f"{where} is damaged: {e}") from None
 
 
 def read_meta(path: str | os.PathLike) -> dict:
     """run.json, upgraded to this format."""
-    return _upgrade_meta(*_read_stored(_run_dir(path)))
+    path = _run_dir(path)
+    return _upgrade_meta(*_read_stored(path), path / "run.json")
 
 
 def load(path: str | os.PathLike, columns: list[str] | None = None):
@@ -617,17 +630,25 @@ def _v1_params(bench: str, params: dict) -> dict:
     return {("measure" if k == "metric" else k): v for k, v in params.items()}
 
 
+def _parameters_span(columns: list[str], version: int) -> tuple[int, int]:
+    """Where a table's parameter columns are: after `isa` and before `cpus_used`, in every
+    format; ResultsError for columns that lack them (a damaged or hand-made run)."""
+    if not {"isa", "cpus_used"} <= set(columns) or \
+            columns.index("isa") > columns.index("cpus_used"):
+        raise ResultsError(f"its columns lack isa and cpus_used, between which a format "
+                           f"{version} run has its parameters")
+    return columns.index("isa") + 1, columns.index("cpus_used")
+
+
 def _v1_columns(columns: list[str], add_measure: bool) -> list[str]:
     """The first of two `metric` columns was the matrix option's; `measure` joins the
     parameters (sorted, between `isa` and `cpus_used`) where a matrix case needs it."""
     cols = list(columns)
-    if not {"isa", "cpus_used"} <= set(cols):
-        raise ResultsError("a format 1 table has isa and cpus_used columns; this one lacks "
-                           "them")
+    _parameters_span(cols, 1)
     if cols.count("metric") > 1:
         cols.remove("metric")
     if add_measure and "measure" not in cols:
-        lo, hi = cols.index("isa") + 1, cols.index("cpus_used")
+        lo, hi = _parameters_span(cols, 1)
         cols.insert(lo + bisect(cols[lo:hi], "measure"), "measure")
     return cols
 
@@ -640,7 +661,9 @@ def _v1_meta(meta: dict) -> dict:
         suite["jobs"] = {name: _v1_params(body.get("bench"), body)
                          if isinstance(body, dict) else body for name, body in jobs.items()}
     emulated = meta.get("emulated") or {}
-    hostname = ((meta.get("topology") or {}).get("machine") or {}).get("hostname")
+    machine = (meta.get("topology") or {}).get("machine")   # (a hand-edited one: anything)
+    hostname = machine.get("hostname") if isinstance(machine, dict) else None
+    hostname = hostname if isinstance(hostname, str) else None
     return {**meta, "cases": cases, "suite": suite,
             "columns": _v1_columns(meta["columns"], any(c["bench"] == "matrix" for c in cases)),
             "machine_id": meta.get("machine_id") or _machine_id(hostname,
@@ -648,7 +671,8 @@ def _v1_meta(meta: dict) -> dict:
 
 
 def _v1_table(meta: dict, header: list, rows: list) -> tuple[list, list]:
-    measure = {c["id"]: c["params"]["measure"] for c in meta["cases"] if c["bench"] == "matrix"}
+    measure = {c["id"]: c["params"]["measure"] for c in meta["cases"]
+               if c["bench"] == "matrix" and "measure" in c["params"]}
     new = _v1_columns(header, bool(measure))
     out = []
     for row in rows:
@@ -687,7 +711,7 @@ def _v2_columns(cases: list[dict], columns: list[str]) -> list[str]:
     """The parameter columns with each tiering option in its new name (kept under the old
     one too where another benchmark's case of the run has that option). `cases` may be
     named either way, and columns named the new way already stay as they are."""
-    first, last = columns.index("isa") + 1, columns.index("cpus_used")
+    first, last = _parameters_span(columns, 2)
     tiering = [c["params"] for c in cases if c["bench"] == "tiering"]
     others = {k for c in cases if c["bench"] != "tiering" for k in c["params"]}
     renamed = {k for k in columns[first:last] if _v2_name(k) != k

@@ -4,6 +4,8 @@ while another benchmark's `rows` in the same run keeps its column."""
 import csv
 import io
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -134,3 +136,55 @@ def test_a_format_version_that_is_no_whole_number_is_named(tmp_path, value, show
     (run_dir / "run.json").write_text(json.dumps(meta))
     with pytest.raises(ResultsError, match="run.json has no format_version$"):
         results.read_meta(run_dir)
+
+
+COMMITTED = Path(__file__).resolve().parent / "data" / "runs" / "vm" / "20261130-093420"
+
+
+def _matrix_without_metric(meta):
+    case = next(c for c in meta["cases"] if c["bench"] == "matrix")
+    del case["params"]["metric"]
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda m: m["topology"].update(machine=1), None),
+    (lambda m: m["topology"]["machine"].update(hostname=5), None),
+    (_matrix_without_metric, None),
+    (lambda m: m.update(columns=[c for c in m["columns"] if c != "isa"]),
+     "run.json is damaged: its columns lack isa and cpus_used, between which a format 1 run "
+     "has its parameters"),
+], ids=["machine-not-a-table", "hostname-a-number", "matrix-case-without-metric",
+        "columns-without-isa"])
+def test_a_damaged_format_1_run_upgrades_or_is_refused_naming_run_json(tmp_path, damage, said):
+    """The format 1 upgrade reads what run.json holds, whatever a hand or a crash left there:
+    a resume's dry run lists the run or refuses it in one line, never a traceback."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(COMMITTED, run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    damage(meta)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    r = CliRunner().invoke(main, ["run", "--resume", str(run_dir), "--dry-run",
+                                  "--other-machine"])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exc_info
+    if said is None:
+        assert r.exit_code == 0, r.output
+    else:
+        assert r.exit_code == 2 and said in r.stderr and r.stderr.startswith("error: ")
+
+
+def test_a_recorded_option_of_null_is_refused_on_resume(tmp_path):
+    """A case left to run whose run.json value is null (a float option here) is refused
+    naming the option, before anything runs."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(COMMITTED, run_dir)
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    last = json.loads(lines[-1])["case"]
+    (run_dir / "cases.jsonl").write_text("".join(lines[:-1]))     # its case left to run
+    meta = json.loads((run_dir / "run.json").read_text())
+    case = next(c for c in meta["cases"] if c["id"] == last)
+    case["params"]["timeout"] = None
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    r = CliRunner().invoke(main, ["run", "--resume", str(run_dir), "--dry-run",
+                                  "--other-machine"])
+    assert r.exit_code == 2, r.output
+    assert f"run.json's case {last}: option 'timeout': null is not a number" in r.stderr

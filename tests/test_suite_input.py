@@ -179,6 +179,13 @@ def test_the_largest_values_the_c_side_takes_still_pass():
     ('[j]\nbench = "chase"\nseed = { from = 1.5, to = 9, step = 1 }',
      "bad range: 1.5 is not an integer"),
     ('vars = 3\n[j]\nbench = "chase"', "vars must be a table"),
+    # TOML's dates and times, where a number was expected
+    ('[j]\nbench = "chase"\ntimeout = 1979-05-27', "option 'timeout': 1979-05-27 is not a "
+                                                   "number"),
+    ('[j]\nbench = "chase"\ntolerance = 1979-05-27T07:32:00Z',
+     "option 'tolerance': 1979-05-27 07:32:00+00:00 is not a number"),
+    ('[j]\nbench = "chase"\ntimeout = [1.0, 07:32:00]', "option 'timeout': 07:32:00 is not a "
+                                                         "number"),
     pytest.param('x = ' + "9" * 5000, "not valid TOML", id="int-of-5000-digits"),
 ])
 def test_malformed_suites_are_one_suite_error(tmp_path, body, message):
