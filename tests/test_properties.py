@@ -12,8 +12,10 @@ CliRunner), and checks the same three things of every example:
 - it returns within the deadline (and a hung one is stopped by an alarm).
 
 Nothing is measured: every run is a --dry-run, the estimate's probes are stood in for, and
-emulate stops before a guest is built. Example counts are small, so the whole file runs in
-well under a minute; derandomized, so CI sees the same examples each time."""
+emulate stops before a guest is built. Generated values are mostly ones the parser takes,
+a few wild, so that an example gets past the first check to the code behind it. Example
+counts are sized by cost (60 to 300 a property: about 20 s for the file on a 2-CPU VM);
+derandomized, so CI sees the same examples each time."""
 import contextlib
 import copy
 import json
@@ -123,7 +125,7 @@ def bounded(seconds: float):
         signal.signal(signal.SIGALRM, before)
 
 
-def cli(where: Place, args: list[str], env: dict | None = None):
+def cli(where: Place, args: list[str]):
     """`cxlbench ARGS` in `where`'s work folder (USER in an argument: its user folder),
     checked for the properties every example holds to; the result."""
     args = [where.fill(a) for a in args]
@@ -133,8 +135,7 @@ def cli(where: Place, args: list[str], env: dict | None = None):
     try:
         with bounded(HANG_S):
             r = CliRunner().invoke(main, args, catch_exceptions=True, env={
-                "HOME": str(where.work), "CXLBENCH_CACHE": str(where.work / "cache"),
-                **(env or {})})
+                "HOME": str(where.work), "CXLBENCH_CACHE": str(where.work / "cache")})
     finally:
         os.chdir(cwd)
     shown = f"cxlbench {' '.join(map(repr, args))}\n{r.output[-2000:]}"
@@ -255,13 +256,14 @@ def render_key(key: str, draw) -> str:
     return toml_key(key)
 
 
-# ---- suites -------------------------------------------------------------------------------
+# ---- suites, --set, --var, --param ---------------------------------------------------------
 
 # One value of each type TOML has, and the values numbers go wrong with.
 TYPE_SAMPLES = st.sampled_from(
     ["1979-05-27", "07:32:00", "1979-05-27T07:32:00Z", "1979-05-27T07:32:00", "true", "nan",
      "inf", "-inf", "-1", "0", "0.5", "1e400", str(1 << 64), '""', '"x"', "[]", "{}",
-     "[1, 2]", "[[]]", "{ from = 1, to = 2 }"])
+     "[1, 2]", "[[]]", "{ from = 1, to = 2 }", '"\\u0000"', '"~nosuch/x"', '"16K"',
+     '"bind:0"'])
 WILD_LITERALS = st.one_of(TYPE_SAMPLES, VALUE_LITERALS)
 
 
@@ -313,11 +315,12 @@ def suite_files(draw) -> bytes:
 VAR_VALUES = st.one_of(st.sampled_from(["0", "1", "*", "bind:0", "16K"]), TEXTS)
 
 
-@settings(PROPERTY, max_examples=100)
+@settings(PROPERTY, max_examples=200)
 @given(text=suite_files(), variables=st.lists(st.tuples(
     mostly(st.just("node"), st.sampled_from(["x", "", " node "])), VAR_VALUES), max_size=1),
        max_cases=mostly(st.none(), st.sampled_from(["1", "3", "0", "-1", "x"])))
 def test_any_suite_file_is_listed_or_refused(place, text, variables, max_cases):
+    """A suite file (and --var, --max-cases) is listed by a dry run or refused."""
     where = place()
     (where.work / "suite.toml").write_bytes(where.fill(text.decode("utf-8", "surrogateescape"))
                                            .encode("utf-8", "surrogateescape"))
@@ -325,6 +328,26 @@ def test_any_suite_file_is_listed_or_refused(place, text, variables, max_cases):
     args += [a for k, v in variables for a in ("--var", f"{k}={v}")]
     args += ["--max-cases", max_cases] if max_cases is not None else []
     cli(where, args)
+
+
+OPTIONS_BY_KIND: dict[str, list] = {}     # kind -> (benchmark, option) pairs
+for _bench in BENCHES:
+    for _name, _opt in benchmarks.get(_bench).options.items():
+        OPTIONS_BY_KIND.setdefault(_opt.kind, []).append((_bench, _name))
+
+
+@settings(PROPERTY, max_examples=150)
+@given(kind=st.sampled_from(sorted(OPTIONS_BY_KIND)), data=st.data())
+def test_any_option_given_any_type_is_listed_or_refused(place, kind, data):
+    """Each kind of option (size, int, float, choice, placement, cpus, path...) given a
+    value of each type TOML has, in a suite of one job: few enough pairs that the
+    examples reach most of them."""
+    bench, name = data.draw(st.sampled_from(OPTIONS_BY_KIND[kind]), label="option")
+    value = data.draw(st.one_of(TYPE_SAMPLES, TEXTS.map(toml_string)), label="value")
+    where = place()
+    (where.work / "suite.toml").write_text(where.fill(
+        f'[job]\nbench = "{bench}"\n{toml_key(name)} = {value}\n'))
+    cli(where, ["run", "suite.toml", "--dry-run", "--results-dir", str(where.work / "results")])
 
 
 @st.composite
@@ -363,11 +386,12 @@ size = ["${size}", "1M"]
 """
 
 
-@settings(PROPERTY, max_examples=100)
+@settings(PROPERTY, max_examples=200)
 @given(adhoc=settings_of(), variables=st.lists(st.tuples(
     st.sampled_from(["node", "size", "kind", "other"]), VAR_VALUES), max_size=3),
        which=st.sampled_from(["--set", "--var"]))
 def test_any_set_or_var_value_is_listed_or_refused(place, adhoc, variables, which):
+    """--bench's --set KEY=VALUE, or a suite's --var KEY=VALUE, as typed."""
     where = place()
     results_dir = ["--results-dir", str(where.work / "results")]
     if which == "--set":
@@ -380,10 +404,10 @@ def test_any_set_or_var_value_is_listed_or_refused(place, adhoc, variables, whic
                     "--dry-run", *results_dir])
 
 
-PARAM_GOOD = {}         # each topology parameter's defaults, as typed
-for t in topologies.TOPOLOGIES.values():
-    for k, v in {**topologies.COMMON_PARAMS, **t.params}.items():
-        PARAM_GOOD.setdefault(k, set()).add(v)
+PARAM_GOOD: dict[str, set] = {}         # each topology parameter's defaults, as typed
+for _topo in topologies.TOPOLOGIES.values():
+    for _key, _value in {**topologies.COMMON_PARAMS, **_topo.params}.items():
+        PARAM_GOOD.setdefault(_key, set()).add(_value)
 PARAM_NAMES = sorted(PARAM_GOOD)
 PARAM_VALUES = st.one_of(st.sampled_from(["1G", "1536M", "2", "256M", "100", "5G", "0", "-1",
                                           "1e9", "255", "99999999999999999999T", "nan"]), TEXTS)
@@ -399,7 +423,7 @@ def emulate_params(draw) -> list[str]:
     return out
 
 
-@settings(PROPERTY, max_examples=100)
+@settings(PROPERTY, max_examples=150)
 @given(topology=st.sampled_from(sorted(topologies.TOPOLOGIES)), params=emulate_params(),
        timeout=mostly(st.none(), st.sampled_from(["10", "0", "-1", "nan", "inf", "1e400", "x"])),
        kernel=mostly(st.none(), st.one_of(st.sampled_from(
@@ -482,7 +506,7 @@ def no_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
-@settings(PROPERTY, max_examples=150)
+@settings(PROPERTY, max_examples=300)
 @given(given_=plan_args())
 def test_any_plan_job_is_planned_or_refused(place, given_):
     """And what --json prints is JSON (no NaN, no Infinity)."""
@@ -496,16 +520,18 @@ def test_any_plan_job_is_planned_or_refused(place, given_):
         json.loads(r.stdout, parse_constant=no_constant)
 
 
-# ---- report --plan -------------------------------------------------------------------------
+# ---- run folders (report --plan reports on one; resumes read them) ------------------------
 
 def made_run(root: Path) -> Path:
-    """A run of three tiny chase cases as cxlbench writes one, the first finished: made by
-    the runner's own writers, with a measurement written as a worker would (nothing
-    measured)."""
+    """A run of three tiny chase cases and a tiering one as cxlbench writes it, the first
+    finished: made by the runner's own writers, with a measurement written as a worker
+    would (nothing measured)."""
     topo = Topology.read(probe_gpus=False)
-    text = '[lat]\nbench = "chase"\nsize = ["16K", "32K", "64K"]\nrepeat = 2\n'
-    s = suite_mod.Suite("tiny", "tiny.toml", text, {"lat": {
-        "bench": "chase", "size": ["16K", "32K", "64K"], "repeat": 2}})
+    text = ('[lat]\nbench = "chase"\nsize = ["16K", "32K", "64K"]\nrepeat = 2\n'
+            '[tier]\nbench = "tiering"\nengine = "model"\n')
+    s = suite_mod.Suite("tiny", "tiny.toml", text, {
+        "lat": {"bench": "chase", "size": ["16K", "32K", "64K"], "repeat": 2},
+        "tier": {"bench": "tiering", "engine": "model"}})
     cases = suite_mod.expand_for(s, topo)
     run = runner.start(s, cases, topo, str(root))
     m = {"status": "ok", "kernel": "chase", "isa": "scalar", "cpus": [0],
@@ -520,16 +546,17 @@ def made_run(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """Run folders to start from: one made here (this format, this machine, two cases
+    """Run folders to start from: one made here (this format, this machine, three cases
     left) and the committed one (format 1, every case finished)."""
     return {"made": made_run(tmp_path_factory.mktemp("made")), "committed": COMMITTED_RUN}
 
 
 @pytest.fixture(scope="module")
-def a_plan() -> dict:
+def a_plan(tmp_path_factory) -> dict:
     """A plan's JSON as `cxlbench plan --json` writes one, with host work to draw."""
     r = CliRunner().invoke(main, ["plan", "--model", "llama-3-8b", "--zero", "1", "--offload",
-                                  "optimizer", "--json"])
+                                  "optimizer", "--json", "--results-dir",
+                                  str(tmp_path_factory.mktemp("no-calibrations"))])
     assert r.exit_code == 0, r.output
     return Named(json.loads(r.stdout), "<cxlbench plan's JSON of llama-3-8b, ZeRO 1, the "
                                        "optimizer offloaded>")
@@ -604,7 +631,7 @@ def plan_file(draw, plan: dict) -> bytes:
     return spliced(draw, json.dumps(value).encode(), "plan.json", odds=10)
 
 
-@settings(PROPERTY, max_examples=40)
+@settings(PROPERTY, max_examples=60)
 @given(data=st.data())
 def test_any_plan_json_is_reported_or_refused(place, runs, a_plan, data):
     where = place()
@@ -631,7 +658,7 @@ def damaged_journal(draw, text: str) -> str:
     for _ in range(draw(st.integers(0, 2), label="journal: changes")):
         how = draw(st.sampled_from(["entry", "junk", "cut", "twice", "stranger"]), label="how")
         i = draw(st.integers(0, max(0, len(lines) - 1)), label="line")
-        if how == "junk" or not lines:
+        if how == "junk" or not lines or not lines[i]:
             lines.insert(i, draw(st.text(max_size=20), label="junk") + "\n")
         elif how == "entry":
             try:
@@ -651,7 +678,7 @@ def damaged_journal(draw, text: str) -> str:
     return "".join(lines)
 
 
-@settings(PROPERTY, max_examples=60)
+@settings(PROPERTY, max_examples=120)
 @given(data=st.data(), base=st.sampled_from(["made", "made", "committed"]),
        other=st.booleans())
 def test_any_run_folder_resumes_dry_or_is_refused(place, runs, data, base, other):
@@ -673,6 +700,35 @@ def test_any_run_folder_resumes_dry_or_is_refused(place, runs, data, base, other
     cli(where, ["run", "--resume", "run", "--dry-run", *(["--other-machine"] * other)])
 
 
+JSON_TYPE_SAMPLES = st.sampled_from([None, True, False, 0, -1, 1.5, 1 << 64, float("nan"),
+                                     float("inf"), "", "x", "16K", "bind:0", "\x00", [], [1],
+                                     {}, {"a": 1}])
+
+
+@settings(PROPERTY, max_examples=150)
+@given(data=st.data())
+def test_any_recorded_option_of_any_type_is_resumed_or_refused(place, runs, data):
+    """A case left to run whose recorded option (each kind) holds a value of each JSON
+    type: the resume's checks refuse it, naming it, or list it."""
+    where = place()
+    run = where.work / "run"
+    shutil.copytree(runs["made"], run)
+    meta = json.loads((run / "run.json").read_text())
+    done = {json.loads(line)["case"] for line in (run / "cases.jsonl").read_text().splitlines()}
+    by_kind: dict[str, list] = {}
+    for i, case in enumerate(meta["cases"]):
+        if case["id"] not in done:
+            for key in case["params"]:
+                kind = benchmarks.get(case["bench"]).option(key).kind
+                by_kind.setdefault(kind, []).append((i, key))
+    kind = data.draw(st.sampled_from(sorted(by_kind)), label="kind")
+    i, key = data.draw(st.sampled_from(by_kind[kind]), label="option")
+    meta["cases"][i]["params"][key] = data.draw(st.one_of(JSON_TYPE_SAMPLES, JSON_VALUES),
+                                                label="value")
+    (run / "run.json").write_text(json.dumps(meta))
+    cli(where, ["run", "--resume", "run", "--dry-run"])
+
+
 # ---- the estimate's cache ----------------------------------------------------------------------
 
 REAL_FIGURES = estimate.figures      # (no_probes stands in for it in every test)
@@ -689,7 +745,7 @@ CACHE_FAVOURED = [("nodes",), ("nodes", "0"), ("nodes", "0", "sweep"),
                   ("fill",), ("fill", "value")]
 
 
-@settings(PROPERTY, max_examples=60)
+@settings(PROPERTY, max_examples=120)
 @given(data=st.data(), planted=st.sampled_from(["written"] * 6 + [
     "a link to the user's file", "a folder", "a FIFO", "empty"]),
        args=st.sampled_from([["--bench", "chase", "--set", "size=16K"],
@@ -766,7 +822,7 @@ def fleet_args(draw) -> list[str]:
     return args + draw(mostly(st.just(["--local-results"]), st.just([])))
 
 
-@settings(PROPERTY, max_examples=100)
+@settings(PROPERTY, max_examples=200)
 @given(name=mostly(st.just("s"), SUITE_NAMES), relative=st.booleans(), args=fleet_args())
 def test_any_fleet_submission_is_printed_or_refused(place, name, relative, args):
     """A dry run prints the script or refuses, whatever the suite's name and options."""
