@@ -494,16 +494,39 @@ def _journal(path: Path, version: int, known: set[str]) -> tuple[dict[str, dict]
     return done, bad
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# A journal line's fields as journal_entry writes them, each with the types its readers
+# (resume, the summary, reports) take where it has them (hand-made runs lack some); a
+# summary's metric: its count n, and where given its unit, numbers and noisy flag.
+_NONE = type(None)
+ENTRY_FIELDS = {"error": (str, _NONE), "kernel": (str, _NONE), "isa": (str, _NONE),
+                "cpus": (list, _NONE), "params": (dict,), "placement": (dict, _NONE),
+                "info": (dict, _NONE), "seconds": (int, float), "estimate_s": (int, float, _NONE)}
+SUMMARY_FIELDS = {"unit": (str,), "median": (int, float), "ci_low": (int, float),
+                  "ci_high": (int, float), "cv": (int, float), "noisy": (bool,)}
+
+
 def _is_entry(entry, known: set[str]) -> bool:
     """A journal line as the runner writes it, of one of the run's cases: what resume,
     summaries and reports read from it has the type they expect."""
-    if not (isinstance(entry, dict) and entry.get("case") in known
-            and isinstance(entry.get("status"), str)
-            and isinstance(entry.get("params", {}), dict)
-            and isinstance(entry.get("summary"), dict)):
+    if not (isinstance(entry, dict) and isinstance(entry.get("case"), str)
+            and entry["case"] in known and isinstance(entry.get("status"), str)
+            and isinstance(entry.get("summary"), dict) and not _mistyped(entry, ENTRY_FIELDS)):
+        return False
+    if not (all(type(c) is int for c in entry.get("cpus") or ())
+            and isinstance((entry.get("info") or {}).get("tiers") or {}, dict)):
         return False
     return all(isinstance(s, dict) and type(s.get("n")) is int and s["n"] >= 0
-               for s in entry["summary"].values())
+               and not _mistyped(s, SUMMARY_FIELDS) for s in entry["summary"].values())
+
+
+def _mistyped(d: dict, fields: dict) -> str | None:
+    """The first of `fields` that d has but not of its types (a bool is no number)."""
+    return next((k for k, kinds in fields.items() if k in d and not (
+        isinstance(d[k], kinds) and (bool in kinds or not isinstance(d[k], bool)))), None)
 
 
 def _rows_expected(entry: dict) -> int:
@@ -559,9 +582,21 @@ def _read_stored(path: Path) -> tuple[dict, int]:
     # Read by reports and resumes where present; older runs may lack some.
     for key, kinds in (("machine_id", str), ("started", str), ("command", list),
                        ("suite", dict), ("topology", dict), ("emulated", (dict, type(None))),
-                       ("settings", dict), ("timer", dict), ("build", dict)):
+                       ("settings", dict), ("timer", dict), ("build", dict),
+                       ("estimates", dict), ("fitted", dict), ("analysis", dict),
+                       ("load", list), ("slurm_resumed", list), ("resumed_elsewhere", list)):
         if key in meta and not isinstance(meta[key], kinds):
             raise ResultsError(f"{where} is damaged: {key!r} has the wrong type")
+    if "topology" in meta and (why := _topology_damage(meta["topology"])):
+        raise ResultsError(f"{where} is damaged: its topology's {why}")
+    # what a resume's progress and summary compute with: each case's estimate, each
+    # fitted case's changes
+    guessed = (meta.get("estimates") or {}).get("cases", {})
+    if not isinstance(guessed, dict) or not all(
+            v is None or _number(v) for v in guessed.values()) or \
+            not all(isinstance(v, dict) for v in (meta.get("fitted") or {}).values()):
+        raise ResultsError(f"{where} is damaged: its estimates or fitted cases have the "
+                           "wrong type")
     if not all(isinstance(c, str) for c in meta["columns"]) or \
             not {"case", "metric", "value"} <= set(meta["columns"]):
         raise ResultsError(f"{where} is damaged: 'columns' lacks case, metric and value")
@@ -571,6 +606,33 @@ def _read_stored(path: Path) -> tuple[dict, int]:
                 and isinstance(c.get("params"), dict)):
             raise ResultsError(f"{where} is damaged: a case is not {{id, job, bench, params}}")
     return meta, version
+
+
+_INT = (int,)
+# The recorded topology (Topology.to_dict) as its readers (the headline, the analysis,
+# reports) take it: each field's types where it is there (a hand-made run lacks some).
+TOPOLOGY_FIELDS = {"nodes": (list,), "cpu": (dict,), "machine": (dict,), "tiers": (dict,),
+                   "settings": (dict,), "cxl": (dict,), "dax": (list,), "gpus": (list,)}
+NODE_FIELDS = {"id": _INT, "cpus": (list,), "mem_total": _INT, "mem_free": _INT,
+               "distances": (dict,), "hugepages": (dict,), "hmat": (dict,),
+               "tier": (int, _NONE), "far_memory": (bool,), "cxl_regions": (list,)}
+CACHE_FIELDS = {"level": _INT, "type": (str,), "size": _INT}
+
+
+def _topology_damage(topo: dict) -> str | None:
+    """What in a recorded topology is not of the types Topology.to_dict writes (None: all
+    of it is)."""
+    if key := _mistyped(topo, TOPOLOGY_FIELDS):
+        return f"{key!r} has the wrong type"
+    for node in topo.get("nodes", []):
+        if not (isinstance(node, dict) and "id" in node and not _mistyped(node, NODE_FIELDS)
+                and all(type(c) is int for c in node.get("cpus", []))):
+            return "nodes are not {id, cpus, mem_total...} as cxlbench records them"
+    caches = topo.get("cpu", {}).get("caches", [])
+    if not isinstance(caches, list) or not all(
+            isinstance(c, dict) and not _mistyped(c, CACHE_FIELDS) for c in caches):
+        return "CPU caches are not {level, type, size} as cxlbench records them"
+    return None
 
 
 def _upgrade_meta(meta: dict, version: int, where: Path) -> dict:

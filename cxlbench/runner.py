@@ -359,13 +359,24 @@ def check_resumable(run: Run) -> None:
     in the form cxlbench records them (a hand-edited run.json is anyone's), and the
     options of this cxlbench's benchmarks (a run made by another cxlbench holds cases
     expanded with that one's: where they have changed, say so, rather than fail those
-    cases one by one)."""
-    ids = collections.Counter(c["id"] for c in run.meta["cases"])
+    cases one by one); and what the summary after it reads of run.json."""
+    meta = run.meta
+    lacking = [what for what, ok in (
+        ("the suite's name", isinstance((meta.get("suite") or {}).get("name"), str)),
+        ("the CPU's caches", isinstance(((meta.get("topology") or {}).get("cpu") or {})
+                                        .get("caches"), list)),
+        ("the emulated topology's name", not meta.get("emulated")
+         or isinstance(meta["emulated"].get("topology"), str))) if not ok]
+    if lacking:
+        raise UserError(f"cannot resume {run.path}: run.json lacks {' and '.join(lacking)}, "
+                        "which cxlbench records as a run starts: a damaged run; start a new "
+                        "one")
+    ids = collections.Counter(c["id"] for c in meta["cases"])
     twice = sorted(i for i, n in ids.items() if n > 1)
     if twice:
         raise UserError(f"cannot resume {run.path}: run.json lists {len(twice)} case id(s) "
-                        f"more than once ({', '.join(twice[:5])}): a damaged run, which "
-                        "could never finish")
+                        f"more than once ({', '.join(map(_shown, twice[:5]))}): a damaged "
+                        "run, which could never finish")
     done = run.finished()
     for case in (Case(c["id"], c["job"], c["bench"], c["params"])
                  for c in run.meta["cases"] if c["id"] not in done):
@@ -389,11 +400,18 @@ def check_resumable(run: Run) -> None:
         if missing or dropped:
             made = " ".join(str(x) for x in (run.meta.get("cxlbench_version"),
                                              run.meta.get("git_describe")) if x)
-            change = "; ".join(f"{what}: {', '.join(sorted(names))}" for what, names in
-                               (("new options", missing), ("options gone", dropped)) if names)
+            change = "; ".join(f"{what}: {', '.join(map(_shown, sorted(names)))}"
+                               for what, names in (("new options", missing),
+                                                   ("options gone", dropped)) if names)
             raise UserError(f"cannot resume {run.path}: its {case.bench} cases were expanded "
                             f"by cxlbench {made}, whose {case.bench} options differ from this "
                             f"one's ({change}); finish it with that cxlbench, or start a new run")
+
+
+def _shown(name: str) -> str:
+    """A name from run.json as a message gives it: quoted where it holds a line break or
+    another character a terminal would act on."""
+    return name if name.isprintable() else repr(name)
 
 
 def machine_identity(topo: dict) -> dict:
@@ -466,6 +484,9 @@ def timing_text(meta: dict, journal: dict[str, dict]) -> str | None:
             "of what their case took")
 
 
+SUMMARY_KEYS = {*results.SUMMARY_FIELDS, "n"}
+
+
 def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
     """The --json summary: one object per case and metric, in case order; `fitted`: what
     --fit (or a guest) scaled down in it."""
@@ -475,17 +496,19 @@ def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
         entry = journal.get(c["id"])
         if entry is None:
             continue
-        common = {"case": c["id"], "benchmark": c["bench"], "kernel": entry["kernel"],
-                  "isa": entry["isa"], "cpus": entry.get("cpus"), "parameters": c["params"],
+        common = {"case": c["id"], "benchmark": c["bench"], "kernel": entry.get("kernel"),
+                  "isa": entry.get("isa"), "cpus": entry.get("cpus"), "parameters": c["params"],
                   "status": entry["status"],
-                  "error": entry["error"], "run_dir": str(run.path),
+                  "error": entry.get("error"), "run_dir": str(run.path),
                   "model": (entry.get("info") or {}).get("model"),
                   "tiers": ((entry.get("info") or {}).get("tiers") or {}).get("source"),
                   "fitted": (fitted.get(c["id"]) or {}).get("changed")}
-        if not entry["summary"]:
+        # (a hand-made line's metric may have its count alone: nothing to show of it)
+        summary = {m: s for m, s in entry["summary"].items() if SUMMARY_KEYS <= set(s)}
+        if not summary:
             out.append({**common, "metric": None, "unit": None, "median": None,
                         "ci_low": None, "ci_high": None, "cv": None, "n": 0})
-        for metric, s in entry["summary"].items():
+        for metric, s in summary.items():
             out.append({**common, "metric": metric, "unit": s["unit"], "median": s["median"],
                         "ci_low": s["ci_low"], "ci_high": s["ci_high"], "cv": s["cv"],
                         "n": s["n"], "noisy": s["noisy"]})

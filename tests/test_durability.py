@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from cxlbench import results, runner, stats
+from cxlbench.cli import main
 from cxlbench.report import run_table
 from cxlbench.report.runs import load_runs
 from cxlbench.errors import ResultsError, ResultsWarning, StorageError
@@ -815,3 +817,54 @@ def test_sigterm_says_how_to_resume(tmp_path):
     assert "terminated (SIGTERM); finished cases are saved" in err
     assert f"cxlbench run --resume {run_dir}" in err
     assert cxlbench("run", "--resume", str(run_dir)).returncode == 0
+
+
+@pytest.mark.parametrize("change", [
+    {"case": ["lat/002"]},                                  # a list where an id was
+    {"info": True},                                         # the summary reads info's model
+    {"kernel": 5}, {"cpus": "0-3"}, {"estimate_s": "x"}, {"seconds": None},
+    {"summary": {"latency": {"n": 2, "unit": 5}}},
+    {"summary": {"latency": {"n": 2, "unit": "ns", "median": "1.5"}}},
+    {"info": {"tiers": ["x"]}},
+], ids=lambda change: ",".join(change))
+def test_journal_lines_of_the_wrong_types_are_dropped(run_dir, change):
+    """A line whose fields are not of the types the runner writes is damaged: dropped (its
+    case runs again), never read into a summary or a report."""
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "cases.jsonl").write_text(
+        "".join(lines[:2]) + json.dumps({**json.loads(lines[2]), **change}) + "\n")
+    run = results.Run.open(run_dir)
+    assert sorted(run.finished()) == ["lat/000", "lat/001"]
+    assert "dropped 1 journal line(s) cut short or damaged" in run.repair()
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda m: m.pop("suite"), "run.json lacks the suite's name, which cxlbench records as a "
+                               "run starts"),
+    (lambda m: m["topology"]["cpu"].pop("caches"), "run.json lacks the CPU's caches"),
+    (lambda m: m.update(emulated={"qemu": "7.2"}), "run.json lacks the emulated topology's "
+                                                   "name"),
+    (lambda m: m["topology"].update(nodes=None), "run.json is damaged: its topology's 'nodes' "
+                                                 "has the wrong type"),
+    (lambda m: m["topology"]["nodes"][0].update(id="0"), "its topology's nodes are not {id, "
+                                                         "cpus, mem_total...}"),
+    (lambda m: m["topology"]["cpu"]["caches"].append({"level": "L1"}), "its topology's CPU "
+                                                                       "caches are not"),
+    (lambda m: m.update(estimates={"cases": {"lat/000": "1 s"}}), "run.json is damaged: its "
+                                                                  "estimates or fitted cases"),
+    (lambda m: m.update(load=5), "run.json is damaged: 'load' has the wrong type"),
+], ids=["no-suite", "no-caches", "emulated-unnamed", "nodes-null", "node-id-text",
+        "cache-level-text", "estimate-text", "load-a-number"])
+def test_what_a_resume_and_its_summary_read_of_run_json_is_checked_first(run_dir, damage,
+                                                                          said):
+    """A resume of a finished run (nothing left to measure) still repairs, summarises and
+    analyses it from run.json: what those read is refused, in one line, before anything
+    is rewritten, not met as a traceback after."""
+    meta = json.loads((run_dir / "run.json").read_text())
+    damage(meta)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    before = {name: (run_dir / name).read_bytes() for name in results.FILES}
+    r = CliRunner().invoke(main, ["run", "--resume", str(run_dir)])
+    assert r.exit_code == 2 and r.stderr.startswith("error: "), (r.output, r.exc_info)
+    assert said in r.stderr and "\n" not in r.stderr.strip()
+    assert {name: (run_dir / name).read_bytes() for name in results.FILES} == before

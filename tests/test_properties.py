@@ -144,12 +144,12 @@ def cli(where: Place, args: list[str]):
         raise AssertionError(f"{type(r.exception).__name__} escaped: {shown}")
     assert r.exit_code in (0, 1, 2), shown
     assert "Traceback" not in r.output, shown
-    if r.exit_code:
-        lines = r.stderr.strip().splitlines()
+    if r.exit_code:     # (lines end at a newline: a value's own \r or \x85 is within one)
+        lines = r.stderr.strip().split("\n")
         usage = r.exit_code == 2 and any(line.startswith("Error: ") for line in lines) \
             and lines[0].startswith("Usage: ")       # click's own: a bad flag's value
         assert usage or (lines and lines[-1].startswith("error: ")), shown
-    event(f"exit {r.exit_code}" + (f": {r.stderr.strip().splitlines()[-1][7:40]}"
+    event(f"exit {r.exit_code}" + (f": {r.stderr.strip().split(chr(10))[-1][7:40]}"
                                    if r.exit_code else ""))    # (--hypothesis-show-statistics)
     assert snapshot(where.user) == before, f"the user's folder changed: {shown}"
     assert sorted(p.name for p in where.root.iterdir()) == ["user", "work"], shown
@@ -651,6 +651,13 @@ RUN_FAVOURED = [("format_version",), ("run_id",), ("machine_id",), ("columns",),
                 ("estimates",), ("command",), ("started",), ("cxlbench_version",)]
 
 
+JOURNAL_FAVOURED = [("case",), ("status",), ("error",), ("kernel",), ("cpus",), ("params",),
+                    ("summary",), ("summary", "latency"), ("summary", "latency", "n"),
+                    ("summary", "latency", "median"), ("summary", "latency", "unit"),
+                    ("summary", "latency", "ci_low"), ("summary", "latency", "noisy"),
+                    ("seconds",), ("estimate_s",), ("placement",), ("info",)]
+
+
 def damaged_journal(draw, text: str) -> str:
     """cases.jsonl with lines changed: an entry's fields replaced, a line of junk, a line
     cut short, one given twice, one for a case that does not exist."""
@@ -665,9 +672,7 @@ def damaged_journal(draw, text: str) -> str:
                 entry = json.loads(lines[i])
             except ValueError:
                 continue
-            lines[i] = json.dumps(mutated(draw, entry, [("case",), ("status",), ("summary",),
-                                                        ("params",), ("seconds",)],
-                                          "entry")) + "\n"
+            lines[i] = json.dumps(mutated(draw, entry, JOURNAL_FAVOURED, "entry")) + "\n"
         elif how == "cut":
             lines[i] = lines[i][:draw(st.integers(0, len(lines[i]) - 1), label="cut at")]
             del lines[i + 1:]
@@ -678,26 +683,44 @@ def damaged_journal(draw, text: str) -> str:
     return "".join(lines)
 
 
+def damage(draw, run: Path) -> None:
+    """A run folder's run.json, journal or table changed as damaged_journal, mutated and
+    spliced do."""
+    what = draw(st.sampled_from(["run.json", "run.json", "cases.jsonl", "both",
+                                 "results.csv"]), label="damaged")
+    if what in ("run.json", "both"):
+        meta = json.loads((run / "run.json").read_text())
+        text = json.dumps(mutated(draw, meta, RUN_FAVOURED, "run.json"))
+        (run / "run.json").write_bytes(spliced(draw, text.encode(), "run.json"))
+    if what in ("cases.jsonl", "both"):
+        (run / "cases.jsonl").write_text(damaged_journal(draw, (run / "cases.jsonl").read_text()))
+    if what == "results.csv":
+        (run / "results.csv").write_bytes(spliced(draw, (run / "results.csv").read_bytes(),
+                                                  "results.csv"))
+
+
 @settings(PROPERTY, max_examples=120)
 @given(data=st.data(), base=st.sampled_from(["made", "made", "committed"]),
        other=st.booleans())
 def test_any_run_folder_resumes_dry_or_is_refused(place, runs, data, base, other):
     where = place()
-    run = where.work / "run"
-    shutil.copytree(runs[base], run)
-    what = data.draw(st.sampled_from(["run.json", "run.json", "cases.jsonl", "both",
-                                      "results.csv"]), label="damaged")
-    if what in ("run.json", "both"):
-        meta = json.loads((run / "run.json").read_text())
-        text = json.dumps(mutated(data.draw, meta, RUN_FAVOURED, "run.json"))
-        (run / "run.json").write_bytes(spliced(data.draw, text.encode(), "run.json"))
-    if what in ("cases.jsonl", "both"):
-        (run / "cases.jsonl").write_text(damaged_journal(data.draw,
-                                                         (run / "cases.jsonl").read_text()))
-    if what == "results.csv":
-        (run / "results.csv").write_bytes(spliced(data.draw, (run / "results.csv").read_bytes(),
-                                                  "results.csv"))
+    shutil.copytree(runs[base], where.work / "run")
+    damage(data.draw, where.work / "run")
     cli(where, ["run", "--resume", "run", "--dry-run", *(["--other-machine"] * other)])
+
+
+@settings(PROPERTY, max_examples=60)
+@given(data=st.data(), base=st.sampled_from(["made", "made", "committed"]))
+def test_any_run_folder_resumes_or_is_refused_measuring_nothing(place, runs, monkeypatch, data,
+                                                                base):
+    """Resumed for real (repaired, upgraded, summarised), its cases left to a stand-in
+    worker that measures nothing."""
+    monkeypatch.setattr(runner, "run_worker", lambda case, tick=None: {
+        "status": "unsupported", "error": "(this test measures nothing)"})
+    where = place()
+    shutil.copytree(runs[base], where.work / "run")
+    damage(data.draw, where.work / "run")
+    cli(where, ["run", "--resume", "run", "--other-machine"])
 
 
 JSON_TYPE_SAMPLES = st.sampled_from([None, True, False, 0, -1, 1.5, 1 << 64, float("nan"),

@@ -147,7 +147,8 @@ def _matrix_without_metric(meta):
 
 
 @pytest.mark.parametrize("damage, said", [
-    (lambda m: m["topology"].update(machine=1), None),
+    (lambda m: m["topology"].update(machine=1),
+     "run.json is damaged: its topology's 'machine' has the wrong type"),
     (lambda m: m["topology"]["machine"].update(hostname=5), None),
     (_matrix_without_metric, None),
     (lambda m: m.update(columns=[c for c in m["columns"] if c != "isa"]),
@@ -157,7 +158,8 @@ def _matrix_without_metric(meta):
         "columns-without-isa"])
 def test_a_damaged_format_1_run_upgrades_or_is_refused_naming_run_json(tmp_path, damage, said):
     """The format 1 upgrade reads what run.json holds, whatever a hand or a crash left there:
-    a resume's dry run lists the run or refuses it in one line, never a traceback."""
+    a resume's dry run lists the run or refuses it in one line naming run.json, never a
+    traceback."""
     run_dir = tmp_path / "run"
     shutil.copytree(COMMITTED, run_dir)
     meta = json.loads((run_dir / "run.json").read_text())
