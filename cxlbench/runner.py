@@ -378,23 +378,33 @@ def check_resumable(run: Run) -> None:
                         f"more than once ({', '.join(map(_shown, twice[:5]))}): a damaged "
                         "run, which could never finish")
     done = run.finished()
-    for case in (Case(c["id"], c["job"], c["bench"], c["params"])
-                 for c in run.meta["cases"] if c["id"] not in done):
+    checked = set()         # (benchmark, option, value) seen: a large run repeats them
+    for case in (Case(c["id"], c["job"], c["bench"], c["params"]) for c in meta["cases"]):
+        left = case.id not in done
         try:
             bench = benchmarks.get(case.bench)
         except UserError as e:
+            if not left:
+                continue    # finished: its figures stand, whatever has become of it
             raise UserError(f"cannot resume {run.path}: {case.id}: {e}") from None
         for key, value in case.params.items():
-            if not bench.takes(key):
-                continue            # (said below, with the other changed options)
+            seen = (case.bench, key, json.dumps(value, sort_keys=True), left)
+            if not bench.takes(key) or seen in checked:
+                continue            # (an option gone is said below, with the others)
+            checked.add(seen)
+            # A finished case's values go into the summary and its analysis: values an
+            # option takes; one still to run's, exactly as cxlbench records them.
             try:
-                ok = json_value(bench.option(key).convert(value)) == value
-                why = f"{value!r} is not a value cxlbench records"
+                recorded = json_value(bench.option(key).convert(value))
+                ok, why = not left or recorded == value, \
+                    f"{value!r} is not a value cxlbench records"
             except (ValueError, UserError) as e:
                 ok, why = False, str(e)
             if not ok:
                 raise UserError(f"cannot resume {run.path}: run.json's case {case.id}: "
                                 f"option {key!r}: {why}")
+        if not left:
+            continue
         missing = set(bench.options) - set(case.params)
         dropped = {k for k in case.params if not bench.takes(k)}
         if missing or dropped:

@@ -853,8 +853,11 @@ def test_journal_lines_of_the_wrong_types_are_dropped(run_dir, change):
     (lambda m: m.update(estimates={"cases": {"lat/000": "1 s"}}), "run.json is damaged: its "
                                                                   "estimates or fitted cases"),
     (lambda m: m.update(load=5), "run.json is damaged: 'load' has the wrong type"),
+    # a finished case's values go into the summary's analysis
+    (lambda m: m["cases"][1]["params"].update(size=None), "run.json's case lat/001: option "
+                                                          "'size': not a size: None"),
 ], ids=["no-suite", "no-caches", "emulated-unnamed", "nodes-null", "node-id-text",
-        "cache-level-text", "estimate-text", "load-a-number"])
+        "cache-level-text", "estimate-text", "load-a-number", "finished-size-null"])
 def test_what_a_resume_and_its_summary_read_of_run_json_is_checked_first(run_dir, damage,
                                                                           said):
     """A resume of a finished run (nothing left to measure) still repairs, summarises and

@@ -50,7 +50,7 @@ PROPERTY = settings(max_examples=30, deadline=timedelta(seconds=5), derandomize=
                     database=None, suppress_health_check=[
                         HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                         HealthCheck.data_too_large, HealthCheck.filter_too_much])
-HANG_S = 10         # past the deadline: an example still running now is stopped
+HANG_S = 30         # past every deadline: an example still running now is stopped
 
 # ---- the harness: one fresh folder an example, a user's folder beside it ----------------
 
@@ -386,18 +386,40 @@ size = ["${size}", "1M"]
 """
 
 
+def listed(good: list[str]) -> st.SearchStrategy:
+    """A comma-separated flag's value: mostly some of `good`, else anything."""
+    return mostly(st.lists(st.sampled_from(good), min_size=1, max_size=3).map(",".join),
+                  st.one_of(TEXTS, st.sampled_from([",", "", "all,x", "nan", "2", "-1,0.5"])))
+
+
+TIERING_FLAGS = {"--workload": listed(["embedding", "kvcache", "all"]),
+                 "--policies": listed(["all", "oracle", "first-touch", "tpp"]),
+                 "--shares": listed(["halving", "1", "0.5", "0.25", "0"]),
+                 "--engine": mostly(st.just("model"), st.sampled_from(["real", "x", ""]))}
+
+
 @settings(PROPERTY, max_examples=200)
 @given(adhoc=settings_of(), variables=st.lists(st.tuples(
     st.sampled_from(["node", "size", "kind", "other"]), VAR_VALUES), max_size=3),
-       which=st.sampled_from(["--set", "--var"]))
-def test_any_set_or_var_value_is_listed_or_refused(place, adhoc, variables, which):
-    """--bench's --set KEY=VALUE, or a suite's --var KEY=VALUE, as typed."""
+       which=st.sampled_from(["--set", "--var", "tiering"]), data=st.data())
+def test_any_set_or_var_value_is_listed_or_refused(place, adhoc, variables, which, data):
+    """--bench's --set KEY=VALUE, a suite's --var KEY=VALUE, or `cxlbench tiering`'s
+    flags and --set, as typed."""
     where = place()
     results_dir = ["--results-dir", str(where.work / "results")]
     if which == "--set":
         bench, sets = adhoc
         cli(where, ["run", "--bench", bench, *[a for s in sets for a in ("--set", s)],
                     "--dry-run", *results_dir])
+    elif which == "tiering":
+        flags = [a for flag in data.draw(st.lists(st.sampled_from(sorted(TIERING_FLAGS)),
+                                                  max_size=3, unique=True), label="flags")
+                 for a in (flag, data.draw(TIERING_FLAGS[flag], label=flag))]
+        sets = data.draw(st.lists(st.sampled_from(
+            ["phase=shift", "epochs=2", "tpp_watermark=0.5", "engine=model", "x=1", "epochs=nan",
+             "calibration=" + USER_PATHS[2], "slow_tier=nosuch"]), max_size=2), label="--set")
+        cli(where, ["tiering", "--engine", "model", *flags,
+                    *[a for s in sets for a in ("--set", s)], "--dry-run", *results_dir])
     else:
         (where.work / "vars.toml").write_text(VARS_SUITE)
         cli(where, ["run", "vars.toml", *[a for k, v in variables for a in ("--var", f"{k}={v}")],
@@ -631,7 +653,8 @@ def plan_file(draw, plan: dict) -> bytes:
     return spliced(draw, json.dumps(value).encode(), "plan.json", odds=10)
 
 
-@settings(PROPERTY, max_examples=60)
+# (Figures take a second here, several when the machine is busy: a longer deadline.)
+@settings(PROPERTY, max_examples=60, deadline=timedelta(seconds=20))
 @given(data=st.data())
 def test_any_plan_json_is_reported_or_refused(place, runs, a_plan, data):
     where = place()
