@@ -359,7 +359,8 @@ def check_resumable(run: Run) -> None:
     in the form cxlbench records them (a hand-edited run.json is anyone's), and the
     options of this cxlbench's benchmarks (a run made by another cxlbench holds cases
     expanded with that one's: where they have changed, say so, rather than fail those
-    cases one by one); and what the summary after it reads of run.json."""
+    cases one by one; finished cases too, whose values the summary's analysis reads); and
+    what else the summary after it reads of run.json."""
     meta = run.meta
     lacking = [what for what, ok in (
         ("the suite's name", isinstance((meta.get("suite") or {}).get("name"), str)),
@@ -403,8 +404,6 @@ def check_resumable(run: Run) -> None:
             if not ok:
                 raise UserError(f"cannot resume {run.path}: run.json's case {case.id}: "
                                 f"option {key!r}: {why}")
-        if not left:
-            continue
         missing = set(bench.options) - set(case.params)
         dropped = {k for k in case.params if not bench.takes(k)}
         if missing or dropped:

@@ -871,3 +871,16 @@ def test_what_a_resume_and_its_summary_read_of_run_json_is_checked_first(run_dir
     assert r.exit_code == 2 and r.stderr.startswith("error: "), (r.output, r.exc_info)
     assert said in r.stderr and "\n" not in r.stderr.strip()
     assert {name: (run_dir / name).read_bytes() for name in results.FILES} == before
+
+
+def test_a_recorded_option_of_null_is_refused_on_resume(run_dir):
+    """A case left to run whose run.json value is null (a float option here) is refused
+    naming the option, before anything runs."""
+    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "cases.jsonl").write_text("".join(lines[:-1]))     # lat/002 left to run
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["cases"][2]["params"]["timeout"] = None
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    r = CliRunner().invoke(main, ["run", "--resume", str(run_dir), "--dry-run"])
+    assert r.exit_code == 2, r.output
+    assert "run.json's case lat/002: option 'timeout': null is not a number" in r.stderr

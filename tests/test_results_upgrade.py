@@ -168,25 +168,8 @@ def test_a_damaged_format_1_run_upgrades_or_is_refused_naming_run_json(tmp_path,
     r = CliRunner().invoke(main, ["run", "--resume", str(run_dir), "--dry-run",
                                   "--other-machine"])
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exc_info
-    if said is None:
-        assert r.exit_code == 0, r.output
+    if said is None:        # read whole: refused only as any run of that cxlbench is
+        assert r.exit_code == 2 and "whose chase options differ from this one's" in r.stderr
     else:
         assert r.exit_code == 2 and said in r.stderr and r.stderr.startswith("error: ")
-
-
-def test_a_recorded_option_of_null_is_refused_on_resume(tmp_path):
-    """A case left to run whose run.json value is null (a float option here) is refused
-    naming the option, before anything runs."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(COMMITTED, run_dir)
-    lines = (run_dir / "cases.jsonl").read_text().splitlines(keepends=True)
-    last = json.loads(lines[-1])["case"]
-    (run_dir / "cases.jsonl").write_text("".join(lines[:-1]))     # its case left to run
-    meta = json.loads((run_dir / "run.json").read_text())
-    case = next(c for c in meta["cases"] if c["id"] == last)
-    case["params"]["timeout"] = None
-    (run_dir / "run.json").write_text(json.dumps(meta))
-    r = CliRunner().invoke(main, ["run", "--resume", str(run_dir), "--dry-run",
-                                  "--other-machine"])
-    assert r.exit_code == 2, r.output
-    assert f"run.json's case {last}: option 'timeout': null is not a number" in r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
