@@ -59,6 +59,8 @@ class Option:
         elif kind == "cpus":
             value = "" if raw in ("", None) else format_list(parse_list(raw))
         elif kind == "path":    # absolute, so a worker or a resume reads the same file
+            if "\0" in str(raw):  # (no file's name holds one: every open would refuse it)
+                raise ValueError(f"{raw!r} holds a NUL character, which no path can")
             value = "" if raw in ("", None) else os.path.abspath(os.path.expanduser(str(raw)))
         else:
             raise AssertionError(f"option {self.name} has unknown kind {kind}")

@@ -336,7 +336,7 @@ for _bench in BENCHES:
         OPTIONS_BY_KIND.setdefault(_opt.kind, []).append((_bench, _name))
 
 
-@settings(PROPERTY, max_examples=150)
+@settings(PROPERTY, max_examples=300)
 @given(kind=st.sampled_from(sorted(OPTIONS_BY_KIND)), data=st.data())
 def test_any_option_given_any_type_is_listed_or_refused(place, kind, data):
     """Each kind of option (size, int, float, choice, placement, cpus, path...) given a
