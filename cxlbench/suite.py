@@ -154,7 +154,7 @@ def budget(suite: Suite) -> float | None:
         if isinstance(value, bool):
             raise ValueError
         seconds = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):     # (an int past a float's range)
         seconds = math.nan
     if not math.isfinite(seconds) or seconds <= 0:
         raise SuiteError(f"{suite.source}: budget = {value!r}: give the seconds the whole "

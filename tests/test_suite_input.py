@@ -336,3 +336,14 @@ def test_a_suite_that_starts_with_a_bom_reads_as_without(tmp_path):
     r = cxlbench("run", str(tmp_path / "bom.toml"), "--dry-run", timeout=60)
     assert r.returncode == 0, r.stderr
     assert [line.split()[0] for line in r.stdout.splitlines()] == ["j/000", "j/001"]
+
+
+@pytest.mark.parametrize("budget", ["1" + "0" * 400, "1e400", "1979-05-27"],
+                         ids=["400-digits", "inf", "a-date"])
+def test_a_budget_past_a_number_is_one_suite_error(tmp_path, budget):
+    """A budget no float holds (an integer of 400 digits, an infinity) or of another type
+    is refused naming it, not raised as an OverflowError."""
+    s = write(tmp_path, f'budget = {budget}\n[j]\nbench = "chase"\n')
+    with pytest.raises(SuiteError, match=r"s.toml: budget = .*: give the seconds the whole "
+                                         r"run may take, a number above 0$"):
+        suite.budget(s)
