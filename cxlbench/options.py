@@ -59,8 +59,11 @@ class Option:
         elif kind == "cpus":
             value = "" if raw in ("", None) else format_list(parse_list(raw))
         elif kind == "path":    # absolute, so a worker or a resume reads the same file
-            if "\0" in str(raw):  # (no file's name holds one: every open would refuse it)
-                raise ValueError(f"{raw!r} holds a NUL character, which no path can")
+            if any(_control(c) for c in str(raw)):
+                # NUL: no open takes it; a line break or escape: no message could name
+                # the path in one line (and a fleet's script would have to carry it)
+                raise ValueError(f"{raw!r} holds a control character (a line break, a tab, "
+                                 "NUL...): give a path without one")
             value = "" if raw in ("", None) else os.path.abspath(os.path.expanduser(str(raw)))
         else:
             raise AssertionError(f"option {self.name} has unknown kind {kind}")
@@ -97,6 +100,12 @@ class Option:
         parts += [b for b in bounds if b]
         default = self.show(self.default) if self.default not in ("", None) else "-"
         return f"{self.name:<10} {', '.join(parts):<34} default {default:<8} {self.help}"
+
+
+def _control(c: str) -> bool:
+    """A control character: C0 and C1 (NUL, tab, line breaks, escapes), DEL, and Unicode's
+    line and paragraph separators."""
+    return ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or c in "\u2028\u2029"
 
 
 def from_core(names: tuple | Callable[[], tuple]) -> tuple | None:

@@ -186,8 +186,11 @@ def test_the_largest_values_the_c_side_takes_still_pass():
      "option 'tolerance': 1979-05-27 07:32:00+00:00 is not a number"),
     ('[j]\nbench = "chase"\ntimeout = [1.0, 07:32:00]', "option 'timeout': 07:32:00 is not a "
                                                          "number"),
-    ('[j]\nbench = "embedding"\ntrace = "a\\u0000b"', "option 'trace': 'a\\x00b' holds a NUL "
-                                                     "character, which no path can"),
+    ('[j]\nbench = "embedding"\ntrace = "a\\u0000b"', "option 'trace': 'a\\x00b' holds a "
+                                                     "control character"),
+    ('[j]\nbench = "checkpoint"\npath = "/tmp/a\\nb"', "option 'path': '/tmp/a\\nb' holds a "
+                                                      "control character (a line break, a tab, "
+                                                      "NUL...): give a path without one"),
     pytest.param('x = ' + "9" * 5000, "not valid TOML", id="int-of-5000-digits"),
 ])
 def test_malformed_suites_are_one_suite_error(tmp_path, body, message):
