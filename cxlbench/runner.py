@@ -387,7 +387,7 @@ def check_resumable(run: Run) -> None:
         except UserError as e:
             if not left:
                 continue    # finished: its figures stand, whatever has become of it
-            raise UserError(f"cannot resume {run.path}: {case.id}: {e}") from None
+            raise UserError(f"cannot resume {run.path}: {_shown(case.id)}: {e}") from None
         for key, value in case.params.items():
             seen = (case.bench, key, json.dumps(value, sort_keys=True), left)
             if not bench.takes(key) or seen in checked:
@@ -402,7 +402,7 @@ def check_resumable(run: Run) -> None:
             except (ValueError, UserError) as e:
                 ok, why = False, str(e)
             if not ok:
-                raise UserError(f"cannot resume {run.path}: run.json's case {case.id}: "
+                raise UserError(f"cannot resume {run.path}: run.json's case {_shown(case.id)}: "
                                 f"option {key!r}: {why}")
         missing = set(bench.options) - set(case.params)
         dropped = {k for k in case.params if not bench.takes(k)}
