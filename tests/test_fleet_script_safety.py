@@ -360,8 +360,10 @@ def test_an_array_past_the_clusters_limit_is_refused_naming_it(tmp_path, stubs, 
         "1001; this cluster's was not read here (scontrol show config: slurm_load_ctl_conf "
         "error: Unable to contact slurm controller (connect failure)), and sbatch refuses an "
         "array past it\n") in err
-    # No SLURM here: the issue's --nodes 100000 is said against what is known.
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    # No SLURM here (a PATH of an empty folder: CI machines have SLURM in /usr/bin): the
+    # issue's --nodes 100000 is said against what is known.
+    (tmp_path / "no-slurm").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))
     code, out, err = invoke(*common, "--nodes", "100000")
     assert code == 0 and "#SBATCH --array=0-99999\n" in out
     assert err == ("warning: --nodes 100000: an array of 100000 tasks, past SLURM's default "
