@@ -35,7 +35,10 @@ WIDTH = 100                     # the console's notes wrap here
 # Suites whose cases are the model's inputs or its check, not a first look at a machine.
 NOT_HEADLINED = ("calibrate", "model-check")
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",
-                "write, all threads", "loaded latency", "caches", "against the fastest")
+                "write, all threads", "copy, best method", "loaded latency", "caches",
+                "against the fastest")
+# Every way cxlbench copies: hand-written loads and stores, the string instruction, libc's.
+COPIES = ("copy", "copy_nt", "copy_rep", "copy_libc")
 # A chase that measures one load's idle latency: one chain, no timed batches, every line
 # of a page (chase's defaults); the others measure something else per load.
 PLAIN_CHASE = {"chains": 1, "dist": False, "lines_per_page": 0}
@@ -234,6 +237,12 @@ def _node_row(n: dict, ok: list[dict], failed: list[dict], topology: dict,
         gone = _none(failed, node, topology, "bandwidth", of)
         row.cells[f"{op}, 1 thread"] = _peak(one, False) if one else gone
         row.cells[f"{op}, all threads"] = _peak(many, True) if many else gone
+
+    def copies(p):
+        return p.get("kernel") in COPIES
+    bw = [r for r in _cases(ok, node, topology, "bandwidth", copies) if r["metric"] == "bandwidth"]
+    row.cells["copy, best method"] = _peak(bw, True) if bw else \
+        _none(failed, node, topology, "bandwidth", copies)
     loaded = [r for r in _cases(ok, node, topology, "loaded_latency",
                                 lambda p: p.get("delay") != "idle") if r["metric"] == "latency"]
     if loaded:
@@ -255,10 +264,15 @@ def _node_row(n: dict, ok: list[dict], failed: list[dict], topology: dict,
     return row
 
 
+def _thread_count(r: dict) -> str:
+    n = _threads(r)
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 def _peak(rows: list[dict], threads: bool) -> Cell:
     best = max(rows, key=lambda r: r["median"])
-    note = str(best["parameters"].get("kernel")) + \
-        (f", {_threads(best)} threads" if threads else "")
+    note = ", ".join(filter(None, [str(best["parameters"].get("kernel")), best.get("tuned"),
+                                   _thread_count(best) if threads else ""]))
     return Cell(best["median"], best["unit"], note=note)
 
 

@@ -95,6 +95,9 @@ class Entry:
     def choose_isa(self, wanted: str) -> str:
         """The variant an `isa` option names (auto: the widest this CPU runs); UserError
         for one not compiled in or one this CPU cannot run."""
+        if not self.isas:
+            raise UserError(f"kernel {self.key} is not built on this architecture (it needs "
+                            f"{self.needs or 'another CPU'})")
         if wanted == "auto":
             return self.best_isa()
         if wanted not in self.isas:
@@ -263,12 +266,15 @@ def _run(k: KernelInfo, isa: str, a, cpus) -> KernelResult:
 
 
 def run_kernel(k: KernelInfo, isa: str, addrs, nbytes: int, passes: int, cpus,
-               value: int = 0) -> KernelResult:
-    """A stream kernel (struct cxb_stream_args): `passes` over nbytes of each buffer."""
+               value: int = 0, prefetch: int = 0, ways: int = 1) -> KernelResult:
+    """A stream kernel (struct cxb_stream_args): `passes` over nbytes of each buffer;
+    copies and fills walk `ways` pages side by side, copies prefetch `prefetch` lines
+    ahead (the plain loop: 0 and 1)."""
     a = ffi.new("struct cxb_kargs *")
     for i, addr in enumerate(addrs):
         a.stream.buf[i] = ffi.cast("void *", addr)
     a.stream.bytes, a.stream.passes, a.stream.value = nbytes, passes, value
+    a.stream.prefetch, a.stream.ways = prefetch, ways
     return _run(k, isa, a, cpus)
 
 

@@ -52,6 +52,7 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str, found=None
         "emulated": topo.machine.get("emulated"),
         "slurm": slurm.run_fields(),          # the job, node and partition, under SLURM
         "build": native.build_info(),
+        "libc": system.libc_copy(),     # what copy_libc and write_libc run here
         "settings": {**topo.settings, **system.read_settings()},
         "topology": topo.to_dict(),
         "timer": native.timer_calibrate(),
@@ -511,6 +512,8 @@ def summary_records(run: Run, journal: dict[str, dict]) -> list[dict]:
                   "error": entry.get("error"), "run_dir": str(run.path),
                   "model": (entry.get("info") or {}).get("model"),
                   "tiers": ((entry.get("info") or {}).get("tiers") or {}).get("source"),
+                  # the settings a probe chose (tuning.py), where an option was auto
+                  "tuned": ((entry.get("info") or {}).get("tuned") or {}).get("chosen"),
                   "fitted": (fitted.get(c["id"]) or {}).get("changed")}
         # (a hand-made line's metric may have its count alone: nothing to show of it)
         summary = {m: s for m, s in entry["summary"].items() if SUMMARY_KEYS <= set(s)}

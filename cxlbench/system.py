@@ -4,6 +4,9 @@ Read through the same injectable sysfs and procfs roots as the topology."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -61,6 +64,84 @@ def _smt(sysfs: Path) -> str | None:
     if control in (None, "on", "off"):
         return active
     return f"{active} ({control})" if active else control
+
+
+# What glibc's memcpy does at each size on x86-64 (sysdeps/x86_64/multiarch/
+# memmove-vec-unaligned-erms.S): vector moves, rep movsb from rep_movsb_threshold to
+# rep_movsb_stop_threshold where the CPU has ERMS, non-temporal stores walking 2 or 4
+# pages side by side from non_temporal_threshold. Its thresholds come from the loader.
+LIBC_TUNABLES = ("rep_movsb_threshold", "rep_movsb_stop_threshold", "rep_stosb_threshold",
+                 "non_temporal_threshold")
+LOADERS = ("/usr/bin/ld.so", "/lib64/ld-linux-x86-64.so.2")
+
+
+def libc_copy(proc_root: str | os.PathLike = "/proc", diagnostics: str | None = None) -> dict:
+    """How this machine's libc copies: its version, the CPU flags its dispatcher reads,
+    its thresholds (glibc's `ld.so --list-diagnostics`, 2.33 and later), and in words
+    which method memcpy takes at which sizes. copy_libc's figure depends on all of it."""
+    flags = set()
+    for line in (_read(Path(proc_root) / "cpuinfo", "") or "").splitlines():
+        if line.split(":")[0].strip() in ("flags", "Features"):
+            flags = set(line.partition(":")[2].split())
+            break
+    out = {"version": _libc_version(),
+           "cpu_flags": {f: f in flags for f in ("erms", "fsrm", "avx2", "avx512f")}}
+    if diagnostics is None:
+        diagnostics = _loader_diagnostics()
+    if not diagnostics:
+        out["thresholds"] = None
+        out["why"] = "the loader prints no diagnostics here (glibc before 2.33, or not glibc)"
+        return out
+    found = dict(re.findall(r"^x86\.cpu_features\.(\w+)=(0x[0-9a-f]+|\d+)$", diagnostics, re.M))
+    t = {k: int(found[k], 0) for k in LIBC_TUNABLES if k in found}
+    out["thresholds"] = t
+    out["source"] = "ld.so --list-diagnostics"
+    if "non_temporal_threshold" in t:
+        out["memcpy"] = _memcpy_methods(t, flags)
+    return out
+
+
+def _memcpy_methods(t: dict, flags: set) -> str:
+    nt, start = t["non_temporal_threshold"], t.get("rep_movsb_threshold")
+    stop = min(t.get("rep_movsb_stop_threshold", nt), nt)
+    parts = []
+    if "erms" in flags and start is not None and start < stop:
+        parts.append(f"rep movsb from {_bytes(start)} to {_bytes(stop)}")
+        parts.append(f"vector loads and regular stores below {_bytes(start)}" +
+                     (f" and from {_bytes(stop)}" if stop < nt else ""))
+    else:
+        parts.append(f"vector loads and regular stores below {_bytes(nt)}" +
+                     ("" if "erms" in flags else " (no ERMS: no rep movsb)"))
+    parts.append(f"non-temporal stores walking 2 or 4 pages side by side from "
+                 f"{_bytes(nt)}")
+    return "; ".join(parts)
+
+
+def _bytes(n: int) -> str:
+    """2112 B, 1 MiB, 288 MiB: the thresholds as glibc's sources write them."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and (n % (1 << shift) == 0 or shift >= 20):
+            return f"{n / (1 << shift):.4g} {unit}"
+    return f"{n} B"
+
+
+def _libc_version() -> str | None:
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        return None
+
+
+def _loader_diagnostics() -> str:
+    loader = next((p for p in LOADERS if os.path.exists(p)), None) or shutil.which("ld.so")
+    if loader is None:
+        return ""
+    try:
+        r = subprocess.run([loader, "--list-diagnostics"], capture_output=True, text=True,
+                           timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return r.stdout if r.returncode == 0 else ""
 
 
 # A load average per CPU above this, other work on this share of the CPU time, or this

@@ -172,9 +172,61 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
         return 0;                                                                    \
     }
 
+/* Whole lines as the fastest copies walk memory: a software prefetch `prefetch` lines
+ * ahead of the loads (0: none), and `ways` pages side by side, a run of four lines of
+ * each in turn (0 or 1: straight through; glibc's large copies walk 2 or 4 pages so),
+ * which keeps that many DRAM pages open at once; a tail short of a whole walk goes
+ * straight. Copies (LINE reads s) and fills alike. */
+enum { WALK_RUN = 4 * CXB_LINE };
+#define WALK_LINES(P, LINE, STORE)                                                   \
+    size_t o = 0;                                                                    \
+    const size_t ahead = (size_t)prefetch * CXB_LINE;                                \
+    if (ways > 1)                                                                    \
+        for (const size_t block = (size_t)ways * CXB_WALK_PAGE; o + block <= bytes;  \
+             o += block)                                                             \
+            for (size_t l = 0; l < CXB_WALK_PAGE; l += WALK_RUN)                     \
+                for (uint32_t w = 0; w < ways; w++) {                                \
+                    const size_t at = o + w * CXB_WALK_PAGE + l;                     \
+                    _Pragma("GCC unroll 4")                                          \
+                    for (size_t r = at; r < at + WALK_RUN; r += CXB_LINE) {          \
+                        if (ahead)                                                   \
+                            __builtin_prefetch(s + r + ahead, 0, 3);                 \
+                        LINE(P, STORE, r);                                           \
+                    }                                                                \
+                }                                                                    \
+    _Pragma("GCC unroll 4")                                                          \
+    for (; o < bytes; o += CXB_LINE) {                                               \
+        if (ahead)                                                                   \
+            __builtin_prefetch(s + o + ahead, 0, 3);                                 \
+        LINE(P, STORE, o);                                                           \
+    }
+
+/* The walked copy and fill of every ISA and store kind: cxb_copy_walk_<P>[_nt] and
+ * cxb_fill_walk_<P>[_nt] (internal.h), which the checkpoint's snapshot uses too. */
+#define WALKERS(P, ATTR, SUFFIX, STORE, STOREI)                                      \
+    ATTR void cxb_copy_walk_##P##SUFFIX(char *restrict d, const char *restrict s,      \
+                                        size_t bytes, uint32_t prefetch, uint32_t ways) \
+    {                                                                                \
+        WALK_LINES(P, COPY_LINE, STORE)                                              \
+    }                                                                                \
+    ATTR void cxb_fill_walk_##P##SUFFIX(char *restrict d, uint64_t value, size_t bytes, \
+                                        uint32_t ways)                               \
+    {                                                                                \
+        const P##_VI v = P##_SETI(value);                                            \
+        const char *s = d;                                                           \
+        const uint32_t prefetch = 0;                                                 \
+        WALK_LINES(P, FILL_LINE, STOREI)                                             \
+    }
+#define COPY_LINE(P, STORE, at) _Pragma("GCC unroll 8")                             \
+    for (int k = 0; k < CXB_LINE; k += P##_N) STORE(d + (at) + k, P##_LD(s + (at) + k))
+#define FILL_LINE(P, STORE, at) _Pragma("GCC unroll 8")                             \
+    for (int k = 0; k < CXB_LINE; k += P##_N) STORE(d + (at) + k, v)
+
 /* write, copy and triad, with the stores given: temporal (_ST, _STI) or non-temporal
  * (_NT, _NTI, then a fence so the data is globally visible before the timer stops).
- * write stores the word `value` (FILL); copy and triad move doubles. */
+ * write stores the word `value` (FILL); copy and triad move doubles. write and copy take
+ * the walk's prefetch and pages; without them they run the plain loop, what a naive
+ * program gets. */
 #define STORE_KERNELS(P, ATTR, SUFFIX, STORE, STOREI, END)                           \
     ATTR int cxb_write##SUFFIX##_##P(struct cxb_kargs *kargs)                          \
     {                                                                                \
@@ -183,7 +235,11 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
         size_t bytes = a->bytes;                                                     \
         const P##_VI v = P##_SETI(a->value);                                         \
         for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
-            ALL_VECTORS(P, P##_N, STOREI(p + o, v))                                  \
+            if (a->ways > 1)                                                         \
+                cxb_fill_walk_##P##SUFFIX(p, a->value, bytes, a->ways);              \
+            else {                                                                   \
+                ALL_VECTORS(P, P##_N, STOREI(p + o, v))                              \
+            }                                                                        \
         }                                                                            \
         END;                                                                         \
         return 0;                                                                    \
@@ -195,7 +251,11 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
         const char *s = a->buf[1];                                                   \
         size_t bytes = a->bytes;                                                     \
         for (uint64_t pass = 0; pass < a->passes; pass++) {                          \
-            ALL_VECTORS(P, P##_N, STORE(d + o, P##_LD(s + o)))                       \
+            if (a->prefetch || a->ways > 1)                                          \
+                cxb_copy_walk_##P##SUFFIX(d, s, bytes, a->prefetch, a->ways);        \
+            else {                                                                   \
+                ALL_VECTORS(P, P##_N, STORE(d + o, P##_LD(s + o)))                   \
+            }                                                                        \
         }                                                                            \
         END;                                                                         \
         return 0;                                                                    \
@@ -246,10 +306,48 @@ __attribute__((target("avx2"))) static inline uint64_t a2_sum(__m256i v)
     RANDOM_KERNEL(P, ATTR, 256)                                                      \
     RANDOM_KERNEL(P, ATTR, 4096)
 
+WALKERS(S, SCALAR_ATTR, , S_ST, S_STI)
+WALKERS(S, SCALAR_ATTR, _nt, S_NT, S_NTI)
 STREAM_KERNELS(S, SCALAR_ATTR)
 #if defined(__x86_64__)
+WALKERS(A2, __attribute__((target("avx2"))), , A2_ST, A2_STI)
+WALKERS(A2, __attribute__((target("avx2"))), _nt, A2_NT, A2_NTI)
 STREAM_KERNELS(A2, __attribute__((target("avx2"))))
+WALKERS(A5, __attribute__((target("avx512f"))), , A5_ST, A5_STI)
+WALKERS(A5, __attribute__((target("avx512f"))), _nt, A5_NT, A5_NTI)
 STREAM_KERNELS(A5, __attribute__((target("avx512f"))))
+#endif
+
+/* ---- string instructions (x86-64) -------------------------------------------------- */
+/* rep movsb and rep stosb: the CPU's microcode picks the width and store kind (fast
+ * strings: ERMS, FSRM), which glibc uses for mid-sized copies. */
+#if defined(__x86_64__)
+void cxb_rep_movsb(char *d, const char *s, size_t bytes)
+{
+    __asm__ __volatile__("rep movsb" : "+D"(d), "+S"(s), "+c"(bytes) : : "memory");
+}
+
+static void rep_stosb(char *d, uint8_t byte, size_t bytes)
+{
+    __asm__ __volatile__("rep stosb" : "+D"(d), "+c"(bytes) : "a"(byte) : "memory");
+}
+
+int cxb_copy_rep(struct cxb_kargs *kargs)
+{
+    struct cxb_stream_args *a = &kargs->stream;
+    for (uint64_t pass = 0; pass < a->passes; pass++)
+        cxb_rep_movsb(a->buf[0], a->buf[1], a->bytes);
+    return 0;
+}
+
+/* FILL: Python passes a value whose bytes are all its low byte. */
+int cxb_write_rep(struct cxb_kargs *kargs)
+{
+    struct cxb_stream_args *a = &kargs->stream;
+    for (uint64_t pass = 0; pass < a->passes; pass++)
+        rep_stosb(a->buf[0], (uint8_t)(a->value & 0xFF), a->bytes);
+    return 0;
+}
 #endif
 
 /* ---- libc baselines ---------------------------------------------------------------- */

@@ -140,6 +140,9 @@ struct cxb_stream_args {
     uint64_t passes;        /* passes over them */
     uint64_t value;         /* FILL and INDEX_SUM: the word stored; TRIAD: the scalar */
     uint64_t sum;           /* out, INDEX_SUM: the sum of the words read */
+    uint32_t prefetch;      /* copy, copy_nt: lines prefetched ahead of the loads (0: none) */
+    uint32_t ways;          /* copy, copy_nt, write, write_nt: pages walked side by side,
+                             * a line of each in turn (0 or 1: straight through) */
 };
 /* Chase kernels (chase.c): one thread walks a cycle linked by cxb_chase_build. */
 struct cxb_chase_args {

@@ -30,5 +30,23 @@ static inline uint64_t cxb_span_ns(const uint64_t *t0, const uint64_t *t1, int n
 }
 
 #define CXB_LINE 64
+#define CXB_WALK_PAGE 4096      /* the page a walk keeps open side by side (bandwidth.c) */
+
+/* Walked copies and fills of whole lines (bandwidth.c): prefetch lines ahead of the loads,
+ * `ways` pages side by side; P is the ISA (S, A2, A5), _nt the non-temporal stores. */
+#define CXB_WALKERS(P)                                                                \
+    void cxb_copy_walk_##P(char *restrict d, const char *restrict s, size_t bytes,       \
+                           uint32_t prefetch, uint32_t ways);                         \
+    void cxb_copy_walk_##P##_nt(char *restrict d, const char *restrict s, size_t bytes,  \
+                                uint32_t prefetch, uint32_t ways);                    \
+    void cxb_fill_walk_##P(char *restrict d, uint64_t value, size_t bytes, uint32_t ways); \
+    void cxb_fill_walk_##P##_nt(char *restrict d, uint64_t value, size_t bytes, uint32_t ways);
+CXB_WALKERS(S)
+#if defined(__x86_64__)
+CXB_WALKERS(A2)
+CXB_WALKERS(A5)
+/* rep movsb: the CPU's string microcode copies (bandwidth.c). */
+void cxb_rep_movsb(char *d, const char *s, size_t bytes);
+#endif
 #define CXB_ISA_COUNT (CXB_ISA_AVX512 + 1)
 #endif

@@ -16,6 +16,8 @@ DECLARE3(read) DECLARE3(write) DECLARE3(write_nt) DECLARE3(copy) DECLARE3(copy_n
 DECLARE3(triad) DECLARE3(triad_nt) DECLARE3(rw_3_1) DECLARE3(rw_2_1) DECLARE3(rw_1_1)
 DECLARE3(random_64) DECLARE3(random_256) DECLARE3(random_4096)
 int cxb_copy_libc(struct cxb_kargs *kargs);
+int cxb_copy_rep(struct cxb_kargs *kargs);
+int cxb_write_rep(struct cxb_kargs *kargs);
 int cxb_write_libc(struct cxb_kargs *kargs);
 int cxb_chase_kernel(struct cxb_kargs *kargs);
 int cxb_chase_mlp_kernel(struct cxb_kargs *kargs);
@@ -86,6 +88,14 @@ static const struct row table[] = {
             "own instructions and stores (its one variant is named scalar)", FILL, 8, 0, 8, 1,
             "dst", 0),
      SCALAR_ONLY(cxb_write_libc)},
+    /* rep movsb / rep stosb: the CPU's microcode picks width and store kind (x86-64
+     * only: elsewhere no variant, and the kernel is refused naming what it needs) */
+    {{{"copy_rep", "bandwidth", "rep movsb from src to dst: the CPU's string microcode "
+       "(its one variant is named scalar)", CXB_CHECK_COPY, NULL, 1, 0, 0,
+       "x86-64 (rep movsb)"}, 8, 8, 8, 2, "dst,src", 0, 0}, {X86(cxb_copy_rep), NULL, NULL}},
+    {{{"write_rep", "bandwidth", "rep stosb of s's low byte over dst: the CPU's string "
+       "microcode (its one variant is named scalar)", CXB_CHECK_FILL, NULL, 1, 0, 0,
+       "x86-64 (rep stosb)"}, 8, 0, 8, 1, "dst", 0, 0}, {X86(cxb_write_rep), NULL, NULL}},
     {CHASE("chase", "dependent loads around a random cycle, one pointer per line"),
      SCALAR_ONLY(cxb_chase_kernel)},
     {CHASE("chase_mlp", "independent chains walked in lockstep by one thread"),

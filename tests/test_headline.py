@@ -73,6 +73,24 @@ def test_node_figures_are_the_runs_own(vm):
     assert node.cells["against the fastest"] == "the only node"
 
 
+def test_the_best_copy_names_its_kernel_and_the_settings_a_probe_chose(vm):
+    """'copy, best method': the fastest of every copy kernel measured on the node (libc's,
+    the string instruction's, the hand-written ones), naming it and what its probe chose."""
+    records, topo, _ = vm
+    read = next(r for r in records if r["benchmark"] == "bandwidth" and
+                r["metric"] == "bandwidth" and r["parameters"]["kernel"] == "read" and
+                r["parameters"]["threads"] == 1)
+    copies = [{**read, "case": f"copy/{i}", "parameters": {**read["parameters"], "kernel": k},
+               "median": gbs, "tuned": tuned}
+              for i, (k, gbs, tuned) in enumerate([("copy_libc", 20.0, None),
+                                                   ("copy_nt", 30.0, "prefetch=4 walk=1"),
+                                                   ("copy_rep", 25.0, None)])]
+    cell = headline.build(records + copies, topo).nodes[0].cells["copy, best method"]
+    assert (cell.value, cell.note) == (30.0, "copy_nt, prefetch=4 walk=1, 1 thread")
+    assert headline.build(records, topo).nodes[0].cells["copy, best method"].text() == \
+        "not run"
+
+
 def test_one_node_shows_the_profile_tier_and_says_so(vm):
     """The profile's two factors are of idle latency and every CPU's read bandwidth: the
     slower tier shows those two, and no figure it cannot stand behind."""

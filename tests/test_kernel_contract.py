@@ -2,6 +2,7 @@
 check passes on what the kernels do and fails on a wrong result, the drivers are listed,
 and Python's enum names are the header's."""
 import os
+import platform
 from dataclasses import replace
 
 import numpy as np
@@ -31,7 +32,9 @@ def test_every_row_says_how_it_is_checked():
         assert bool(row.unchecked) == (row.check == "none"), row.key
         assert row.min_threads >= 1, row.key
         assert row.max_threads == 0 or row.max_threads >= row.min_threads, row.key
-        assert row.isas and row.isas[0] == "scalar", row.key
+        # (copy_rep and write_rep: x86-64 only, named so where they have no variant)
+        assert (row.isas and row.isas[0] == "scalar") or \
+            (not row.isas and "x86-64" in row.needs and platform.machine() != "x86_64"), row.key
     for k in native.kernels():
         if k.benchmark in STREAM_BENCHES:
             assert k.check in bandwidth.CHECKS, f"{k.key}: bandwidth.py cannot check {k.check}"
@@ -145,17 +148,23 @@ def test_option_choices_follow_the_header():
     assert set(COMMON["page"].choices) == set(native.PAGE_KINDS)
 
 
-def test_libc_kernels_are_listed_and_run_checked(tmp_path):
+@pytest.mark.parametrize("key", ["copy_libc", "write_libc", "copy_rep", "write_rep"])
+def test_libc_and_string_kernels_are_listed_and_run_checked(tmp_path, key):
+    """libc's memcpy and memset, and the rep movsb / rep stosb kernels (x86-64), run as
+    any kernel does, checked, with their one variant named scalar."""
+    k = native.kernel(key)
+    if key.endswith("_rep") and platform.machine() != "x86_64":
+        assert not k.isas and "x86-64" in k.needs
+        pytest.skip("rep movsb and rep stosb are x86-64 instructions")
     listed = cxlbench("list")
     assert listed.returncode == 0, listed.stderr
-    for key in ("copy_libc", "write_libc"):
-        assert key in listed.stdout
-        k = native.kernel(key)
-        assert k.benchmark == "bandwidth" and k.isas == ("scalar",) and "libc" in k.description
-        r = cxlbench("run", "--bench", "bandwidth", "--set", f"kernel={key}", "--set",
-                     "size=1M", "--set", "repeat=2", "--set", "threads=all", "--json",
-                     "--results-dir", str(tmp_path))
-        assert r.returncode == 0, r.stderr
-        recs = last_json(r.stdout)
-        assert recs and all(x["status"] == "ok" and x["kernel"] == key and x["isa"] == "scalar"
-                            for x in recs)
+    assert key in listed.stdout
+    assert k.benchmark == "bandwidth" and k.isas == ("scalar",) and \
+        ("libc" if key.endswith("libc") else "rep ") in k.description
+    r = cxlbench("run", "--bench", "bandwidth", "--set", f"kernel={key}", "--set",
+                 "size=1M", "--set", "repeat=2", "--set", "threads=all", "--json",
+                 "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    recs = last_json(r.stdout)
+    assert recs and all(x["status"] == "ok" and x["kernel"] == key and x["isa"] == "scalar"
+                        for x in recs)

@@ -22,7 +22,7 @@ LAYERS = [
                           "cxlbench.paramtext", "cxlbench.fleet.slurm"]),
     ("compiled boundaries and options", ["cxlbench.native", "cxlbench._native",
                                          "cxlbench.gpu", "cxlbench.options"]),
-    ("the machine", ["cxlbench.topology", "cxlbench.pcie_link"]),
+    ("the machine", ["cxlbench.topology", "cxlbench.pcie_link", "cxlbench.tuning"]),
     ("placed memory", ["cxlbench.memory", "cxlbench.system", "cxlbench.shared_region"]),
     ("workloads", ["cxlbench.workloads"]),
     ("tiering engines and policies", ["cxlbench.tiering"]),

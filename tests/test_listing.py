@@ -83,7 +83,7 @@ def test_a_suite_lists_its_jobs_and_vars(vm):
     quick = listing.select("quick", vm)["suites"][0]
     assert [job["name"] for job in quick["jobs"]] == ["latency", "bandwidth", "loaded"]
     assert quick["jobs"][1]["bench"] == "bandwidth"
-    assert quick["jobs"][1]["options"]["kernel"] == ["read", "write", "triad"]
+    assert quick["jobs"][1]["options"]["kernel"] == ["read", "write", "copy_nt", "triad"]
     text = "\n".join(listing.render(listing.select("quick", vm), width=120))
     assert '  [latency] bench = "chase", size = { from = "16K", to = "1G", factor = 2 }' in text
     node = listing.select("node", vm)["suites"][0]

@@ -126,14 +126,41 @@ def test_bandwidth_check_catches_a_kernel_that_skipped_work(monkeypatch):
     from cxlbench.errors import CheckError
     real = native.run_kernel
 
-    def half(k, isa, addrs, nbytes, count, cpus, value=0):
-        return real(k, isa, addrs, nbytes // 2, count, cpus, value)
+    def half(k, isa, addrs, nbytes, count, cpus, value=0, *walk):
+        return real(k, isa, addrs, nbytes // 2, count, cpus, value, *walk)
     monkeypatch.setattr(native, "run_kernel", half)
     for key in ("read", "write_nt", "copy", "triad_nt", "rw_2_1"):
         params = {name: opt.default for name, opt in bandwidth.OPTIONS.items()}
         params.update(kernel=key, size=1 << 20, repeat=1, warmup=0, passes=1)
         with pytest.raises(CheckError):
             bandwidth.run(params)
+
+
+@pytest.mark.parametrize("key", ["copy", "copy_nt", "write", "write_nt"])
+def test_walked_copies_and_fills_move_every_byte_once(key):
+    """Every prefetch distance and page walk of the copies and fills, every ISA, on one
+    and on three threads (slices that start mid-page), over a size that is no whole
+    number of walks: the destination is exactly the source (or the value), and the
+    bytes past it are untouched."""
+    import numpy as np
+    k = native.kernel(key)
+    size = 3 * 4096 * 4 + 5 * 64                    # 3 walks of 4 pages, 5 lines over
+    guard = 4096
+    for isa in k.runnable_isas():
+        for prefetch, ways in ((0, 1), (4, 1), (0, 2), (8, 4), (16, 3), (2, 16)):
+            for cpus in ([0], [0, 0, 0]):
+                dst = native.Allocation(size + guard, "4k", "local")
+                src = native.Allocation(size + guard, "4k", "local")
+                src.fill_index([])
+                d = dst.array(np.uint8)
+                d[:] = 0xA5
+                native.run_kernel(k, isa, [dst.addr, src.addr][:k.streams], size, 2, cpus,
+                                  0x3737373737373737, prefetch, ways)
+                want = src.array(np.uint8)[:size] if key.startswith("copy") else \
+                    np.full(size, 0x37, np.uint8)
+                what = f"{key} {isa} prefetch={prefetch} ways={ways} threads={len(cpus)}"
+                assert np.array_equal(d[:size], want), what
+                assert (d[size:] == 0xA5).all(), what + ": wrote past the end"
 
 
 def test_read_sum_closed_form():

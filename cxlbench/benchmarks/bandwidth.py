@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import tuning
 from ..errors import CheckError
 from ..memory import native
 from ..options import Option, pick
@@ -46,7 +47,25 @@ OPTIONS = {
            "timeout"),
     "passes": Option("passes", "int", 0, "passes over the buffer per repetition; 0 moves "
                      "at least 512 MiB", min=0),
+    "prefetch": Option("prefetch", "int", "auto", "copy, copy_nt: lines a software prefetch "
+                       "reads ahead of the loads (0: none, the plain loop's; auto: chosen by "
+                       "a short probe on this machine, kept in the cache)", min=0, max=64,
+                       words=("auto",)),
+    "walk": Option("walk", "int", "auto", "copy, copy_nt, write, write_nt: pages walked side "
+                   "by side, four lines of each in turn (1: straight through, the plain "
+                   "loop's; auto: chosen by a short probe on this machine, kept in the "
+                   "cache)", min=1, max=16, words=("auto",)),
 }
+
+# What the probe tries (prefetch=auto, walk=auto), and on which kernels each option acts.
+PREFETCHES, WALKS = (0, 4, 8, 16), (1, 2, 4)
+TAKES = {"prefetch": ("copy", "copy_nt"), "walk": ("copy", "copy_nt", "write", "write_nt")}
+PROBE_BYTES = 256 << 20     # a probe moves at least this much per candidate and round
+
+
+def unused(params: dict) -> dict[str, str]:
+    return {name: f"kernel {params['kernel']} takes no {name} (only {', '.join(kernels)} do)"
+            for name, kernels in TAKES.items() if params["kernel"] not in kernels}
 
 
 def _chunks(n: int):
@@ -136,6 +155,13 @@ CHECKS = {"index_sum": check_index_sum, "fill": check_fill, "copy": check_copy,
           "triad": check_triad}
 
 
+def skip(params: dict, topology) -> str | None:
+    """copy_rep and write_rep exist on x86-64 only: elsewhere their cases are skipped."""
+    kernel = native.kernel(params["kernel"])
+    return None if kernel.isas else \
+        f"kernel {kernel.key} is not built on this architecture (it needs {kernel.needs})"
+
+
 def validate(params: dict, topology) -> None:
     kernel = native.kernel(params["kernel"])
     kernel.choose_isa(params["isa"])
@@ -155,8 +181,37 @@ def estimate(params: dict, figures) -> float:
         per_thread = block / (f.latency_ns(size) * 1e-9 / MLP)
         rate = min(rate, per_thread * rate / f.read_1)
     reps = params["warmup"] + params["repeat"]
-    return nbuf * size * (1 / f.touch + 1 / f.scan) + \
+    n = len(candidates(params))
+    probe = 0.0 if n == 1 else n * tuning.ROUNDS * max(size, PROBE_BYTES) * nbuf / rate
+    return nbuf * size * (1 / f.touch + 1 / f.scan) + probe + \
         reps * (passes * nbuf * size / rate + nbuf * size / f.scan)
+
+
+def candidates(params: dict) -> list[dict]:
+    """The kernel's settings of prefetch and walk the probe tries: those set stay as set;
+    a kernel that takes neither has the one plain candidate."""
+    k, pf, walk = params["kernel"], params.get("prefetch", "auto"), params.get("walk", "auto")
+    pf = [pf] if pf != "auto" else PREFETCHES if k in TAKES["prefetch"] else [0]
+    walks = [walk] if walk != "auto" else WALKS if k in TAKES["walk"] else [1]
+    return [{"prefetch": p, "walk": w} for p in pf for w in walks]
+
+
+def tune(params: dict, kernel, isa: str, buffers, cpus) -> tuning.Choice:
+    """The fastest of the candidates on this case's own buffers, threads and ISA (kept per
+    CPU, kernel, ISA, threads, placement and size class): a copy's best prefetch and walk
+    differ from vendor to vendor, and glibc's own copy changes method with size."""
+    size = params["size"]
+    passes = max(1, -(-PROBE_BYTES // size))
+    step_bytes = (kernel.bytes_read + kernel.bytes_written) * (size // kernel.elem_bytes)
+
+    def rate(c: dict) -> float:
+        r = native.run_kernel(kernel, isa, [b.addr for b in buffers], size, passes, cpus, 1,
+                              c["prefetch"], c["walk"])
+        return step_bytes * passes / r.ns
+    key = {"kernel": kernel.key, "isa": isa, "threads": len(cpus),
+           "size_class": 1 << (size - 1).bit_length(),
+           "buffers": [f"{b.name}={b.placement} {b.page}" for b in buffers]}
+    return tuning.choose("bandwidth", key, candidates(params), rate, "GB/s")
 
 
 def run(params: dict) -> Measurement:
@@ -167,6 +222,8 @@ def run(params: dict) -> Measurement:
     size = params["size"]
     streams = Streams(kernel, buffers, cpus, size)
     passes = params["passes"] or max(1, -(-MIN_BYTES_PER_REP // size))
+    choice = tune(params, kernel, isa, buffers, cpus)
+    prefetch, walk = choice.settings["prefetch"], choice.settings["walk"]
     step_count = size // kernel.elem_bytes
     app_bytes = (kernel.bytes_read + kernel.bytes_written) * step_count * passes
     mem_bytes = app_bytes + kernel.bytes_written * step_count * passes
@@ -179,7 +236,8 @@ def run(params: dict) -> Measurement:
         nonlocal rep
         rep += 1
         value = streams.value(rep)
-        r = native.run_kernel(kernel, isa, [b.addr for b in buffers], size, passes, cpus, value)
+        r = native.run_kernel(kernel, isa, [b.addr for b in buffers], size, passes, cpus, value,
+                              prefetch, walk)
         streams.check(r, passes, value)
         out = {"bandwidth": app_bytes / r.ns}      # bytes per ns = GB/s
         if kernel.write_allocate:
@@ -189,5 +247,6 @@ def run(params: dict) -> Measurement:
     m = Measurement(kernel=kernel.key, isa=isa, cpus=cpus, units=units,
                     info={"passes": passes, "bytes_per_rep": app_bytes,
                           "memory_bytes_per_rep": mem_bytes if kernel.write_allocate else app_bytes,
-                          "threads": len(cpus)})
+                          "threads": len(cpus), "prefetch": prefetch, "walk": walk,
+                          **({"tuned": choice.record()} if choice.figures else {})})
     return measure(m, params, buffers, once)
