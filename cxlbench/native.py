@@ -438,10 +438,12 @@ class CheckpointResult:
 
 def checkpoint(dst: int, src: int, nbytes: int, chunk: int, store: str, isa: str, cpus,
                rows=None, src_rows: int = 0, row_bytes: int = 0, persist: bool = False,
-               fd: int = -1, prefetch: int = 0) -> CheckpointResult:
+               fd: int = -1, prefetch: int = 0, lines_ahead: int = 0,
+               ways: int = 1) -> CheckpointResult:
     """Snapshot nbytes of src to dst in chunks (see cxb_checkpoint), or with `rows` (an
     int64 array) those rows of src's src_rows, row_bytes each, packed into dst; per chunk
-    clwb and sfence where `persist`, a pwrite to `fd` (>= 0, fsync'd at the end)."""
+    clwb and sfence where `persist`, a pwrite to `fd` (>= 0, fsync'd at the end). A whole
+    snapshot's chunks prefetch lines_ahead lines and walk `ways` pages side by side."""
     _arrays("checkpoint", (rows, np.int64, None))
     a = ffi.new("struct cxb_checkpoint_args *")
     a.dst, a.src = ffi.cast("void *", dst), ffi.cast("void *", src)
@@ -450,6 +452,7 @@ def checkpoint(dst: int, src: int, nbytes: int, chunk: int, store: str, isa: str
     if rows is not None:
         a.rows, a.nrows = ffi.cast("int64_t *", rows.ctypes.data), len(rows)
     a.src_rows, a.row_bytes, a.prefetch = src_rows, row_bytes, prefetch
+    a.lines_ahead, a.ways = lines_ahead, ways
     a.persist, a.fd = int(persist), fd
     cpu_array = _int_array(cpus)
     _raise_if_failed("cxb_checkpoint", lib.cxb_checkpoint(a, cpu_array, len(cpus)))

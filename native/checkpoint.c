@@ -36,10 +36,11 @@
 #endif
 
 /* copy: bytes (whole 64-byte lines, both sides line-aligned) from s to d, four lines an
- * iteration. gather: rows[i] of s to row i of d, the row `ahead` rows on prefetched line
- * by line (rows are sorted but far apart, so the hardware prefetcher loses the stream at
- * each jump); rows past src_rows are skipped and counted. */
-#define VARIANT(SUF, ATTR, VEC, LD, ST)                                                \
+ * iteration: a gathered row. gather: rows[i] of s to row i of d, the row `ahead` rows on
+ * prefetched line by line (rows are sorted but far apart, so the hardware prefetcher
+ * loses the stream at each jump); rows past src_rows are skipped and counted. A whole
+ * snapshot's chunks go through the bandwidth kernels' walked copies (bandwidth.c). */
+#define COPY(SUF, ATTR, VEC, LD, ST)                                                   \
     ATTR static inline void copy_##SUF(char *restrict d, const char *restrict s,       \
                                        size_t bytes)                                   \
     {                                                                                  \
@@ -55,11 +56,8 @@
             for (int v = 0; v < PER_LINE; v++)                                         \
                 ST((VEC *)(d + o) + v, LD((const VEC *)(s + o) + v));                  \
         }                                                                              \
-    }                                                                                  \
-    ATTR static void whole_##SUF(char *d, const char *s, size_t bytes)                 \
-    {                                                                                  \
-        copy_##SUF(d, s, bytes);                                                       \
-    }                                                                                  \
+    }
+#define GATHER(SUF, ATTR)                                                              \
     ATTR static uint64_t gather_##SUF(char *restrict d, const char *restrict s,        \
                                       const int64_t *rows, uint64_t n, uint64_t rb,    \
                                       uint64_t src_rows, uint32_t ahead)               \
@@ -78,6 +76,7 @@
         }                                                                              \
         return bad;                                                                    \
     }
+#define VARIANT(SUF, ATTR, VEC, LD, ST) COPY(SUF, ATTR, VEC, LD, ST) GATHER(SUF, ATTR)
 
 VARIANT(S, SCALAR_ATTR, uint64_t, S_LD, S_ST)
 #if defined(__x86_64__)
@@ -86,6 +85,15 @@ VARIANT(A2, __attribute__((target("avx2"))), __m256i, A2_LD, A2_ST)
 VARIANT(A2_nt, __attribute__((target("avx2"))), __m256i, A2_LD, A2_NT)
 VARIANT(A5, __attribute__((target("avx512f"))), __m512i, A5_LD, A5_ST)
 VARIANT(A5_nt, __attribute__((target("avx512f"))), __m512i, A5_LD, A5_NT)
+/* rep movsb, one instruction a chunk or a row: the CPU's microcode picks the stores */
+static inline void copy_rep(char *d, const char *s, size_t bytes) { cxb_rep_movsb(d, s, bytes); }
+GATHER(rep, )
+static void walk_rep(char *restrict d, const char *restrict s, size_t bytes, uint32_t ahead,
+                     uint32_t ways)
+{
+    (void)ahead, (void)ways;
+    cxb_rep_movsb(d, s, bytes);
+}
 __attribute__((target("clwb"))) static void writeback(char *p, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += CXB_LINE)
@@ -97,17 +105,22 @@ __attribute__((target("clwb"))) static void writeback(char *p, size_t bytes)
 #endif
 
 struct variant {
-    void (*whole)(char *d, const char *s, size_t bytes);
+    void (*whole)(char *restrict d, const char *restrict s, size_t bytes, uint32_t ahead,
+                  uint32_t ways);
     uint64_t (*gather)(char *restrict d, const char *restrict s, const int64_t *rows,
                        uint64_t n, uint64_t rb, uint64_t src_rows, uint32_t ahead);
 };
+/* [isa][store]: regular, non-temporal, rep movsb (the same for every ISA) */
 #if defined(__x86_64__)
-#define V(suf) {whole_##suf, gather_##suf}
-static const struct variant variants[CXB_ISA_COUNT][2] = {
-    {V(S), V(S_nt)}, {V(A2), V(A2_nt)}, {V(A5), V(A5_nt)}};
+#define V(isa, suf) {cxb_copy_walk_##isa, gather_##suf}
+#define V_NT(isa, suf) {cxb_copy_walk_##isa##_nt, gather_##suf##_nt}
+#define V_REP {walk_rep, gather_rep}
+static const struct variant variants[CXB_ISA_COUNT][3] = {
+    {V(S, S), V_NT(S, S), V_REP}, {V(A2, A2), V_NT(A2, A2), V_REP},
+    {V(A5, A5), V_NT(A5, A5), V_REP}};
 #else
-static const struct variant variants[CXB_ISA_COUNT][2] = {
-    {{whole_S, gather_S}, {NULL, NULL}}};
+static const struct variant variants[CXB_ISA_COUNT][3] = {
+    {{cxb_copy_walk_S, gather_S}, {NULL, NULL}, {NULL, NULL}}};
 #endif
 
 struct snap {
@@ -154,11 +167,11 @@ static int snap_thread(void *p, int t)
                                 a->src_rows, a->prefetch);
         } else {
             off = c * a->chunk, len = a->bytes - off < a->chunk ? a->bytes - off : a->chunk;
-            S->v->whole(dst + off, src + off, len);
+            S->v->whole(dst + off, src + off, len, a->lines_ahead, a->ways);
         }
         if (a->persist) {
 #if defined(__x86_64__)
-            if (a->store == CXB_CKPT_REGULAR)   /* NT stores left no line in the cache */
+            if (a->store != CXB_CKPT_NT)        /* NT stores left no line in the cache */
                 writeback(dst + off, len);
 #endif
             FENCE();
@@ -166,8 +179,8 @@ static int snap_thread(void *p, int t)
         if (a->fd >= 0)
             rc = write_all(a->fd, dst + off, len, off);
     }
-    if (a->store == CXB_CKPT_NT)                /* the snapshot visible before the clock */
-        FENCE();
+    if (a->store != CXB_CKPT_REGULAR)   /* weakly ordered stores (NT, fast strings): */
+        FENCE();                        /* the snapshot visible before the clock */
     S->t1[t] = cxb_now_ns();
     S->bad[t] = bad;
     return rc;
@@ -184,15 +197,15 @@ int cxb_checkpoint(struct cxb_checkpoint_args *a, const int *cpus, int nthreads)
         return cxb_fail(EINVAL, "checkpoint: %llu bytes (rows of %llu): whole 64-byte lines "
                         "needed", (unsigned long long)a->bytes,
                         (unsigned long long)a->row_bytes);
-    if (a->store < CXB_CKPT_REGULAR || a->store > CXB_CKPT_NT || a->isa < 0 ||
+    if (a->store < CXB_CKPT_REGULAR || a->store > CXB_CKPT_REP || a->isa < 0 ||
         a->isa >= CXB_ISA_COUNT || !variants[a->isa][a->store].whole)
         return cxb_fail(EINVAL, "checkpoint: no variant for store %d, ISA %d", a->store,
                         a->isa);
     if (!cxb_isa_supported(a->isa))
         return cxb_fail(ENOTSUP, "checkpoint: this CPU cannot run ISA %d", a->isa);
-    if (a->persist && a->store == CXB_CKPT_REGULAR && !cxb_flush_supported(CXB_FLUSH_CLWB))
-        return cxb_fail(ENOTSUP, "checkpoint: persist with regular stores needs clwb, which "
-                        "this CPU lacks");
+    if (a->persist && a->store != CXB_CKPT_NT && !cxb_flush_supported(CXB_FLUSH_CLWB))
+        return cxb_fail(ENOTSUP, "checkpoint: persist with regular stores or rep movsb needs "
+                        "clwb, which this CPU lacks");
     struct snap S = {a, &variants[a->isa][a->store], nthreads, 0, 0,
                      calloc((size_t)nthreads, 8), calloc((size_t)nthreads, 8),
                      calloc((size_t)nthreads, 8)};

@@ -408,11 +408,12 @@ int cxb_adam(struct cxb_adam_args *a, const int *cpus, int nthreads);
 
 /* ---- checkpoint snapshots (checkpoint.c) ----------------------------------------- */
 /* The whole of src, or the dirty rows of a table gathered in the order given and packed,
- * copied to dst in chunks with regular or non-temporal stores. Per chunk, optionally:
+ * copied to dst in chunks with regular or non-temporal stores, or rep movsb (x86-64); a
+ * whole copy may prefetch and walk pages as the bandwidth kernels do. Per chunk, optionally:
  * clwb of its lines (regular stores; NT stores leave none cached) then sfence, the
  * persistence path; and a pwrite of it to fd at its offset in dst, one fsync at the end.
  * Chunks are split between the threads in contiguous ranges. */
-enum cxb_ckpt_store { CXB_CKPT_REGULAR = 0, CXB_CKPT_NT = 1 };
+enum cxb_ckpt_store { CXB_CKPT_REGULAR = 0, CXB_CKPT_NT = 1, CXB_CKPT_REP = 2 };
 struct cxb_checkpoint_args {
     void *dst;              /* 64-byte aligned: bytes, or nrows * row_bytes */
     const void *src;        /* 64-byte aligned */
@@ -427,6 +428,8 @@ struct cxb_checkpoint_args {
     int persist;            /* per chunk: clwb its lines (regular stores), then sfence */
     int fd;                 /* >= 0: each chunk also pwritten at its dst offset; fsync */
     uint32_t prefetch;      /* rows: prefetch the row this many ahead (0: none) */
+    uint32_t lines_ahead;   /* whole: lines a software prefetch reads ahead (0: none) */
+    uint32_t ways;          /* whole: pages walked side by side (0 or 1: straight) */
     uint64_t t0, t1;        /* out: cxb_now_ns() at the first thread's start, at the last
                              * one's end (with a file: after the fsync) */
     uint64_t ns;            /* out: t1 - t0 */

@@ -25,7 +25,8 @@ ENTRY = native.driver("checkpoint")
 
 def params(**over):
     p = {name: opt.default for name, opt in checkpoint_bench.OPTIONS.items()}
-    p.update(size=1 << 20, repeat=2, warmup=0, cpus=str(CPUS[0]))
+    # store=auto probes with extra copies first: the tests that count copies set one
+    p.update(size=1 << 20, repeat=2, warmup=0, cpus=str(CPUS[0]), store="regular")
     p.update(over)
     return p
 
@@ -222,6 +223,35 @@ def test_run_checks_every_repetition(over):
     assert all(rep["bandwidth"] > 0 and rep["time"] > 0 for rep in m.reps)
     assert [v["buffer"] for v in m.placement["verified"]] == ["src", "dst"]
     assert m.kernel == ("checkpoint+dirty" if "dirty" in over else "checkpoint")
+
+
+def test_store_auto_tries_every_store_this_cpu_has_and_records_its_choice(monkeypatch,
+                                                                         tmp_path):
+    """store=auto: regular, nt (a whole snapshot's with every prefetch and page walk of
+    the bandwidth kernels) and rep movsb, probed on the case's buffers; the case runs and
+    checks the chosen one, and its info says which, by what figures, from where."""
+    from cxlbench.benchmarks import bandwidth
+    monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path))
+    whole = checkpoint_bench.store_candidates(params(store="auto"), whole=True)
+    assert [c["store"] for c in whole] == \
+        ["regular"] + ["nt"] * len(bandwidth.PREFETCHES) * len(bandwidth.WALKS) + ["rep"]
+    assert checkpoint_bench.store_candidates(params(store="auto"), whole=False) == [
+        {"store": s, "prefetch": 0, "walk": 1} for s in ("regular", "nt", "rep")]
+    assert checkpoint_bench.store_candidates(params(store="rep"), whole=True) == [
+        {"store": "rep", "prefetch": 0, "walk": 1}]
+    for over in ({"store": "auto"}, {"store": "auto", "dirty": 0.05, "rows": 4000}):
+        m = checkpoint_bench.run(params(**over))
+        assert m.status == "ok" and len(m.reps) == 2
+        tuned = m.info["tuned"]
+        assert tuned["chosen"] == (f"store={m.info['store']} prefetch={m.info['prefetch']} "
+                                   f"walk={m.info['walk']}")
+        assert len(tuned["by"]) == len(checkpoint_bench.store_candidates(
+            params(**over), whole="dirty" not in over))
+    assert "tuned" not in checkpoint_bench.run(params()).info      # set by hand: no probe
+    # persist without clwb: only the stores that need no write-back are tried
+    monkeypatch.setattr(native, "flush_supported", lambda kind: kind != "clwb")
+    assert {c["store"] for c in checkpoint_bench.store_candidates(
+        params(store="auto", persist=True), whole=True)} == {"nt"}
 
 
 def test_a_wrong_copy_is_caught(monkeypatch):

@@ -73,5 +73,5 @@ def test_quick_suite_ships_and_expands():
     lat = [c for c in cases if c.bench == "chase"]
     assert len(lat) == 17 * 2                     # 16 KiB .. 1 GiB on each node
     assert {c.params["threads"] for c in cases if c.bench == "bandwidth"} == {1, "all"}
-    assert {c.params["kernel"] for c in cases if c.bench == "bandwidth"} == {"read", "write",
-                                                                           "triad"}
+    assert {c.params["kernel"] for c in cases if c.bench == "bandwidth"} == {
+        "read", "write", "copy_nt", "triad"}

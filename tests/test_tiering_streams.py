@@ -243,7 +243,7 @@ def test_options_buffers_and_units_of_both_workloads():
     assert o["optimizer.precision"].choices == ("fp32", "mixed")
     assert o["optimizer.optim"].choices == ("adam", "adamw")
     assert (o["checkpoint.size"].default, o["checkpoint.store"].default) == (64 << 20, "regular")
-    assert o["checkpoint.store"].choices == ("regular", "nt")
+    assert o["checkpoint.store"].choices == ("regular", "nt", "rep")
     assert bench.buffers_of(case("optimizer")) == ("state",)
     assert bench.buffers_of(case("checkpoint")) == ("dst", "src")
     assert {"state", "dst", "src"} <= set(bench.BUFFERS)
@@ -355,7 +355,7 @@ def test_optimizer_run_catches_a_wrong_step(monkeypatch):
         w.run(0)
 
 
-@pytest.mark.parametrize("store", ["regular", "nt"])
+@pytest.mark.parametrize("store", ["regular", "nt", "rep"])
 def test_checkpoint_run_copies_a_checked_snapshot(store, monkeypatch):
     p = case("checkpoint", size=3 << 20, store=store)
     w = bench.workload(p)

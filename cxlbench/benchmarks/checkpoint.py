@@ -21,9 +21,11 @@ import tempfile
 
 import numpy as np
 
+from .. import tuning
 from ..errors import UserError
 from ..memory import native
 from ..options import pick
+from . import bandwidth
 from ..workloads import checkpoint as workload
 from ..workloads.checkpoint import (MIN_DONE_STEPS, background, check_snapshot, checksum,
                                     chunks, dirty_from, dirty_rows, file_checksum, filesystem,
@@ -52,10 +54,13 @@ def split_cpus(params: dict) -> tuple[list[int], list[int]]:
 
 
 def skip(params: dict, topology) -> str | None:
-    if params["persist"] and params["store"] == "regular" and not native.flush_supported("clwb"):
-        return "persist with regular stores writes lines back with clwb, which this CPU lacks"
-    if params["store"] == "nt" and not native.flush_supported("nt"):
-        return "non-temporal stores need x86-64 with SSE2"
+    if params["persist"] and params["store"] in ("regular", "rep") and \
+            not native.flush_supported("clwb"):
+        return (f"persist with {'rep movsb' if params['store'] == 'rep' else 'regular stores'}"
+                " writes lines back with clwb, which this CPU lacks")
+    if params["store"] in ("nt", "rep") and not native.flush_supported("nt"):
+        return ("non-temporal stores need x86-64 with SSE2" if params["store"] == "nt" else
+                "rep movsb is an x86-64 instruction")
     if params["interfere"] != "none":
         mine, rest = split_cpus(params)
         if not rest:
@@ -103,8 +108,53 @@ def estimate(params: dict, figures) -> float:
     destination written) and its checksum (read again)."""
     lay = layout(params)
     sizes = lay.sizes(params["step_size"], params["interfere"])
+    probe = 0.0
+    if params["store"] == "auto":   # every candidate, every round, on up to PROBE_BYTES
+        n = len(store_candidates(params, not params["dirty"]))
+        probe = n * tuning.ROUNDS * 2 * min(lay.dst, bandwidth.PROBE_BYTES)
+    reps = params["warmup"] + params["repeat"]
     return workload_seconds(params, figures, "src", sum(sizes.values()),
-                            lay.src + 2 * lay.dst)
+                            lay.src + 2 * lay.dst + probe / reps)
+
+
+def store_candidates(params: dict, whole: bool) -> list[dict]:
+    """What store=auto tries, the plainest first: regular stores, non-temporal ones (a
+    whole snapshot's also with the bandwidth kernels' prefetches and page walks), and rep
+    movsb; those this CPU lacks left out (x86-64 has NT stores and rep movsb alike; with
+    persist, regular stores and rep movsb need clwb). A store set by hand is the one."""
+    if params["store"] != "auto":
+        return [{"store": params["store"], "prefetch": 0, "walk": 1}]
+    x86 = native.flush_supported("nt")
+    writeback = not params["persist"] or native.flush_supported("clwb")
+    walks = [(p, w) for p in bandwidth.PREFETCHES for w in bandwidth.WALKS] if whole \
+        else [(0, 1)]
+    return ([{"store": "regular", "prefetch": 0, "walk": 1}] if writeback else []) + \
+        ([{"store": "nt", "prefetch": p, "walk": w} for p, w in walks] if x86 else []) + \
+        ([{"store": "rep", "prefetch": 0, "walk": 1}] if x86 and writeback else [])
+
+
+def tune_store(params: dict, lay, isa: str, cpus, src: int, dst: int, where: list[str],
+               rows) -> tuning.Choice:
+    """The fastest store on this case's own buffers (addresses src and dst, placed as
+    `where` says), threads and chunks: the first PROBE_BYTES of a whole snapshot, or its
+    first rows (kept per CPU, kind of snapshot, placement and size class). No file is
+    written: what is chosen is the copy."""
+    whole = rows is None
+    probe_rows = None if whole else rows[:max(1, bandwidth.PROBE_BYTES // lay.row_bytes)]
+    nbytes = min(lay.src, bandwidth.PROBE_BYTES) if whole else len(probe_rows) * lay.row_bytes
+
+    def rate(c: dict) -> float:
+        r = native.checkpoint(dst, src, nbytes if whole else lay.src,
+                              params["chunk"], c["store"], isa, cpus, rows=probe_rows,
+                              src_rows=lay.rows, row_bytes=lay.row_bytes,
+                              persist=params["persist"], prefetch=PREFETCH,
+                              lines_ahead=c["prefetch"], ways=c["walk"])
+        return nbytes / r.ns
+    key = {"snapshot": "whole" if whole else f"rows of {lay.row_bytes} B", "isa": isa,
+           "threads": len(cpus), "chunk": params["chunk"], "persist": params["persist"],
+           "size_class": 1 << (nbytes - 1).bit_length(),
+           "buffers": where}
+    return tuning.choose("checkpoint", key, store_candidates(params, whole), rate, "GB/s")
 
 
 def run(params: dict) -> Measurement:
@@ -126,6 +176,9 @@ def run(params: dict) -> Measurement:
               params["seed"], cpus)
     else:
         src.alloc.fill_index(cpus)      # word i holds i: every row and chunk differs
+    choice = tune_store(params, lay, isa, cpus, src.addr, dst.addr,
+                        [f"{b.name}={b.placement} {b.page}" for b in (src, dst)], rows)
+    store, ahead, ways = (choice.settings[k] for k in ("store", "prefetch", "walk"))
     want = source_checksum(src.array(np.uint64), lay, rows)    # after training, if any
     dst_words = dst.array(np.uint64)[:lay.dst // 8]
     fd, file_path = -1, None
@@ -141,10 +194,10 @@ def run(params: dict) -> Measurement:
         if fd >= 0:
             os.ftruncate(fd, 0)         # a new checkpoint file each time: blocks allocated
         cold.append(make_cold(src, lay.src, dst, lay.dst, rep << 40))
-        r = native.checkpoint(dst.addr, src.addr, lay.src, params["chunk"], params["store"],
-                              isa, cpus, rows=rows, src_rows=lay.rows,
-                              row_bytes=lay.row_bytes, persist=params["persist"], fd=fd,
-                              prefetch=PREFETCH)
+        r = native.checkpoint(dst.addr, src.addr, lay.src, params["chunk"], store, isa, cpus,
+                              rows=rows, src_rows=lay.rows, row_bytes=lay.row_bytes,
+                              persist=params["persist"], fd=fd, prefetch=PREFETCH,
+                              lines_ahead=ahead, ways=ways)
         check_snapshot(checksum(dst_words), want, "dst", r.bad)
         if fd >= 0:
             check_snapshot(file_checksum(fd, lay.dst), want, "the file read back")
@@ -182,6 +235,8 @@ def run(params: dict) -> Measurement:
     m = Measurement(kernel="checkpoint" + ("+dirty" if lay.dirty else ""), isa=isa,
                     cpus=cpus, units=units,
                     info={"bytes": lay.dst, "state_bytes": lay.src, "threads": len(cpus),
+                          "store": store, "prefetch": ahead, "walk": ways,
+                          **({"tuned": choice.record()} if choice.figures else {}),
                           "chunks": chunks(lay, params["chunk"]),
                           **({"preset": params["preset"], "scale": params["scale"],
                               "parameters": lay.params} if lay.params else {}),
@@ -193,7 +248,7 @@ def run(params: dict) -> Measurement:
     try:
         measure(m, params, buffers, once)
         m.info["evicted"] = all(cold)   # src and dst evicted before every snapshot
-        predict(m, dst, demand(params, lay.dst), "bandwidth", 1.0)
+        predict(m, dst, demand({**params, "store": store}, lay.dst), "bandwidth", 1.0)
         if beside:
             slowdown_or_why(m, beside[-len(m.reps):] if m.reps else beside)
         return m

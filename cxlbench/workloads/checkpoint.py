@@ -25,7 +25,7 @@ from .epochs import Demand
 
 NAME = "checkpoint"
 
-STORES = ("regular", "nt")            # CXB_CKPT_* in native/cxlbench.h, in value order
+STORES = ("regular", "nt", "rep")     # CXB_CKPT_* in native/cxlbench.h, in value order
 BACKGROUNDS = ("none", "triad", "adam")
 BYTES_PER_PARAM = 14    # bf16 weights 2, fp32 master copy 4, fp32 Adam moments 2 x 4
 PRESETS = optimizer.PRESETS     # parameter counts of the models: the optimizer's
@@ -66,8 +66,11 @@ OPTIONS = {
                    "the whole last batch's, so a few more)",
                    choices=("uniform", "zipf", "trained")),
     "alpha": Option("alpha", "float", 1.05, "Zipf exponent", min=0.0, max=10.0),
-    "store": Option("store", "choice", "regular", "the snapshot's stores: regular, or "
-                    "non-temporal (nt)", choices=STORES, expand={"all": STORES}),
+    "store": Option("store", "choice", "auto", "the snapshot's stores: regular, "
+                    "non-temporal (nt), or rep movsb (rep, x86-64); auto: the fastest of "
+                    "them (nt with a prefetch and page walk too) by a short probe on this "
+                    "machine, kept in the cache", choices=("auto", *STORES),
+                    expand={"all": STORES}),
     "chunk": Option("chunk", "size", 1 << 20, "bytes copied between flushes and file "
                     "writes (differential: whole rows, at least one)", "bytes", min=64,
                     multiple=64),
@@ -528,7 +531,9 @@ class Epochs:
     # the benchmark's default chunks.
     OPTIONS = {
         "size": OPTIONS["size"].but(default=64 << 20, help="bytes of each snapshot"),
-        "store": OPTIONS["store"],
+        # the epochs charge a snapshot's traffic by its store kind, known before it runs
+        "store": OPTIONS["store"].but(default="regular", choices=STORES, help=(
+            "the snapshot's stores: regular, non-temporal (nt), or rep movsb (rep, x86-64)")),
     }
 
     def __init__(self, own: dict, seed: int, epochs: int, phase: str):
@@ -580,6 +585,8 @@ class Epochs:
     def choose_isa(self, asked: str) -> str:
         if self.store == "nt" and not native.flush_supported("nt"):
             raise UserError("checkpoint.store=nt: non-temporal stores need x86-64 with SSE2")
+        if self.store == "rep" and not native.flush_supported("nt"):     # x86-64 alike
+            raise UserError("checkpoint.store=rep: rep movsb is an x86-64 instruction")
         return native.driver("checkpoint").choose_isa(asked)
 
     def prepare(self, buffers, isa: str, cpus: list[int]) -> None:
