@@ -332,10 +332,10 @@ class EmbeddingResult:
 
 def embedding_bag(table: int, rows: int, row_bytes: int, dim: int, dtype: str, pool: str,
                   indices, offsets, out, isa: str, cpus, prefetch: int = 0,
-                  bag_ns=None, sample_every: int = 0) -> EmbeddingResult:
+                  bag_ns=None, sample_every: int = 0, regs: int = 0) -> EmbeddingResult:
     """Pool len(offsets) - 1 bags of the table at address `table` into `out` (a float32
     array of bags x dim); indices and offsets are int64 arrays, bag_ns a uint64 array of
-    one slot per sample_every bags."""
+    one slot per sample_every bags; a pass sums in at most `regs` registers (0: all)."""
     bags = len(offsets) - 1
     _arrays("embedding_bag", (indices, np.int64, None), (offsets, np.int64, None),
             (out, np.float32, bags * dim), (bag_ns, np.uint64,
@@ -349,7 +349,7 @@ def embedding_bag(table: int, rows: int, row_bytes: int, dim: int, dtype: str, p
     a.indices = ffi.cast("int64_t *", indices.ctypes.data)
     a.offsets = ffi.cast("int64_t *", offsets.ctypes.data)
     a.bags, a.out = len(offsets) - 1, ffi.cast("float *", out.ctypes.data)
-    a.prefetch, a.sample_every = prefetch, sample_every
+    a.prefetch, a.sample_every, a.regs = prefetch, sample_every, regs
     a.bag_ns = ffi.NULL if bag_ns is None else ffi.cast("uint64_t *", bag_ns.ctypes.data)
     cpu_array = _int_array(cpus)
     _raise_if_failed("cxb_embedding_bag", lib.cxb_embedding_bag(a, cpu_array, len(cpus)))

@@ -346,6 +346,8 @@ struct cxb_embedding_args {
     uint64_t bags;
     float *out;             /* bags x dim, fp32 */
     uint32_t prefetch;      /* prefetch the row this many lookups ahead (0: none) */
+    uint32_t regs;          /* most vector registers a pass over a bag's columns sums in
+                             * (0: all there are to spare, 16 zmm or 8 ymm) */
     uint64_t sample_every;  /* time every n-th bag alone (0: none) ... */
     uint64_t *bag_ns;       /* ... into bag_ns[b / sample_every] */
     uint64_t ns;            /* out: first thread's start to last thread's finish */

@@ -273,15 +273,17 @@ POOL_REGS(pool_regs8, v8f, 8, add8)
 POOL_REGS(pool_regs16, v16f, 16, add16)
 
 /* Passes of FN over N registers of W lanes while the columns last (N a constant, so the
- * accumulators stay in registers). */
+ * accumulators stay in registers), where a->regs (0: any) allows N of them. */
 #define PASSES(FN, W, N)                                                                 \
-    for (; d + (W) * (N) <= dim; d += (W) * (N), lead = 0)                               \
+    for (; (!a->regs || (N) <= a->regs) && d + (W) * (N) <= dim; d += (W) * (N), lead = 0) \
         *bad += FN(a, o, first, end, last, d, N, dtype, lead)
 
 /* A bag's columns in passes of as many registers as there are to spare (ymm: 8 of the
- * 16; zmm: 16 of the 32, a 256-wide fp32 row in one pass), then of half as many, down to
- * one, and a last ymm pass of eight. Returns where the columns left to the row loop
- * start. */
+ * 16; zmm: 16 of the 32, a 256-wide fp32 row in one pass) or as a->regs allows, then of
+ * half as many, down to one, and a last ymm pass of eight. A narrower pass reads each
+ * row in more visits but keeps fewer lines of it in flight: which is faster is the
+ * CPU's to say (the benchmark's probe asks it). Returns where the columns left to the
+ * row loop start. */
 static inline __attribute__((always_inline)) uint32_t
 pool_wide(const struct cxb_embedding_args *a, float *o, int64_t first, int64_t end,
           int64_t last, int zmm, int dtype, uint64_t *bad)

@@ -43,7 +43,10 @@ say so and are not counted. Exits 1 when a target is missed, 2 when a side's res
 wrong or a side failed (no verdict). Usage:
 
   python peers/compare_ml.py [all|embedding|update|optimizer|kvcache|checkpoint ...]
-      [--threads 1 all] [--rounds 5] [--grid] [--mem local] [--page thp]"""
+      [--threads 1 all] [--rounds 5] [--grid] [--isa avx2 avx512] [--mem local] [--page thp]
+
+Its first line names the CPU (vendor, model, family) and the ISAs it runs; every row is
+compared in each vector ISA the CPU runs (AVX2 on an AVX-512 host too), named in the row."""
 from __future__ import annotations
 
 import argparse
@@ -61,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cxlbench import memory, native
+from cxlbench import memory, native, tuning
 from cxlbench.benchmarks import checkpoint as checkpoint_bench
 from cxlbench.errors import CheckError
 from cxlbench.workloads import checkpoint as checkpoint_workload
@@ -105,6 +108,7 @@ class Ctx:
         self.args, self.torch = args, torch
         self.allowed = sorted(os.sched_getaffinity(0))
         self.cpus = self.allowed[:1]
+        self.isa = "auto"           # the kernels' variant: each of --isa in turn
 
     def use(self, n: int) -> None:
         """numpy, torch and the kernels on the first n CPUs."""
@@ -204,18 +208,25 @@ def compare_embedding(ctx: Ctx) -> list[Row]:
         embedding.fill_table(raw, lay, 1)
         indices, offsets = embedding.make_indices(lay, {"dist": dist, "alpha": alpha, "seed": 1})
         bags = np.empty((lay.bags, dim), dtype=np.float32)
-        isa = embedding.resolve_bag_isa("auto")
-        prefetch = embedding.prefetch_rows("auto", lay.row_bytes)
+        isa = embedding.resolve_bag_isa(ctx.isa)
+        # prefetch=auto and regs=auto as the benchmark resolves them: a probe, kept per CPU
+        tuned = embedding.tune_bags(
+            {"prefetch": "auto", "regs": "auto", "pool": "sum", "dist": dist, "alpha": alpha},
+            lay, isa, ctx.cpus, raw.ctypes.data, f"{ctx.args.mem} {ctx.args.page}", indices,
+            offsets, bags)
+        prefetch, regs = tuned.settings["prefetch"], tuned.settings["regs"]
         label = (f"embedding {dtype} dim {dim} pool {pooling} "
                  f"{'uniform' if dist == 'uniform' else f'zipf {alpha:g}'}")
         print(f"{label}: {rows} rows ({lay.sizes()['table'] >> 20} MiB, verified "
-              f"{memory.verify(raw).counts_text()}), {lay.bags} bags, isa {isa}, prefetch "
-              f"{prefetch}, {ctx.threads} thread(s)")
+              f"{memory.verify(raw).counts_text()}), {lay.bags} bags, isa {isa}, "
+              f"{tuned.record()['chosen']} ({tuned.record()['source']}), "
+              f"{ctx.threads} thread(s)")
 
         def ours():
             bags.fill(np.nan)       # untimed: a bag left unwritten cannot pass for the last
             r = native.embedding_bag(raw.ctypes.data, rows, lay.row_bytes, dim, dtype, "sum",
-                                     indices, offsets, bags, isa, ctx.cpus, prefetch)
+                                     indices, offsets, bags, isa, ctx.cpus, prefetch, None, 0,
+                                     regs)
             if r.bad:
                 raise Wrong(f"{label}: {r.bad} lookups named no row")
             return bags, r.ns
@@ -260,7 +271,7 @@ def compare_update(ctx: Ctx) -> list[Row]:
     indices, offsets = embedding.make_indices(lay, {"dist": "zipf", "alpha": 1.05, "seed": 1})
     bags = np.empty((lay.bags, dim), dtype=np.float32)
     native.embedding_bag(raw.ctypes.data, rows, lay.row_bytes, dim, "fp32", "sum", indices,
-                         offsets, bags, embedding.resolve_bag_isa("auto"), ctx.cpus, 64)
+                         offsets, bags, embedding.resolve_bag_isa(ctx.isa), ctx.cpus, 64)
     touched, starts, bag_of = embedding.group_by_row(indices, offsets)
     g = np.add.reduceat(bags[bag_of], starts[:-1], axis=0)     # each touched row's gradient
     before = weights[touched].copy()
@@ -365,7 +376,7 @@ def compare_optimizer(ctx: Ctx) -> list[Row]:
         master = st.w if st.mixed else st.p
         want = optimizer.reference(master[idx].copy(), grads, st.m[idx].copy(),
                                    st.v[idx].copy(), hyper, 1)
-        isa = native.kernel("triad").best_isa()
+        isa = native.kernel("triad").choose_isa(ctx.isa)
         label = f"adam {'fp32' if precision == 'fp32' else 'bf16 + fp32 master'} {n >> 20}M"
         print(f"{label}: {n} parameters (mem={ctx.args.mem} page={ctx.args.page}, verified "
               f"{memory.verify(st.m).counts_text()}), step 1, isa {isa}, {ctx.threads} thread(s)")
@@ -486,7 +497,7 @@ def compare_kvcache(ctx: Ctx) -> list[Row]:
     lay = kvcache.layout(params)
     table = kvcache.block_table(lay, 1.0, 1)
     words = ctx.place(lay.sizes()["cache"] // 8, np.uint64)
-    isa = native.driver("kvcache").choose_isa("auto")
+    isa = native.driver("kvcache").choose_isa(ctx.isa)
     cache = kvcache.Cache(lay, table, (words.ctypes.data, words), None, isa, ctx.cpus,
                           cold=False)
     tokens = lay.batch * lay.steps
@@ -535,7 +546,7 @@ def compare_checkpoint(ctx: Ctx) -> list[Row]:
     nbytes = ctx.args.checkpoint_bytes
     src, dst = ctx.place(nbytes // 8, np.uint64), ctx.place(nbytes // 8, np.uint64)
     src[:] = np.arange(nbytes // 8, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    isa = native.driver("checkpoint").choose_isa("auto")
+    isa = native.driver("checkpoint").choose_isa(ctx.isa)
     libc = ctypes.CDLL(None)
     libc.memcpy.restype = ctypes.c_void_p
     libc.memcpy.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
@@ -641,6 +652,9 @@ def main(argv=None) -> int:
     ap.add_argument("--table-bytes", type=int, default=2 << 30)
     ap.add_argument("--params", type=int, default=64 << 20)
     ap.add_argument("--checkpoint-bytes", type=int, default=1 << 30)
+    ap.add_argument("--isa", nargs="+", choices=("avx2", "avx512"),
+                    help="the kernels' variants compared (default: every vector ISA this CPU "
+                         "runs, AVX2 on AVX-512 hosts too)")
     ap.add_argument("--mem", default="local")
     ap.add_argument("--page", default="thp")
     args = ap.parse_args(argv)
@@ -667,15 +681,25 @@ def main(argv=None) -> int:
     compare = {"embedding": compare_embedding, "update": compare_update,
                "optimizer": compare_optimizer, "kvcache": compare_kvcache,
                "checkpoint": compare_checkpoint}
-    cpu = next(iter(open("/proc/cpuinfo").read().split("model name")[1:]), ": ?").split(
-        "\n")[0].lstrip("\t :")
-    print(f"{version}; numpy {np.__version__}; {cpu}; CPUs {ctx.allowed}")
+    runs = [i for i in ("avx2", "avx512") if native.isa_supported(i) and
+            native.embedding_isa_supported(i)]
+    isas = args.isa or runs or ["scalar"]
+    if set(isas) - set(runs or ["scalar"]):
+        ap.error(f"--isa: this CPU runs {', '.join(runs) or 'no vector ISA'}")
+    print(f"CPU: {tuning.cpu_identity()}; runs {', '.join(runs) or 'scalar only'}; "
+          f"compared: {', '.join(isas)}")
+    print(f"{version}; numpy {np.__version__}; CPUs {ctx.allowed}")
     rows = []
     try:
-        for n in counts:
-            ctx.use(n)
-            for name in chosen:
-                rows += compare[name](ctx)
+        for isa in isas:
+            ctx.isa = isa
+            for n in counts:
+                ctx.use(n)
+                for name in chosen:
+                    got = compare[name](ctx)
+                    for r in got:
+                        r.workload += f" [{isa}]" if len(isas) > 1 else ""
+                    rows += got
     except (Wrong, CheckError) as e:
         print(f"wrong: {e}", file=sys.stderr)
         return 2

@@ -6,8 +6,15 @@
   CPU runs (AVX2 and AVX-512 where it has both), 1 GB in all
         vs likwid-bench load / store_mem / copy_mem / stream_mem of that ISA
            (_avx, _avx512), -w S0:1GB:T                              >= 0.97x (parity)
-  copy / copy_nt / write / write_nt, same threads, pages and ISAs, --libc-size in all
+  copy / copy_nt / write / write_nt (the prefetch and page walk their probe chose), and
+  copy_rep / write_rep (rep movsb / stosb), same threads, pages and ISAs, each
+  --libc-size in all (default 1G and 128M: above and below glibc's non-temporal
+  threshold on most servers)
         vs copy_libc (memcpy) / write_libc (memset) of the same case      (information)
+  the best of copy, copy_nt and copy_rep (each ISA's best variant)
+        vs copy_libc                                                        >= 1.00
+Its first lines name the CPU (vendor, model, family), the ISAs it runs, and which
+method glibc's memcpy takes at which size here.
 
 likwid-bench's working-set size is the total over its streams, so cxlbench gets the same
 total split over its buffers. likwid-bench's buffers are malloc'd: they are huge pages
@@ -17,7 +24,7 @@ sides alternate for --rounds rounds so drift on a shared machine hits both; each
 figure is the median of its rounds. Prints every figure and ratio; exits 1 when a target
 is missed. Usage: python peers/compare_peers.py [--rounds 5]
 [--only chase|bandwidth|libc] [--threads 1 2] [--pages 4k thp] [--windows 4K 256K 0]
-[--isa avx2 avx512] [--libc-size 1G]"""
+[--isa avx2 avx512] [--libc-size 1G 128M]"""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +47,11 @@ LIKWID_SUFFIX = {"avx2": "_avx", "avx512": "_avx512"}
 # hand-written kernel -> the libc call it is compared with (the ratio: hand-written / libc)
 LIBC = {"copy": "copy_libc", "copy_nt": "copy_libc", "write": "write_libc",
         "write_nt": "write_libc"}
+# the string instructions, one variant each (named scalar), against the same libc calls
+REP = {"copy_rep": "copy_libc", "write_rep": "write_libc"}
+# cxlbench's copies: the best of them is held to libc's memcpy
+COPIES = ("copy", "copy_nt", "copy_rep")
+BEST_COPY = 1.00
 SIZES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 # The bandwidth kernels run likwid's own instruction streams, so parity is the best a
 # correct harness can reach; alternating rounds on a shared host still differ by 5-20 %,
@@ -123,20 +135,38 @@ def bandwidth_pairs(args, tmp: str) -> dict:
 
 def libc_pairs(args, tmp: str) -> dict:
     """libc's memcpy and memset (whose instructions libc picks) as the reference for the
-    plain and non-temporal kernels, case for case."""
+    plain and non-temporal kernels (their prefetch and page walk as the probe chose them)
+    and the string instructions, case for case, at each --libc-size (one above glibc's
+    non-temporal threshold, one below it); and the best of cxlbench's copies, held to
+    memcpy."""
     from cxlbench import native
     pairs = {}
-    for isa in args.isa or runnable_isas():
-        for kernel, base in LIBC.items():
-            nbytes = args.libc_size // native.kernel(kernel).streams // 4096 * 4096
-            for page in args.pages:
-                for threads in args.threads:
-                    case = dict(size=nbytes, page=page, threads=threads, mem="bind:0")
-                    pairs[f"{kernel} {isa} / {base} {page} x{threads} (GB/s)"] = (
-                        lambda b=base, c=case: cxlbench(tmp, "bandwidth", kernel=b, isa="scalar",
-                                                        **c),
-                        lambda k=kernel, i=isa, c=case: cxlbench(tmp, "bandwidth", kernel=k,
-                                                                 isa=i, **c), None, None)
+    string = [k for k in REP if native.kernel(k).isas]
+    for total in args.libc_size:
+        for isa in [*(args.isa or runnable_isas()), *(["scalar"] if string else [])]:
+            kernels = ({k: REP[k] for k in string} if isa == "scalar" else LIBC).items()
+            for kernel, base in kernels:
+                nbytes = total // native.kernel(kernel).streams // 4096 * 4096
+                for page in args.pages:
+                    for threads in args.threads:
+                        case = dict(size=nbytes, page=page, threads=threads, mem="bind:0")
+                        pairs[f"{kernel} {isa} / {base} {total >> 20}M {page} x{threads} "
+                              "(GB/s)"] = (
+                            lambda b=base, c=case: cxlbench(tmp, "bandwidth", kernel=b,
+                                                            isa="scalar", **c),
+                            lambda k=kernel, i=isa, c=case: cxlbench(tmp, "bandwidth",
+                                                                     kernel=k, isa=i, **c),
+                            None, None)
+        nbytes = total // 2 // 4096 * 4096
+        for page in args.pages:
+            for threads in args.threads:
+                case = dict(size=nbytes, page=page, threads=threads, mem="bind:0")
+                pairs[f"best copy / copy_libc {total >> 20}M {page} x{threads} (GB/s)"] = (
+                    lambda c=case: cxlbench(tmp, "bandwidth", kernel="copy_libc",
+                                            isa="scalar", **c),
+                    lambda c=case: max(cxlbench(tmp, "bandwidth", kernel=k, **c)
+                                       for k in COPIES if native.kernel(k).isas),
+                    BEST_COPY, None)
     return pairs
 
 
@@ -154,10 +184,17 @@ def main() -> int:
     ap.add_argument("--chase-size", type=size, default=1 << 30)
     ap.add_argument("--isa", nargs="+", choices=tuple(LIKWID_SUFFIX),
                     help="default: every vector ISA this CPU runs")
-    ap.add_argument("--libc-size", type=size, default=1 << 30,
-                    help="the libc pairs' working set, split over the kernel's buffers")
+    ap.add_argument("--libc-size", type=size, nargs="+", default=[1 << 30, 128 << 20],
+                    help="the libc pairs' working sets, each split over the kernel's "
+                         "buffers (default 1G and 128M: above and below glibc's "
+                         "non-temporal threshold on most servers)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cxlbench-peers-")
+    from cxlbench import system, tuning
+    libc = system.libc_copy()
+    print(f"CPU: {tuning.cpu_identity()}; runs {', '.join(runnable_isas()) or 'scalar only'}; "
+          f"compared: {', '.join(args.isa or runnable_isas())}")
+    print(f"{libc['version']}: memcpy takes {libc.get('memcpy') or libc.get('why')}")
     if THP.exists():
         print(f"THP enabled: {THP.read_text().strip()} (likwid-bench's malloc gets huge "
               "pages only under [always])")

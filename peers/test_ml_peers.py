@@ -61,14 +61,19 @@ def test_embedding_bag(benchmark, tier, placed_array, bags, side, one_cpu):
         from cxlbench import native
         isa = embedding.resolve_bag_isa("auto")
         out = np.empty((lay.bags, DIM), dtype=np.float32)
+        # prefetch=auto and regs=auto, as the benchmark resolves them
+        tuned = embedding.tune_bags({"prefetch": "auto", "regs": "auto", "pool": "sum",
+                                     "dist": "zipf", "alpha": ALPHA}, lay, isa, [one_cpu],
+                                    raw.ctypes.data, f"{tier.id} thp", indices, offsets, out)
 
         def pool():
             r = native.embedding_bag(raw.ctypes.data, ROWS, lay.row_bytes, DIM, "fp32", "sum",
                                      indices, offsets, out, isa, [one_cpu],
-                                     embedding.OPTIONS["prefetch"].default)
+                                     tuned.settings["prefetch"], None, 0,
+                                     tuned.settings["regs"])
             assert r.bad == 0
             return out
-        benchmark.extra_info["isa"] = isa
+        benchmark.extra_info.update(isa=isa, tuned=tuned.record())
     assert np.allclose(pool(), want, rtol=1e-5, atol=1e-4), f"{side}: bags differ"
     benchmark.group = f"embedding bag, table on {tier.id}"
     benchmark.extra_info.update(lookups=lay.lookups, rows=ROWS, dim=DIM, alpha=ALPHA)

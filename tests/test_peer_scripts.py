@@ -51,7 +51,7 @@ def test_compare_ml_runs_every_workload_and_checks_every_side():
     table = out[out.index("workload "):]
     for label in ("embedding fp32", "embedding fp16", "embedding bf16", "update sgd",
                   "update adagrad", "adam fp32", "adam bf16 + fp32 master", "kvcache decode",
-                  "checkpoint 8 MiB store=nt"):
+                  "checkpoint 8 MiB store=nt", "checkpoint 8 MiB store=auto"):
         assert re.search(rf"^{re.escape(label)}.*\s1\s", table, re.M), label
         if len(os.sched_getaffinity(0)) > 1:
             assert re.search(rf"^{re.escape(label)}.*\s{len(os.sched_getaffinity(0))}\s",
@@ -62,8 +62,14 @@ def test_compare_ml_runs_every_workload_and_checks_every_side():
                          table), peer
     summary = out.strip().splitlines()[-1]
     assert re.match(r"\d+ comparisons, \d+ missed", summary), summary
+    # the first line names the CPU and its ISAs; each vector ISA it runs is compared
+    first, second = out.splitlines()[:2]
+    assert re.match(r"CPU: \w+ .*; runs .*; compared: ", first), first
+    for isa in first.split("compared: ")[1].split(", "):
+        if "," in first.split("compared: ")[1]:
+            assert f"[{isa}]" in table, isa
     if has_torch():
-        assert out.startswith("torch 2."), out[:200]
+        assert second.startswith("torch 2."), out[:200]
         assert "not run" not in table
     else:
         assert "torch: not installed (pip install '.[peers]')" in out
@@ -83,3 +89,28 @@ def test_sweep_embedding_marks_the_default_distance():
     lines = [x for x in r.stdout.splitlines() if x.startswith("  avx")]
     assert lines and all(re.search(rf"\b0:[\d.]+ .*16:[\d.]+ .*{default}:[\d.]+\*", x)
                          for x in lines), r.stdout
+
+
+@pytest.mark.slow
+def test_compare_peers_names_the_cpu_and_holds_the_best_copy_to_memcpy():
+    """The libc pairs as the closing note measures them, shrunk: the first lines name the
+    CPU, its ISAs and glibc's copy methods; each vector ISA's copies and fills, the string
+    instructions and the best copy each have a row against libc; only the best copy is
+    judged."""
+    r = subprocess.run([sys.executable, "peers/compare_peers.py", "--only", "libc", "--rounds",
+                        "1", "--libc-size", "4M", "--pages", "thp", "--threads", "1"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert re.match(r"CPU: \w+ .*; runs .*; compared: ", lines[0]), lines[0]
+    assert lines[1].startswith("glibc ") and "memcpy takes" in lines[1], lines[1]
+    compared = lines[0].split("compared: ")[1].split(", ")
+    for isa in compared:
+        for kernel, base in (("copy_nt", "copy_libc"), ("write", "write_libc")):
+            assert f"{kernel} {isa} / {base} 4M thp x1 (GB/s)" in r.stdout, (kernel, isa)
+    if "x86" in os.uname().machine:
+        assert "copy_rep scalar / copy_libc 4M thp x1 (GB/s)" in r.stdout
+    best = re.search(r"^best copy / copy_libc 4M thp x1 \(GB/s\)\s+[\d.]+\s+[\d.]+\s+"
+                     r"[\d.]+\s+>= 1.00", r.stdout, re.M)
+    assert best, r.stdout
+    assert (r.returncode == 1) == ("MISSED" in r.stdout)

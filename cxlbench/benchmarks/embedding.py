@@ -74,13 +74,15 @@ def run(params: dict) -> Measurement:
         make_indices(lay, {**params, "seed": params["seed"] + 1})[0]
     want_fresh = reference(raw, lay, fresh, params["pool"], offsets)
 
-    prefetch = workload.prefetch_rows(params["prefetch"], lay.row_bytes)
+    choice = workload.tune_bags(params, lay, isa, cpus, table.addr,
+                                f"{table.placement} {table.page}", indices, offsets, out)
+    prefetch, regs = choice.settings["prefetch"], choice.settings["regs"]
 
     def pool(times=None) -> native.EmbeddingResult:
         out.fill(np.nan)        # a bag the kernel skips cannot pass for last time's
         r = native.embedding_bag(table.addr, sum(lay.rows), lay.row_bytes, lay.dim,
                                  lay.dtype, params["pool"], indices, offsets, out, isa, cpus,
-                                 prefetch, times, 1 if times is not None else 0)
+                                 prefetch, times, 1 if times is not None else 0, regs)
         check_output(out, want if times is None else want_fresh, lay, r.bad)
         return r
 
@@ -107,7 +109,8 @@ def run(params: dict) -> Measurement:
     m = Measurement(kernel="embedding_bag" + ("+" + lay.train if trainer else ""), isa=isa,
                     cpus=cpus, units=units,
                     info={"tables": len(lay.rows), "rows": sum(lay.rows), "dim": lay.dim,
-                          "prefetch_rows": prefetch,
+                          "prefetch_rows": prefetch, "regs": regs,
+                          **({"tuned": choice.record()} if choice.figures else {}),
                           "row_bytes": lay.row_bytes, "lookups": lay.lookups,
                           "bags": lay.bags, "threads": len(cpus),
                           **trace_info(params),

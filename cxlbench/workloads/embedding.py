@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import tuning
 from ..errors import CheckError, UserError
 from ..memory import native
 from ..options import Option
@@ -82,8 +83,13 @@ OPTIONS = {
     "profile": Option("profile", "choice", "meta-2022", "reuse profile (dist=reuse): Meta's "
                       "public embedding traces of 2022 or 2021", choices=tuple(PROFILES)),
     "prefetch": Option("prefetch", "int", "auto", "rows prefetched ahead of the lookup, "
-                       "across bags (0: none; auto: 512 lines' worth, 16 to 128 rows)",
+                       "across bags (0: none; auto: chosen by a short probe on this "
+                       "machine per dtype, row size and distribution, kept in the cache)",
                        min=0, max=256, words=("auto",)),
+    "regs": Option("regs", "int", "auto", "most vector registers a pass over a bag's "
+                   "columns sums in (avx512: 16 zmm at most, avx2: 8 ymm; fewer read each "
+                   "row in more passes); auto: chosen by the same probe", min=1, max=16,
+                   words=("auto",)),
     "train": Option("train", "choice", "none", "after each forward, one training step on the "
                     "rows looked up (fp32 tables): sgd, or row-wise adagrad with its state",
                     choices=("none", *OPTIMIZERS)),
@@ -387,20 +393,59 @@ def demand(params: dict) -> Demand | None:
                                      lay.sizes()["table"]))
 
 
-# prefetch=auto: LINES_AHEAD lines' worth of rows, within PREFETCH_ROWS. Measured by
+# The prefetch a probe lists first (and where none runs: the tiering engines' epochs):
+# LINES_AHEAD lines' worth of rows, within PREFETCH_ROWS. Measured by
 # peers/sweep_embedding.py (AMD EPYC, AVX-512) over dims 32-256, fp32/fp16/bf16, pooling
 # 1-128, uniform and Zipf 0.6-1.2: within 10 % of the best distance in 12 of 14 shapes
 # (the other two's best moved from run to run); a fixed 64 rows lost 28 % at dim 32,
-# FBGEMM's fixed 16 lost 10-60 % on skewed tables.
+# FBGEMM's fixed 16 lost 10-60 % on skewed tables. Other CPUs differ: the probe asks.
 LINES_AHEAD, PREFETCH_ROWS = 512, (16, 128)
+PROBE_PREFETCH = (0, 8, 16, 32, 64, 128)    # rows ahead the probe tries
+PROBE_LOOKUPS = 1 << 17                     # a candidate's lookups in each round
+REGS = {"avx512": 16, "avx2": 8}            # registers a pass may sum in, at most
 
 
 def prefetch_rows(asked, row_bytes: int) -> int:
-    """The prefetch option's rows for rows of row_bytes (auto resolved)."""
+    """The prefetch option's rows for rows of row_bytes, where no probe runs (auto: the
+    table above)."""
     if asked != "auto":
         return int(asked)
     lo, hi = PREFETCH_ROWS
     return min(hi, max(lo, LINES_AHEAD // -(-row_bytes // 64)))
+
+
+def bag_candidates(params: dict, isa: str, row_bytes: int) -> list[dict]:
+    """What prefetch=auto and regs=auto try, the fixed table's choice with every register
+    first (a tie keeps it); a value set is the one. The scalar variant sums in no vector
+    registers: regs 0."""
+    most = REGS.get(isa, 0)
+    pf = [int(params["prefetch"])] if params["prefetch"] != "auto" else \
+        list(dict.fromkeys([prefetch_rows("auto", row_bytes), *PROBE_PREFETCH]))
+    regs = [0] if not most else [min(int(params["regs"]), most)] \
+        if params.get("regs", "auto") != "auto" else [most, most // 2, most // 4]
+    return [{"prefetch": p, "regs": r} for r in regs for p in pf]
+
+
+def tune_bags(params: dict, lay: Layout, isa: str, cpus, table: int, where: str, indices,
+              offsets, out):
+    """The fastest prefetch distance and pass width on this case's own table, bags and
+    threads (tuning.choose: kept per CPU, dtype, row size, pooling, distribution, table
+    size class and placement): the first bags up to PROBE_LOOKUPS lookups pooled."""
+    n = max(1, int(np.searchsorted(offsets, PROBE_LOOKUPS, side="right")) - 1)
+    n = min(n, len(offsets) - 1)
+    looked = int(offsets[n] - offsets[0])
+
+    def rate(c: dict) -> float:
+        r = native.embedding_bag(table, sum(lay.rows), lay.row_bytes, lay.dim, lay.dtype,
+                                 params["pool"], indices, offsets[:n + 1], out[:n], isa,
+                                 cpus, c["prefetch"], None, 0, c["regs"])
+        return looked / r.ns * 1e3          # M lookups/s
+    dist = params["dist"] + (f"({params['alpha']:g})" if params["dist"] == "zipf" else "")
+    key = {"dtype": lay.dtype, "row_bytes": lay.row_bytes, "pool": params["pool"],
+           "isa": isa, "threads": len(cpus), "dist": dist,
+           "table_class": 1 << (lay.sizes()["table"] - 1).bit_length(), "table": where}
+    return tuning.choose("embedding_bag", key, bag_candidates(params, isa, lay.row_bytes),
+                         rate, "M/s")
 
 
 def resolve_bag_isa(wanted: str) -> str:
