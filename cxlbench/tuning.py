@@ -19,7 +19,8 @@ from . import ownfiles, results
 from .errors import ResultsError, StorageError
 
 ROUNDS = 3
-TIE = 0.01              # within 1 % of the fastest the first listed (the plainest) wins
+TIE = 0.03              # within 3 % of the fastest the first listed (the plainest) wins:
+                        # a probe's medians move by about that much on a shared host
 KEEP_DAYS = 7           # a kernel or firmware update changes the answer: probe weekly
 CACHE_LIMIT = 4 << 20   # the cache is tens of kB: more is not ours
 CPUINFO = Path("/proc/cpuinfo")
