@@ -347,7 +347,8 @@ struct cxb_embedding_args {
     float *out;             /* bags x dim, fp32 */
     uint32_t prefetch;      /* prefetch the row this many lookups ahead (0: none) */
     uint32_t regs;          /* most vector registers a pass over a bag's columns sums in
-                             * (0: all there are to spare, 16 zmm or 8 ymm) */
+                             * (0: all there are to spare, 16 zmm or 8 ymm; ymm passes of
+                             * 12 and 16 only where asked) */
     uint64_t sample_every;  /* time every n-th bag alone (0: none) ... */
     uint64_t *bag_ns;       /* ... into bag_ns[b / sample_every] */
     uint64_t ns;            /* out: first thread's start to last thread's finish */

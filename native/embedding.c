@@ -279,7 +279,8 @@ POOL_REGS(pool_regs16, v16f, 16, add16)
         *bad += FN(a, o, first, end, last, d, N, dtype, lead)
 
 /* A bag's columns in passes of as many registers as there are to spare (ymm: 8 of the
- * 16; zmm: 16 of the 32, a 256-wide fp32 row in one pass) or as a->regs allows, then of
+ * 16, or 12 or 16 where a->regs asks; zmm: 16 of the 32, a 256-wide fp32 row in one
+ * pass) or as a->regs allows, then of
  * half as many, down to one, and a last ymm pass of eight. A narrower pass reads each
  * row in more visits but keeps fewer lines of it in flight: which is faster is the
  * CPU's to say (the benchmark's probe asks it). Returns where the columns left to the
@@ -297,6 +298,12 @@ pool_wide(const struct cxb_embedding_args *a, float *o, int64_t first, int64_t e
         PASSES(pool_regs16, 16, 2);
         PASSES(pool_regs16, 16, 1);
     } else {
+        /* all 16 ymm, or 12 of them, only where asked: a 16-bit row's conversions need
+         * registers of their own (FBGEMM's AVX2 code sums fp32 rows in up to 16) */
+        if (a->regs >= 16)
+            PASSES(pool_regs8, 8, 16);
+        if (a->regs >= 12)
+            PASSES(pool_regs8, 8, 12);
         PASSES(pool_regs8, 8, 8);
         PASSES(pool_regs8, 8, 4);
         PASSES(pool_regs8, 8, 2);

@@ -37,10 +37,11 @@ def tables(dtype, rows=(300, 1, 77), pooling=(5, 1, 40), dim=37, batch=50, seed=
     return lay, raw, indices, offsets
 
 
-def pool(lay, raw, indices, offsets, pool_, isa, cpus, prefetch=8):
+def pool(lay, raw, indices, offsets, pool_, isa, cpus, prefetch=8, regs=0):
     out = np.full((lay.bags, lay.dim), np.nan, dtype=np.float32)
     r = native.embedding_bag(raw.ctypes.data, sum(lay.rows), lay.row_bytes, lay.dim,
-                             lay.dtype, pool_, indices, offsets, out, isa, cpus, prefetch)
+                             lay.dtype, pool_, indices, offsets, out, isa, cpus, prefetch,
+                             None, 0, regs)
     return out, r
 
 
@@ -59,15 +60,38 @@ def test_kernel_pools_what_numpy_pools(dtype, pool_):
 
 
 # Each pass width the wide variants have: AVX-512's 16, 8, 4, 2 and 1 zmm and the ymm
-# after them, AVX2's 8, 4, 2 and 1 ymm, and the scalar tail (300 = 256 + 32 + 8 + 4).
+# after them, AVX2's 16 and 12 ymm (where asked), 8, 4, 2 and 1, and the scalar tail
+# (300 = 256 + 32 + 8 + 4), under every register limit the probe may choose.
 @pytest.mark.parametrize("dim", (8, 24, 120, 136, 264, 300))
 @pytest.mark.parametrize("dtype", embedding.DTYPES)
 def test_every_pass_width_pools_what_numpy_pools(dim, dtype):
     lay, raw, indices, offsets = tables(dtype, dim=dim)
     want = embedding.reference(raw, lay, indices, "sum")
     for isa in ENTRY.runnable_isas():
-        out, r = pool(lay, raw, indices, offsets, "sum", isa, CPUS[:1], 16)
-        embedding.check_output(out, want, lay, r.bad)
+        for regs in (0, *embedding.REGS.get(isa, ()), 2, 1):
+            out, r = pool(lay, raw, indices, offsets, "sum", isa, CPUS[:1], 16, regs)
+            embedding.check_output(out, want, lay, r.bad)
+
+
+def test_the_probe_tries_each_prefetch_and_pass_width_and_the_case_records_its_choice(
+        tmp_path, monkeypatch):
+    """prefetch=auto and regs=auto: the fixed table's distance with every register first,
+    then the others; a value set is the one tried; the case's info names the choice."""
+    monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path))
+    auto = {"prefetch": "auto", "regs": "auto"}
+    got = embedding.bag_candidates(auto, "avx2", 512)
+    assert got[0] == {"prefetch": embedding.prefetch_rows("auto", 512), "regs": 8}
+    assert {c["regs"] for c in got} == {8, 16, 12, 4}
+    assert {c["prefetch"] for c in got} == {16, *embedding.PROBE_PREFETCH}
+    assert embedding.bag_candidates({"prefetch": 4, "regs": 12}, "avx512", 512) == [
+        {"prefetch": 4, "regs": 12}]
+    assert embedding.bag_candidates(auto, "scalar", 64)[0]["regs"] == 0
+    params = {name: opt.default for name, opt in embedding_bench.OPTIONS.items()}
+    params.update(rows=5000, batch=64, pooling=8, repeat=1, warmup=0, cpus=str(CPUS[0]))
+    m = embedding_bench.run(params)
+    assert m.status == "ok" and m.info["tuned"]["chosen"] == \
+        f"prefetch={m.info['prefetch_rows']} regs={m.info['regs']}"
+    assert len(m.info["tuned"]["by"]) == len(embedding.bag_candidates(params, m.isa, 512))
 
 
 def test_a_wrong_bag_or_a_row_outside_the_table_is_caught():
