@@ -401,7 +401,7 @@ def demand(params: dict) -> Demand | None:
 # FBGEMM's fixed 16 lost 10-60 % on skewed tables. Other CPUs differ: the probe asks.
 LINES_AHEAD, PREFETCH_ROWS = 512, (16, 128)
 PROBE_PREFETCH = (0, 8, 16, 32, 64, 128)    # rows ahead the probe tries
-PROBE_LOOKUPS = 1 << 17                     # a candidate's lookups in each round
+PROBE_LOOKUPS = 1 << 18                     # a candidate's lookups in each round
 # Registers a pass may sum in, the default (all there are to spare) first: an AVX2 fp32
 # row of dim 128 summed in all 16 ymm ran 13 % faster than in 8 on an AMD EPYC (Zen 5),
 # a bf16 one 10 % faster in 4 (its conversions need registers too).
