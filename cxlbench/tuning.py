@@ -96,39 +96,50 @@ def _kept(entry, candidates: list[dict], now: float) -> Choice | None:
         return None
 
 
+def size_class(nbytes: int) -> int:
+    """The power of two at or above nbytes: probes of sizes alike share a choice."""
+    return 1 << (max(nbytes, 1) - 1).bit_length()
+
+
+def placed(buffers) -> list[str]:
+    """Where a case's buffers are, for a probe's key: 'dst=bind:0 thp'."""
+    return [f"{b.name}={b.placement} {b.page}" for b in buffers]
+
+
 def choose(what: str, key: dict, candidates: list[dict], rate: Callable[[dict], float],
-           unit: str, rounds: int = ROUNDS, cache: bool = True) -> Choice:
+           unit: str) -> Choice:
     """The candidate whose `rate(settings)` (higher is better) has the best median over
-    `rounds` rounds, each round timing every candidate once; within TIE of the best, the
-    first listed (list the plainest first, so noise does not pick a needless one). Kept in the cache under
-    `what`, `key` and this CPU; a kept choice for the same candidates is reused."""
+    ROUNDS rounds, each round timing every candidate once; within TIE of the best, the
+    first listed (list the plainest first, so noise does not pick a needless one). Kept
+    in the cache under `what`, `key` and this CPU; a kept choice that is among the
+    candidates is reused."""
     if len(candidates) == 1:
         return Choice(candidates[0], {}, unit, time.time(), kept=False,
                       note="the only candidate")
     name = json.dumps({"what": what, "cpu": cpu_identity(), **key}, sort_keys=True,
                       default=str)
-    path, note, entries = None, "", {}
-    if cache:
-        path = _cache_file()
-        entries, note = _read_cache(path)
-        kept = _kept(entries.get(name), candidates, time.time())
-        if kept is not None:
-            return kept
+    path = _cache_file()
+    entries, note = _read_cache(path)
+    now = time.time()
+    kept = _kept(entries.get(name), candidates, now)
+    if kept is not None:
+        return kept
     figures = {label(c): [] for c in candidates}
-    for _ in range(rounds):
+    for _ in range(ROUNDS):
         for c in candidates:
             figures[label(c)].append(rate(c))
     medians = {k: statistics.median(v) for k, v in figures.items()}
     top = max(medians.values())
     best = next(c for c in candidates if medians[label(c)] >= top * (1 - TIE))
     choice = Choice(best, medians, unit, time.time(), kept=False, note=note)
-    if cache:
-        entries[name] = {"settings": best, "figures": medians, "unit": unit,
-                         "when": choice.when}
-        text = json.dumps({"entries": entries}, indent=1, sort_keys=True)
-        # A cache that cannot be written only means probing again next time.
-        try:
-            ownfiles.write_atomic(ownfiles.cache_folder() / path.name, text, shared=True)
-        except (OSError, StorageError, ResultsError):
-            pass
+    # Entries past their week are dropped as this one is written: the file stays small.
+    entries = {k: v for k, v in entries.items()
+               if isinstance(v, dict) and isinstance(v.get("when"), (int, float))
+               and v["when"] >= now - KEEP_DAYS * 86400}
+    entries[name] = {"settings": best, "figures": medians, "unit": unit, "when": choice.when}
+    text = json.dumps({"entries": entries}, indent=1, sort_keys=True)
+    try:    # a cache that cannot be written only means probing again next time
+        ownfiles.write_atomic(ownfiles.cache_folder() / path.name, text, shared=True)
+    except (OSError, StorageError, ResultsError):
+        pass
     return choice

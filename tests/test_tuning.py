@@ -90,6 +90,20 @@ def test_a_stale_or_damaged_cache_is_probed_again(cache):
     assert victim.read_text() == "mine"
 
 
+def test_entries_past_their_week_are_dropped_as_another_is_written(cache):
+    rate, _ = counting({"prefetch=0 walk=1": 1.0, "prefetch=4 walk=1": 2.0,
+                        "prefetch=0 walk=4": 3.0})
+    tuning.choose("old", {}, CANDIDATES, rate, "GB/s")
+    path = next(cache.glob("tuning-*.json"))
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        entry["when"] -= (tuning.KEEP_DAYS + 1) * 86400
+    path.write_text(json.dumps(data))
+    tuning.choose("new", {}, CANDIDATES, rate, "GB/s")
+    (only,) = json.loads(path.read_text())["entries"]
+    assert '"what": "new"' in only
+
+
 def test_one_candidate_is_not_probed(cache):
     choice = tuning.choose("t", {}, CANDIDATES[:1], lambda c: pytest.fail("probed"), "GB/s")
     assert choice.settings == CANDIDATES[0] and choice.figures == {}

@@ -182,7 +182,7 @@ def estimate(params: dict, figures) -> float:
         rate = min(rate, per_thread * rate / f.read_1)
     reps = params["warmup"] + params["repeat"]
     n = len(candidates(params))
-    probe = 0.0 if n == 1 else n * tuning.ROUNDS * max(size, PROBE_BYTES) * nbuf / rate
+    probe = 0.0 if n == 1 else n * tuning.ROUNDS * PROBE_BYTES * nbuf / rate
     return nbuf * size * (1 / f.touch + 1 / f.scan) + probe + \
         reps * (passes * nbuf * size / rate + nbuf * size / f.scan)
 
@@ -201,16 +201,16 @@ def tune(params: dict, kernel, isa: str, buffers, cpus) -> tuning.Choice:
     CPU, kernel, ISA, threads, placement and size class): a copy's best prefetch and walk
     differ from vendor to vendor, and glibc's own copy changes method with size."""
     size = params["size"]
-    passes = max(1, -(-PROBE_BYTES // size))
-    step_bytes = (kernel.bytes_read + kernel.bytes_written) * (size // kernel.elem_bytes)
+    n = min(size, PROBE_BYTES)          # both whole steps: PROBE_BYTES is a power of two
+    passes = -(-PROBE_BYTES // n)
+    step_bytes = (kernel.bytes_read + kernel.bytes_written) * (n // kernel.elem_bytes)
 
     def rate(c: dict) -> float:
-        r = native.run_kernel(kernel, isa, [b.addr for b in buffers], size, passes, cpus, 1,
+        r = native.run_kernel(kernel, isa, [b.addr for b in buffers], n, passes, cpus, 1,
                               c["prefetch"], c["walk"])
         return step_bytes * passes / r.ns
     key = {"kernel": kernel.key, "isa": isa, "threads": len(cpus),
-           "size_class": 1 << (size - 1).bit_length(),
-           "buffers": [f"{b.name}={b.placement} {b.page}" for b in buffers]}
+           "size_class": tuning.size_class(size), "buffers": tuning.placed(buffers)}
     return tuning.choose("bandwidth", key, candidates(params), rate, "GB/s")
 
 

@@ -152,8 +152,7 @@ def tune_store(params: dict, lay, isa: str, cpus, src: int, dst: int, where: lis
         return nbytes / r.ns
     key = {"snapshot": "whole" if whole else f"rows of {lay.row_bytes} B", "isa": isa,
            "threads": len(cpus), "chunk": params["chunk"], "persist": params["persist"],
-           "size_class": 1 << (nbytes - 1).bit_length(),
-           "buffers": where}
+           "size_class": tuning.size_class(nbytes), "buffers": where}
     return tuning.choose("checkpoint", key, store_candidates(params, whole), rate, "GB/s")
 
 
@@ -177,7 +176,7 @@ def run(params: dict) -> Measurement:
     else:
         src.alloc.fill_index(cpus)      # word i holds i: every row and chunk differs
     choice = tune_store(params, lay, isa, cpus, src.addr, dst.addr,
-                        [f"{b.name}={b.placement} {b.page}" for b in (src, dst)], rows)
+                        tuning.placed((src, dst)), rows)
     store, ahead, ways = (choice.settings[k] for k in ("store", "prefetch", "walk"))
     want = source_checksum(src.array(np.uint64), lay, rows)    # after training, if any
     dst_words = dst.array(np.uint64)[:lay.dst // 8]

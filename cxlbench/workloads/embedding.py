@@ -446,7 +446,7 @@ def tune_bags(params: dict, lay: Layout, isa: str, cpus, table: int, where: str,
     dist = params["dist"] + (f"({params['alpha']:g})" if params["dist"] == "zipf" else "")
     key = {"dtype": lay.dtype, "row_bytes": lay.row_bytes, "pool": params["pool"],
            "isa": isa, "threads": len(cpus), "dist": dist,
-           "table_class": 1 << (lay.sizes()["table"] - 1).bit_length(), "table": where}
+           "table_class": tuning.size_class(lay.sizes()["table"]), "table": where}
     return tuning.choose("embedding_bag", key, bag_candidates(params, isa, lay.row_bytes),
                          rate, "M/s")
 
