@@ -83,12 +83,25 @@ def pytest_collection_finish(session):
                                  for item in session.items) else []
 
 
+# Files whose tests time something, measure and compare figures, spin threads on every
+# CPU, or hold a resource of the machine's (a SLURM cluster, a user, the compilers): marked
+# `serial`, so tests/run runs them alone, before the rest runs on every CPU (pytest-xdist).
+SERIAL = {"test_speed", "test_fidelity", "test_coherence", "test_model_calibration",
+          "test_crosshost", "test_durability", "test_kvcache", "test_run", "test_suite_input",
+          "test_plan_input", "test_fleet_slurm", "test_peer_scripts", "test_build",
+          "test_gpu_build", "test_estimate", "test_migrate_touch", "test_page_moves",
+          "test_unprivileged", "test_emulate", "test_tuning", "test_caches"}
+
+
 def pytest_collection_modifyitems(items):
     """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out. One
     that needs two memory nodes on this machine skips, with why, where it has fewer; one
-    that needs a GPU, where the GPU library says why none can run."""
+    that needs a GPU, where the GPU library says why none can run. The SERIAL files'
+    tests are marked so."""
     nodes = no_gpu = None
     for item in items:
+        if item.path.stem in SERIAL:
+            item.add_marker(pytest.mark.serial)
         if item.get_closest_marker("gpu"):
             if no_gpu is None:
                 from cxlbench import gpu

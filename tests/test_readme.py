@@ -2,8 +2,11 @@
 cases expand (`--dry-run`), so a renamed option or a value README spells another way
 fails here instead of on a reader's machine. A command may be refused only for what this
 machine lacks (a second node, README's example folder), and says so."""
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,35 @@ def test_counts_take_a_binary_suffix():
     for bad in ("4MB", "1.5", "four"):
         with pytest.raises(ValueError, match="is not an integer"):
             to_int(bad)
+
+
+def test_ci_runs_readmes_test_command():
+    """.ci/run installs and runs what README's second command says, nothing else."""
+    line = next(x for x in (REPO / "README.md").read_text().splitlines()
+                if "# the tests, all of them" in x)
+    install, run = (c.strip() for c in line.split("#")[0].split("&&"))
+    ci = (REPO / ".ci" / "run").read_text()
+    assert install.replace("pip install", "pip install -q") in ci, install
+    assert re.search(rf"^{re.escape(run)} \|\| rc=\$\?$", ci, re.M), run
+
+
+@pytest.mark.slow
+def test_tests_run_runs_each_phase_and_prints_its_time():
+    """tests/run as README shows it, narrowed by -k to one serial and one parallel test:
+    each phase runs its own (the serial one alone, the other under xdist), the guests'
+    phase selects none and passes, and the phases' times close its output."""
+    r = subprocess.run([str(REPO / "tests" / "run"), "-q", "-p", "no:cacheprovider", "-k",
+                        "test_one_candidate_is_not_probed or test_readme_shows_run_commands"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600,
+                       env={**os.environ,
+                            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    phases = re.split(r"^== ", r.stdout, flags=re.M)
+    serial = next(p for p in phases if p.startswith("host, serial"))
+    parallel = next(p for p in phases if p.startswith("host, parallel"))
+    assert "1 passed" in serial and "-n" not in serial.splitlines()[0]
+    assert "1 passed" in parallel and "-n " in parallel.splitlines()[0]
+    times = r.stdout[r.stdout.index("== phase times"):]
+    for name in ("host, serial", "host, parallel", "guests"):
+        assert re.search(rf"{name}\s+\d+ s  exit 0", times), times
+    assert re.search(r"tests in all\s+\d+ s", times)

@@ -60,7 +60,9 @@ OPTIONS = {
 # What the probe tries (prefetch=auto, walk=auto), and on which kernels each option acts.
 PREFETCHES, WALKS = (0, 4, 8, 16), (1, 2, 4)
 TAKES = {"prefetch": ("copy", "copy_nt"), "walk": ("copy", "copy_nt", "write", "write_nt")}
-PROBE_BYTES = 256 << 20     # a probe moves at least this much per candidate and round
+# A probe runs over the buffers' first PROBE_BYTES (past any last-level cache when the
+# case is), passes over smaller ones until it has moved PROBE_MOVED, per candidate and round.
+PROBE_BYTES, PROBE_MOVED = 256 << 20, 64 << 20
 
 
 def unused(params: dict) -> dict[str, str]:
@@ -182,7 +184,8 @@ def estimate(params: dict, figures) -> float:
         rate = min(rate, per_thread * rate / f.read_1)
     reps = params["warmup"] + params["repeat"]
     n = len(candidates(params))
-    probe = 0.0 if n == 1 else n * tuning.ROUNDS * PROBE_BYTES * nbuf / rate
+    probe = 0.0 if n == 1 else \
+        n * tuning.ROUNDS * max(min(size, PROBE_BYTES), PROBE_MOVED) * nbuf / rate
     return nbuf * size * (1 / f.touch + 1 / f.scan) + probe + \
         reps * (passes * nbuf * size / rate + nbuf * size / f.scan)
 
@@ -202,7 +205,7 @@ def tune(params: dict, kernel, isa: str, buffers, cpus) -> tuning.Choice:
     differ from vendor to vendor, and glibc's own copy changes method with size."""
     size = params["size"]
     n = min(size, PROBE_BYTES)          # both whole steps: PROBE_BYTES is a power of two
-    passes = -(-PROBE_BYTES // n)
+    passes = -(-PROBE_MOVED // n)
     step_bytes = (kernel.bytes_read + kernel.bytes_written) * (n // kernel.elem_bytes)
 
     def rate(c: dict) -> float:
