@@ -536,8 +536,11 @@ class Epochs:
     # most, by default) cost a fraction of an epoch.
     OPTIONS = {
         **{name: OPTIONS[name] for name in ("preset", "scale", "tables", "dim", "pooling",
-                                            "dtype", "pool", "dist", "alpha", "profile",
-                                            "prefetch")},
+                                            "dtype", "pool", "dist", "alpha", "profile")},
+        # no probe here: an epoch's time is the engines' measure, not the kernel's best
+        "prefetch": OPTIONS["prefetch"].but(help="rows prefetched ahead of the lookup, "
+                                            "across bags (0: none; auto: 512 lines' worth, "
+                                            "16 to 128 rows)"),
         "rows": OPTIONS["rows"].but(default=1 << 18),
         "batch": OPTIONS["batch"].but(default=1 << 16, help="bags per table in an epoch"),
     }
