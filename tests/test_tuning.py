@@ -123,9 +123,10 @@ def test_the_copy_kernels_take_prefetch_and_walk_and_the_others_refuse_them():
     assert bandwidth.candidates({"kernel": "copy_nt", "prefetch": "auto", "walk": "auto"}) \
         == [{"prefetch": p, "walk": w} for p in bandwidth.PREFETCHES for w in bandwidth.WALKS]
     assert bandwidth.candidates({"kernel": "write_nt", "prefetch": "auto", "walk": 2}) == \
-        [{"prefetch": 0, "walk": 2}]
-    assert bandwidth.candidates({"kernel": "read", "prefetch": "auto", "walk": "auto"}) == \
-        [{"prefetch": 0, "walk": 1}]
+        [{"walk": 2}]
+    assert bandwidth.candidates({"kernel": "write", "prefetch": "auto", "walk": "auto"}) == \
+        [{"walk": w} for w in bandwidth.WALKS]
+    assert bandwidth.candidates({"kernel": "read", "prefetch": "auto", "walk": "auto"}) == [{}]
     assert set(bandwidth.unused({"kernel": "read"})) == {"prefetch", "walk"}
     assert set(bandwidth.unused({"kernel": "write"})) == {"prefetch"}
     assert bandwidth.unused({"kernel": "copy"}) == {}

@@ -191,12 +191,14 @@ def estimate(params: dict, figures) -> float:
 
 
 def candidates(params: dict) -> list[dict]:
-    """The kernel's settings of prefetch and walk the probe tries: those set stay as set;
-    a kernel that takes neither has the one plain candidate."""
-    k, pf, walk = params["kernel"], params.get("prefetch", "auto"), params.get("walk", "auto")
-    pf = [pf] if pf != "auto" else PREFETCHES if k in TAKES["prefetch"] else [0]
-    walks = [walk] if walk != "auto" else WALKS if k in TAKES["walk"] else [1]
-    return [{"prefetch": p, "walk": w} for p in pf for w in walks]
+    """The settings the probe tries, of the options the kernel takes (TAKES): those set
+    stay as set; a kernel that takes neither has the one empty candidate."""
+    out = [{}]
+    for name, tried in (("prefetch", PREFETCHES), ("walk", WALKS)):
+        if params["kernel"] in TAKES[name]:
+            value = params.get(name, "auto")
+            out = [{**c, name: v} for c in out for v in ([value] if value != "auto" else tried)]
+    return out
 
 
 def tune(params: dict, kernel, isa: str, buffers, cpus) -> tuning.Choice:
@@ -210,7 +212,7 @@ def tune(params: dict, kernel, isa: str, buffers, cpus) -> tuning.Choice:
 
     def rate(c: dict) -> float:
         r = native.run_kernel(kernel, isa, [b.addr for b in buffers], n, passes, cpus, 1,
-                              c["prefetch"], c["walk"])
+                              c.get("prefetch", 0), c.get("walk", 1))
         return step_bytes * passes / r.ns
     key = {"kernel": kernel.key, "isa": isa, "threads": len(cpus),
            "size_class": tuning.size_class(size), "buffers": tuning.placed(buffers)}
@@ -226,7 +228,7 @@ def run(params: dict) -> Measurement:
     streams = Streams(kernel, buffers, cpus, size)
     passes = params["passes"] or max(1, -(-MIN_BYTES_PER_REP // size))
     choice = tune(params, kernel, isa, buffers, cpus)
-    prefetch, walk = choice.settings["prefetch"], choice.settings["walk"]
+    prefetch, walk = choice.settings.get("prefetch", 0), choice.settings.get("walk", 1)
     step_count = size // kernel.elem_bytes
     app_bytes = (kernel.bytes_read + kernel.bytes_written) * step_count * passes
     mem_bytes = app_bytes + kernel.bytes_written * step_count * passes
