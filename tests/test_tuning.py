@@ -3,7 +3,6 @@ within a tie), keeps it per CPU and key, reuses it, probes again where what was 
 stale, damaged or for other candidates; the copy kernels record what was chosen and why;
 glibc's copy methods are read from its loader."""
 import json
-import time
 
 import pytest
 
@@ -62,15 +61,24 @@ def test_a_tie_goes_to_the_plainest_and_the_median_beats_one_lucky_round(cache):
     assert choice.settings == CANDIDATES[1]
 
 
-def test_a_stale_or_damaged_cache_is_probed_again(cache):
-    rate, calls = counting({"prefetch=0 walk=1": 1.0, "prefetch=4 walk=1": 2.0,
-                            "prefetch=0 walk=4": 3.0})
-    tuning.choose("t", {}, CANDIDATES, rate, "GB/s")
+RATES = {"prefetch=0 walk=1": 1.0, "prefetch=4 walk=1": 2.0, "prefetch=0 walk=4": 3.0}
+
+
+def probed_then_aged(cache, what: str):
+    """A probe of `what` kept, then every kept entry made a day older than KEEP_DAYS;
+    returns the rate the probe used and the cache file."""
+    rate, _ = counting(RATES)
+    tuning.choose(what, {}, CANDIDATES, rate, "GB/s")
     path = next(cache.glob("tuning-*.json"))
     data = json.loads(path.read_text())
-    (entry,) = data["entries"].values()
-    entry["when"] = time.time() - (tuning.KEEP_DAYS + 1) * 86400
+    for entry in data["entries"].values():
+        entry["when"] -= (tuning.KEEP_DAYS + 1) * 86400
     path.write_text(json.dumps(data))
+    return rate, path
+
+
+def test_a_stale_or_damaged_cache_is_probed_again(cache):
+    rate, path = probed_then_aged(cache, "t")
     assert not tuning.choose("t", {}, CANDIDATES, rate, "GB/s").kept     # too old
     entry = next(iter(json.loads(path.read_text())["entries"].values()))
     assert entry["settings"] == CANDIDATES[2]
@@ -91,14 +99,7 @@ def test_a_stale_or_damaged_cache_is_probed_again(cache):
 
 
 def test_entries_past_their_week_are_dropped_as_another_is_written(cache):
-    rate, _ = counting({"prefetch=0 walk=1": 1.0, "prefetch=4 walk=1": 2.0,
-                        "prefetch=0 walk=4": 3.0})
-    tuning.choose("old", {}, CANDIDATES, rate, "GB/s")
-    path = next(cache.glob("tuning-*.json"))
-    data = json.loads(path.read_text())
-    for entry in data["entries"].values():
-        entry["when"] -= (tuning.KEEP_DAYS + 1) * 86400
-    path.write_text(json.dumps(data))
+    rate, path = probed_then_aged(cache, "old")
     tuning.choose("new", {}, CANDIDATES, rate, "GB/s")
     (only,) = json.loads(path.read_text())["entries"]
     assert '"what": "new"' in only
