@@ -120,6 +120,35 @@ def model_lines(checks: dict) -> list[str]:
     return out
 
 
+def kernel_lines(cal) -> list[str]:
+    """The kernels' own figures: the embedding kernel's prefetched gathers at the largest
+    working set, on 4 KiB pages and huge; the streaming kernels' own work; then which
+    figures each workload is charged by."""
+    def at(huge: bool) -> str:
+        return ", ".join(f"{r} B rows {cal.prefetched[(r, huge)][-1][1]:.3g}"
+                         for r, h in sorted(cal.prefetched) if h == huge) + " ns"
+    out = []
+    if any(not h for _, h in cal.prefetched):
+        largest = format_size(int(max(s for c in cal.prefetched.values() for s, _ in c)),
+                              exact=False)
+        out.append(f"  prefetched row gathers (the embedding kernel's) at {largest}, a lookup "
+                   f"on one thread: {at(False)}"
+                   + (f"; on huge pages {at(True)}" if any(h for _, h in cal.prefetched)
+                      else ""))
+    gathers = "its prefetched gathers" if out else \
+        "random reads (prefetched gathers not calibrated: cxlbench calibrate measures them)"
+    if cal.compute:
+        out.append("  streaming kernels' own work, one thread (data in the caches): " + ", ".join(
+            f"{k} {ns:.3g} ns a parameter" for (k, t), ns in sorted(cal.compute.items())
+            if t == 1))
+    steps = "the streams, or its own work where that is longer" if cal.compute else \
+        "the streams (its own work not calibrated)"
+    out.append(f"  charged: embedding lookups by {gathers} and its work per element type; "
+               f"KV-cache blocks by random reads; optimizer steps by {steps}; checkpoints "
+               "by the streams")
+    return out
+
+
 def calibration_lines(cal) -> list[str]:
     """A node's calibration (tiering.calibration.Calibration) in words and units, its
     source first. A sweep that never left the caches gives no memory figure: its last
@@ -127,8 +156,10 @@ def calibration_lines(cal) -> list[str]:
     levels = cal.levels()
     caches = ", ".join(f"{format_size(size, exact=False)} at {ns:.3g} ns"
                        for size, ns in levels[:-1])
-    floors = ", ".join(f"{b} B rows {ns:.3g} ns" for (b, t), ns in sorted(cal.floors.items())
-                       if t == 1)
+    floors = "; ".join(
+        f"{dt} " + ", ".join(f"dim {dim} {ns:.3g}" for (d, dim, t), ns in
+                             sorted(cal.floors.items()) if d == dt and t == 1) + " ns"
+        for dt in dict.fromkeys(d for d, _, t in sorted(cal.floors) if t == 1))
     streams = (f"{cal.bandwidth:.4g} GB/s read with {cal.threads} CPUs, "
                f"{cal.stream[('read', 1)]:.4g} GB/s on one")
     if cal.in_cache:
@@ -148,6 +179,7 @@ def calibration_lines(cal) -> list[str]:
             "  " + gathers + ", ".join(
                 f"{g} B {cal.gather[g][-1][1]:.3g} GB/s" for g in sorted(cal.gather)),
             f"  embedding kernel's own work a lookup, one thread: {floors or 'not measured'}",
+            *kernel_lines(cal),
             f"  loaded-latency curve: {len(cal.curve)} points" +
             (f", up to {cal.curve[-1][0]:.3g} GB/s at {cal.curve[-1][1]:.4g} ns"
              if cal.curve else "")]

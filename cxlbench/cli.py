@@ -447,7 +447,7 @@ def calibrate(node, results_dir, suite_name, variables, again):
     s = suite.Suite(calibration.SUITE, s.source, s.text, s.data)   # found again as one
     runs = [] if again else [str(r) for r in calibration.find_runs(results_dir,
                                                                  results.machine_id())]
-    have = calibration.jobs_of(runs, node)
+    have = calibration.jobs_of(runs, node, suite.expand_for(s, topo))
     missing = [j for j in suite.job_names(s) if j not in have]
     if missing:
         echo(f"calibrating node {node}: " + (f"{', '.join(missing)} missing from earlier runs"

@@ -32,6 +32,9 @@ CHECKED = ("model against measurement here: the model's throughput for the same 
            "this node, over the measured, less 1 (how far to trust its slowdowns)")
 EMULATE = "cxlbench emulate --topology cxl -- run SUITE"
 WIDTH = 100                     # the console's notes wrap here
+# A modelled slowdown whose cases the model missed by more than this (median |error|)
+# is said to be untrustworthy rather than printed.
+UNTRUSTED = 0.30
 # Suites whose cases are the model's inputs or its check, not a first look at a machine.
 NOT_HEADLINED = ("calibrate", "model-check")
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",
@@ -391,6 +394,11 @@ def _workloads(ok: list[dict], topology: dict, nodes: list[int],
             errors = [r["model"]["predicted"] / r["median"] - 1 for r in recs
                       if (r.get("model") or {}).get("metric") == r["metric"]]
             check = _span(errors, "%") if errors else None
+            off = statistics.median(abs(e) for e in errors) if errors else 0.0
+            if off > UNTRUSTED and slowdown["slower tier"][0].value is not None:
+                slowdown["slower tier"] = (Cell(why=(
+                    f"not trustworthy here: the model was {off:.0%} off these cases' "
+                    f"measurements (past {UNTRUSTED:.0%})")), "")
         out.append(WorkloadRow(job, bench, THROUGHPUT[bench], per_node, slowdown, check))
     return out
 
@@ -521,12 +529,14 @@ def lines(h: Headline) -> list[str]:
         out += [line for text in workload_notes(h) for line in
                 textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="  ")]
     for t in h.tiering:             # a paragraph each: policies are many, tiers long
-        knees = ", ".join(f"{p} {k}" for p, k in t["knees"].items())
+        knees = (f"knee, the smallest fast share within {t['within']:.0%} of all-fast at "
+                 "it and every larger share: " + ", ".join(
+                     f"{p} {k}" for p, k in t["knees"].items())) if t["knees"] else \
+            "no policy ran between the bounds, so no knee to judge"
         out.append("")
         out += textwrap.wrap(
             f"tiering {t['workload']} ({t['how']}): all-fast {t['all_fast']}, all-slow "
-            f"{t['all_slow']}; knee, the smallest fast share within {t['within']:.0%} of "
-            f"all-fast at it and every larger share: {knees}; tiers {t['tiers']}", WIDTH,
+            f"{t['all_slow']}; {knees}; tiers {t['tiers']}", WIDTH,
             initial_indent="  ", subsequent_indent="    ")
     return out
 

@@ -18,6 +18,7 @@ from cxlbench.topology import Topology
 
 from .conftest import cxlbench
 from .test_model_calibration import K, M, frame_rows
+from .test_model_terms import pf_rows
 
 # The development VM's caches, as a run's topology records them (sysfs): a 32M L3.
 CACHES = [{"level": 1, "type": "Data", "size": 48 * K, "shared_cpus": "0"},
@@ -35,7 +36,7 @@ def rows(largest=64 * M) -> list[dict]:
     `largest` (16K, 1M, 64M: 100 ns at 64M, past the L3), gathers, streams, loaded
     latency and floors."""
     out = []
-    for r in frame_rows():
+    for r in frame_rows() + pf_rows():      # every job of the calibration suite
         if r["mem"] != "bind:0":
             continue            # (node 1's sweep shares node 0's case ids there)
         if r["job"] == "sweep" and r["size"] > largest:

@@ -279,14 +279,14 @@ def test_embedding_demand_has_reuse_and_first_accesses():
 
 
 def test_caches_ignored_is_far_from_the_cache_aware_prediction():
-    cal = synthetic(floors={(128, 1): 2.0})
+    cal = synthetic(floors={("fp32", 32, 1): 2.0})
     for over in CASES:
         d = embedding_demand(**over)
         aware = model.predict_ns(d, (cal, cal), 1)
         ignored = model.predict_ns(caches_ignored(d), (cal, cal), 1)
         assert ignored > 1.3 * aware, over
         # bounds: every access from L1 at the least, every one from memory at the most
-        floor = cal.floor_ns(d.block, 1) * d.units
+        floor = cal.floor_ns(d.block, "fp32", 32, 1) * d.units
         assert cal.access_ns(d.block, np.array([0.0]))[0] * d.units + floor <= aware
         assert aware < cal.access_ns(d.block, np.array([np.inf]))[0] * d.units + floor
         # with no first access left, the all-memory figure is what it charges
@@ -299,7 +299,7 @@ def records(predict) -> list[dict]:
     take up to 4 %), each with the model's figure `predict(demand)` (ns) as lookups."""
     out = []
     noise = [0.04, -0.03, 0.02, -0.04, 0.01, 0.0]
-    cal = synthetic(floors={(128, 1): 2.0})
+    cal = synthetic(floors={("fp32", 32, 1): 2.0})
     for i, (over, e) in enumerate(zip(CASES, noise)):
         d = embedding_demand(**over)
         measured = d.units / model.predict_ns(d, (cal, cal), 1) * 1e3 * (1 + e)
@@ -432,8 +432,9 @@ def test_from_frame_reads_a_results_frame():
     # the loaded curve by rising load, each latency at least the one before
     assert cal.curve == ((0.0, 100.0), (5.0, 130.0), (9.0, 130.0))
     # floors: ns a lookup on each thread (1e3 / M lookups/s, times the threads)
-    assert cal.floors == {(128, 1): pytest.approx(5.0), (128, 4): pytest.approx(6.25),
-                          (256, 1): pytest.approx(10.0)}
+    assert cal.floors == {("fp32", 32, 1): pytest.approx(5.0),
+                          ("fp32", 32, 4): pytest.approx(6.25),
+                          ("fp32", 64, 1): pytest.approx(10.0)}
 
 
 def test_from_frame_of_the_other_node():
@@ -467,7 +468,7 @@ def test_from_frame_without_the_optional_cases():
     cal = calibration.from_frame(results_frame(rows), 0, "x")
     assert cal is not None
     assert cal.chains == () and cal.curve == () and cal.floors == {}
-    assert cal.floor_ns(128, 1) == 0.0
+    assert cal.floor_ns(128, "fp32", 32, 1) == 0.0
     assert cal.mlp == 1.0
 
 
@@ -516,6 +517,31 @@ size = "256K"
 threads = "all"
 passes = 1
 
+[gather_pf]
+bench = "embedding"
+dist = "uniform"
+dim = [16, 64, 256]
+size = { from = "16K", to = "256K", factor = 16 }
+batch = 64
+threads = 1
+
+[gather_pf_thp]
+bench = "embedding"
+dist = "uniform"
+dim = [16, 64, 256]
+size = { from = "16K", to = "256K", factor = 16 }
+batch = 64
+threads = 1
+page = "thp"
+
+[gather_pf_all]
+bench = "embedding"
+dist = "uniform"
+dim = [16, 64, 256]
+size = "256K"
+batch = 64
+threads = "all"
+
 [stream]
 bench = "bandwidth"
 kernel = ["read", "write", "write_nt", "copy", "copy_nt"]
@@ -530,6 +556,14 @@ load_size = "256K"
 mix = "read"
 delay = ["idle", 0]
 loads = 1000
+
+[adam_warm]
+bench = "optimizer"
+precision = "mixed"
+params = 16384
+cold = false
+triad = false
+threads = [1, "all"]
 """ % past_the_caches()
 
 FLOOR = """
@@ -593,7 +627,8 @@ def test_calibrate_measures_each_job_once(calibrated):
     assert run_a.parent.parent == calibrated["results"]
     assert "nothing measured yet" in a["proc"].stderr
     jobs_a = {case.split("/")[0] for case in cases_of(run_a)}
-    assert jobs_a == {"sweep", "chains", "gather", "gather_all", "stream", "loaded"}
+    assert jobs_a == {"sweep", "chains", "gather", "gather_all", "gather_pf", "gather_pf_thp",
+                      "gather_pf_all", "stream", "loaded", "adam_warm"}
     assert f"node {node}: measured" in a["proc"].stdout
     assert "own work a lookup, one thread: not measured" in a["proc"].stdout
 
@@ -603,7 +638,7 @@ def test_calibrate_measures_each_job_once(calibrated):
     assert "floor missing from earlier runs" in b["proc"].stderr
     assert cases_of(run_b) and all(c.startswith("floor/") for c in cases_of(run_b))
     assert len(cases_of(run_b)) == 2
-    assert re.search(r"own work a lookup, one thread: 128 B rows [0-9.]+ ns",
+    assert re.search(r"own work a lookup, one thread: fp32 dim 32 [0-9.]+ ns",
                      b["proc"].stdout)
     # both runs feed the calibration, each job from the run that has it
     source = re.search(r"node \d+: measured \(measured: (.*)\)", b["proc"].stdout).group(1)
@@ -620,12 +655,13 @@ def test_calibrate_measures_each_job_once(calibrated):
     runs = calibration.find_runs(calibrated["results"], _machine(run_a))
     assert runs == sorted([str(run_a), str(run_b)], reverse=True)
     assert calibration.jobs_of([str(r) for r in runs], node) == {
-        "sweep", "chains", "gather", "gather_all", "stream", "loaded", "floor"}
+        "sweep", "chains", "gather", "gather_all", "gather_pf", "gather_pf_thp",
+        "gather_pf_all", "stream", "loaded", "adam_warm", "floor"}
     cal = calibration.measured(node, calibrated["results"], _machine(run_a))
     assert cal is not None and cal.kind == "measured"
     assert len(cal.sweep) == 3 and all(len(cal.gather[g]) == 2 for g in GRANULARITIES)
-    assert {t for _, t in cal.floors} == {1, cal.threads}
-    assert {b for b, _ in cal.floors} == {128}
+    assert {t for _, _, t in cal.floors} == {1, cal.threads}
+    assert {(d, dim) for d, dim, _ in cal.floors} == {("fp32", 32)}
 
 
 def _machine(run: pathlib.Path) -> str:

@@ -50,8 +50,13 @@ def one_machine(h: headline.Headline) -> list:
         out += [Para(text[0].upper() + text[1:] + ".") for text in headline.workload_notes(h)]
     if h.tiering:
         out.append(Table(*headline.tiering_table(h)))
-        out.append(Para(f"Knee: the smallest fast share within {h.tiering[0]['within']:.0%} "
-                        "of all-fast at it and every larger share."))
+        if any(t["knees"] for t in h.tiering):
+            out.append(Para(f"Knee: the smallest fast share within "
+                            f"{h.tiering[0]['within']:.0%} of all-fast at it and every "
+                            "larger share."))
+        if not all(t["knees"] for t in h.tiering):
+            out.append(Para("Where no policy ran between the bounds, there is no knee to "
+                            "judge."))
     return out
 
 

@@ -2,9 +2,12 @@
 to one node (suites/calibrate.toml; `cxlbench calibrate` runs it once per machine and node
 and reuses it): the chase over working sets (each cache level's capacity and latency, then
 memory's), random reads of three block sizes over the same working sets (what one access
-costs at each reuse distance: caches, TLB reach and memory at once), streaming bandwidth
-per op on one thread and all, memory-level parallelism and the loaded-latency curve, and
-the embedding kernel's own work per lookup. A node that cannot be measured here (the CXL
+costs at each reuse distance: caches, TLB reach and memory at once), the embedding
+kernel's own prefetched gathers over them on 4 KiB and huge pages (what a lookup costs
+where the kernel keeps more misses in flight than a plain read, and the page walks: the
+difference), streaming bandwidth per op on one thread and all, memory-level parallelism
+and the loaded-latency curve, and the embedding kernel's own work per lookup, per element
+type. A node that cannot be measured here (the CXL
 node of a one-node host) is the fast node's calibration scaled: by its HMAT figures, else
 by a named device profile (profiles.toml, each number with its published source), and
 says so in `kind` and `source` wherever it is printed; a calibration run of another machine
@@ -39,6 +42,7 @@ from .policies.base import TierFigures
 
 SUITE = "calibrate"
 GRANULARITIES = (64, 256, 4096)     # random_bw's blocks
+ROWS = (64, 256, 1024)              # the prefetched gathers' rows (fp32 of dim 16, 64, 256)
 STREAM_OPS = ("read", "write", "write_nt", "copy", "copy_nt")
 LEVEL_STEP = 1.8        # a sweep point this much slower than its level's first starts another
 SATURATED = 0.8         # all CPUs under this share of one thread's rate times them: memory-bound
@@ -76,11 +80,19 @@ class Calibration:
     stream: dict[tuple[str, int], float]                # (op, 1 or threads) -> GB/s of traffic
     chains: tuple[tuple[int, float], ...] = ()          # (chains, ns per load)
     curve: tuple[tuple[float, float], ...] = ()         # loaded latency: (GB/s, ns)
-    floors: dict[tuple[int, int], float] = field(default_factory=dict)  # (row B, threads) -> ns
+    # the embedding kernel's work a lookup on rows the L1 holds: (dtype, dim, threads) -> ns
+    floors: dict[tuple[str, int, int], float] = field(default_factory=dict)
     # Where the sweep's largest working set fits in the last cache sysfs reports: that, in
     # words (its last level is then that cache's, not memory's); "" where it left them.
     in_cache: str = ""
     past_cache: int = 0         # then a working set past that cache (4 times it, rounded)
+    # the embedding kernel's prefetched gathers, one thread, fp32 rows:
+    # (row B, huge pages?) -> ((working set, ns a lookup), ...)
+    prefetched: dict[tuple[int, bool], tuple[tuple[float, float], ...]] = \
+        field(default_factory=dict)
+    prefetched_all: dict[int, float] = field(default_factory=dict)  # row B -> GB/s, every CPU
+    # streaming kernels' own work a unit on data the caches hold: (kernel, threads) -> ns
+    compute: dict[tuple[str, int], float] = field(default_factory=dict)
 
     @property
     def idle_ns(self) -> float:
@@ -190,19 +202,99 @@ class Calibration:
         one = at(1, 0.0 if in_place else mix)
         return one, self.limit(at(1, mix), at(self.threads, mix))
 
-    def floor_ns(self, row_bytes: int, threads: int) -> float:
+    def floor_ns(self, row_bytes: int, dtype: str, dim: int, threads: int) -> float:
         """One thread's ns per lookup of the embedding kernel on rows the L1 holds, less
         what those L1 reads cost (the access curve charges them): the kernel's own work.
         From the floor cases of the same thread count (one, or all), else one thread's."""
-        t = 1 if threads == 1 else self.threads
-        have = sorted((b, ns) for (b, th), ns in self.floors.items() if th == t) or \
-            sorted((b, ns) for (b, th), ns in self.floors.items() if th == 1)
-        if not have:
-            return 0.0
-        sizes, ns = zip(*have)
-        whole = float(np.interp(row_bytes, sizes, ns))
         l1 = float(self.access_ns(row_bytes, np.array([64.0 * row_bytes]))[0])
-        return max(0.0, whole - l1)
+        return max(0.0, self._floor(row_bytes, dtype, dim, threads) - l1)
+
+    def _floor(self, row_bytes: float, dtype: str, dim: float, threads: int) -> float:
+        """The floor case's whole ns a lookup (interpolated over dims) of the element type,
+        at the thread count (one, or all; else one thread's); where the type was not
+        measured, fp32's at the same row bytes; 0 where no floor was measured."""
+        def have(d: str) -> list[tuple[int, float]]:
+            for t in (1 if threads == 1 else self.threads, 1):
+                found = sorted((dm, ns) for (dt, dm, th), ns in self.floors.items()
+                               if dt == d and th == t)
+                if found:
+                    return found
+            return []
+        points = have(dtype)
+        if not points:
+            dim, points = row_bytes / 4, have("fp32")
+        if not points:
+            return 0.0
+        dims, ns = zip(*points)
+        return float(np.interp(dim, dims, ns))
+
+    def compute_ns(self, kernel: str, threads: int) -> float:
+        """One thread's ns a unit of a streaming kernel's own work (its warm cases: one
+        thread, or all; else one thread's); 0 where not calibrated (or no kernel named)."""
+        t = 1 if threads == 1 else self.threads
+        return self.compute.get((kernel, t), self.compute.get((kernel, 1), 0.0))
+
+    def lookup_ns(self, row_bytes: int, dtype: str, dim: int, threads: int,
+                  working_set: np.ndarray, huge: bool = False) -> np.ndarray | None:
+        """One thread's ns for each lookup of the embedding kernel whose row's reuse
+        distance is `working_set`: its prefetched gathers of the nearest row sizes at that
+        distance (log-log; past 1 KiB rows, by bytes), on huge pages where `huge` and those
+        were measured (4 KiB pages' less their walks); the element type's own work in place
+        of fp32's. None where the prefetched gathers were not calibrated."""
+        if not all((r, False) in self.prefetched for r in ROWS):
+            return None
+        pages = huge and all((r, True) in self.prefetched for r in ROWS)
+        ns = np.exp(self._by_row(row_bytes, lambda r: self._curve(
+            self.prefetched[(r, pages)], working_set)))
+        if pages:       # a walk is never a gain: huge pages cost what 4 KiB ones do at most
+            ns = np.minimum(ns, np.exp(self._by_row(row_bytes, lambda r: self._curve(
+                self.prefetched[(r, False)], working_set))))
+        # the curves were one thread's fp32 rows: the element type's own work on this
+        # many threads in place of theirs (threads sharing a core slow it)
+        return np.maximum(ns - self._floor(row_bytes, "fp32", row_bytes / 4, 1) +
+                          self._floor(row_bytes, dtype, dim, threads), 0.0)
+
+    def lookup_share(self, row_bytes: int, working_set: np.ndarray) -> np.ndarray:
+        """Of the prefetched lookups at each working set, the share whose rows come from
+        memory, as the kernel's own curve says: how far its cost has gone from the smallest
+        working set's to the largest's (the chase's levels need not show a cache the
+        gathers find, nor the other way round)."""
+        def at(ws):
+            return np.exp(self._by_row(row_bytes, lambda r: self._curve(
+                self.prefetched[(r, False)], ws)))
+        ends = at(np.array([0.0, np.inf]))
+        return np.clip((at(working_set) - ends[0]) / max(ends[1] - ends[0], 1e-9), 0.0, 1.0)
+
+    @staticmethod
+    def _curve(curve, working_set: np.ndarray) -> np.ndarray:
+        """log ns at each working set of a (working set, ns) curve, log-log, held at its
+        ends."""
+        sizes, ns = zip(*curve)
+        return np.interp(np.log(np.maximum(np.asarray(working_set, dtype=float), sizes[0])),
+                         np.log(sizes), np.log(ns))
+
+    @staticmethod
+    def _by_row(row_bytes: float, at) -> np.ndarray:
+        """at(row) of the two measured rows nearest row_bytes, interpolated in log row size
+        (at gives logs); past the largest row, by bytes (its lines stream on)."""
+        r = max(row_bytes, ROWS[0])
+        if r >= ROWS[-1]:
+            return at(ROWS[-1]) + math.log(r / ROWS[-1])
+        x = float(np.interp(math.log(r), np.log(ROWS), np.arange(len(ROWS))))
+        i = min(int(x), len(ROWS) - 2)
+        return at(ROWS[i]) * (i + 1 - x) + at(ROWS[i + 1]) * (x - i)
+
+    def lookup_bandwidth(self, row_bytes: float) -> float:
+        """GB/s of rows every CPU's prefetched gathers cannot pass from memory (inf: they
+        never reached memory's limit; the plain gathers' where not calibrated)."""
+        if not all(r in self.prefetched_all for r in ROWS) or \
+                not all((r, False) in self.prefetched for r in ROWS):
+            return self.gather_bandwidth(max(row_bytes, 64))
+        r = min(max(row_bytes, ROWS[0]), ROWS[-1])
+        def at(values: list[float]) -> float:
+            return float(np.exp(np.interp(math.log(r), np.log(ROWS), np.log(values))))
+        one = at([b / self.prefetched[(b, False)][-1][1] for b in ROWS])
+        return self.limit(one, at([self.prefetched_all[b] for b in ROWS]))
 
     def scaled(self, kind: str, source: str, node: int | None, latency: float,
                bandwidth: float) -> "Calibration":
@@ -230,9 +322,18 @@ class Calibration:
                 yield size, min(gbs / (1.0 + part * (latency - 1.0)),
                                 gather_all[g] / max(part, 1e-9))
         gather = {g: tuple(gathers(g, curve)) for g, curve in self.gather.items()}
+        prefetched_all = {r: gbs * bandwidth for r, gbs in self.prefetched_all.items()}
+        def lookups(r, curve):
+            sizes = np.array([size for size, _ in curve])
+            work = self._floor(r, "fp32", r / 4, 1)     # the kernel's own: no slower
+            for (size, ns), part in zip(curve, self.memory_share(sizes)):
+                least = part * r / prefetched_all[r] if r in prefetched_all else 0.0
+                yield size, work + max((ns - work) * (1.0 + part * (latency - 1.0)), least)
+        prefetched = {(r, h): tuple(lookups(r, c)) for (r, h), c in self.prefetched.items()}
         return replace(
             self, node=node, kind=kind, source=source, sweep=slower(self.sweep),
-            stream=stream, gather=gather, gather_all=gather_all,
+            stream=stream, gather=gather, gather_all=gather_all, prefetched=prefetched,
+            prefetched_all=prefetched_all,
             chains=tuple((c, ns * latency) for c, ns in self.chains),
             curve=tuple((g * bandwidth, ns * latency) for g, ns in self.curve))
 
@@ -244,13 +345,16 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
     run's topology records them (sysfs's), to tell whether the sweep left them."""
     mem = f"bind:{node}"
 
-    def cases(bench: str, metric: str, **where) -> pd.DataFrame:
+    def cases(bench: str, metric: str, page: str = "4k", **where) -> pd.DataFrame:
         """The rows of one benchmark's metric bound to the node, on 4 KiB pages (as the
-        workloads' buffers are by default; other page sizes are other curves)."""
+        workloads' buffers are by default; other page sizes are other curves) or `page`."""
         sel = (frame["benchmark"] == bench) & (frame["metric"] == metric)
         sel &= frame["mem"].astype(str) == mem if "mem" in frame else False
         if "page" in frame:
-            sel &= frame["page"].isna() | (frame["page"].astype(str) == "4k")
+            sel &= (frame["page"].isna() if page == "4k" else False) | \
+                (frame["page"].astype(str) == page)
+        elif page != "4k":
+            return frame.iloc[:0]
         for column, value in where.items():
             if column not in frame:
                 return frame.iloc[:0]
@@ -297,13 +401,50 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
         return None
     floors = {}
     emb = cases("embedding", "lookups", rows=64)
-    for (dim, th), part in emb.groupby([_text(emb["dim"]), _text(emb["threads"])]) \
-            if len(emb) else ():
-        row_bytes = int(float(dim)) * 4
+    dtype = emb["dtype"].fillna("fp32").astype(str) if "dtype" in emb else \
+        pd.Series("fp32", index=emb.index)      # (a run from before floors had types)
+    for (dt, dim, th), part in emb.groupby([dtype, _text(emb["dim"]),
+                                           _text(emb["threads"])]) if len(emb) else ():
         t = 1 if th == "1" else threads         # ns per lookup on each thread
-        floors[(row_bytes, t)] = 1e3 * t / float(part["value"].median())
+        floors[(dt, int(float(dim)), t)] = 1e3 * t / float(part["value"].median())
+    prefetched, prefetched_all = {}, {}
+    for huge, page in ((False, "4k"), (True, "thp")):
+        rows = cases("embedding", "lookups", page, dist="uniform")
+        if "size" not in rows or "dim" not in rows:
+            continue
+        rows = rows[rows["size"].notna()]       # (a table given in rows is no sweep point)
+        if "dtype" in rows:
+            rows = rows[rows["dtype"].isna() | (_text(rows["dtype"]) == "fp32")]
+        for (dim, th), part in rows.groupby([_text(rows["dim"]), _text(rows["threads"])]):
+            r = int(float(dim)) * 4
+            if th == "1":           # ns a lookup, by working set, never less further out
+                sizes, rates = zip(*by_size(part))
+                prefetched[(r, huge)] = tuple(zip(sizes, rising([1e3 / v for v in rates])))
+            elif not huge:          # GB/s of rows, every CPU, at the largest working set
+                prefetched_all[r] = r / 1e3 * by_size(part)[-1][1]
+    compute = {}
+    steps = cases("optimizer", "params", cold="False")
+    for (kernel, th), part in steps.groupby([steps["kernel"].astype(str),
+                                             _text(steps["threads"])]) if len(steps) else ():
+        t = 1 if th == "1" else threads         # ns a parameter on each thread
+        compute[(kernel, t)] = 1e3 * t / float(part["value"].median())
     return Calibration(node, "measured", source, threads, sweep, gather, gather_all, stream,
-                       chains, loaded_curve(frame, node), floors, *in_cache(sweep, caches))
+                       chains, loaded_curve(frame, node), floors, *in_cache(sweep, caches),
+                       prefetched=prefetched, prefetched_all=prefetched_all, compute=compute)
+
+
+def rising(values: list[float]) -> list[float]:
+    """The least-squares non-decreasing fit of values (pool adjacent violators): a cost
+    by working set as the memory hierarchy has it, the noise of single points pooled with
+    their neighbours' (one case's unlucky probe, a busy host's moment)."""
+    blocks: list[list[float]] = []      # [sum, count] of each run pooled
+    for v in values:
+        blocks.append([v, 1])
+        while len(blocks) > 1 and blocks[-2][0] * blocks[-1][1] > blocks[-1][0] * blocks[-2][1]:
+            total, n = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += n
+    return [total / n for total, n in blocks for _ in range(int(n))]
 
 
 def last_level(caches: object) -> tuple[str, int] | None:
@@ -631,10 +772,24 @@ def _load(path: str, node: int) -> tuple[Calibration | None, str]:
     return from_frame(frame, node, _source(used, metas), _caches(metas)), "; ".join(notes)
 
 
-def jobs_of(runs: list[str], node: int) -> set[str]:
+def jobs_of(runs: list[str], node: int, cases=()) -> set[str]:
     """The calibration jobs these runs measured whole on the node (a job with a failed or
-    missing case is measured again)."""
-    return {job for run in runs for job, mem in _read(run).whole if mem == f"bind:{node}"}
+    missing case is measured again), each of the `cases` (suite.Case) the suite now makes
+    of the job among a run's (a job the suite changed is measured again; options added
+    since, absent from the record, do not count)."""
+    want: dict[str, list[dict]] = {}
+    for c in cases:
+        want.setdefault(c.job, []).append({k: str(v) for k, v in c.params.items()})
+    out = set()
+    for run in runs:
+        part = _read(run)
+        had: dict[str, list[dict]] = {}
+        for c in part.meta.get("cases", []):
+            had.setdefault(c["job"], []).append(c["params"])
+        out |= {job for job, mem in part.whole if mem == f"bind:{node}" and all(
+            any(all(str(p[k]) == v for k, v in w.items() if k in p) for p in had.get(job, ()))
+            for w in want.get(job, ()))}
+    return out
 
 
 def measured(node: int, results_dir: str | pathlib.Path | None = None,

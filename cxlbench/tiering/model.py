@@ -24,6 +24,7 @@ import pandas as pd
 from .. import results
 from ..errors import UserError
 from ..topology import Topology
+from ..workloads.epochs import BASE_PAGE
 from .calibration import default_profile, hmat_figures, loaded_curve, profiles
 from .policies.base import TierFigures
 
@@ -49,6 +50,26 @@ def epoch_ns(counts: np.ndarray, fast: np.ndarray, tiers: tuple[TierFigures, Tie
     return max(waiting, streaming)
 
 
+def _random_ns(demand, block: int, ws: np.ndarray, tiers, i: int, threads: int
+               ) -> tuple[float, float]:
+    """Random accesses of `block` bytes at working sets `ws` on tiers[i]: (ns a thread
+    waits, ns the tier's memory is busy). The embedding kernel's lookups (demand.floor)
+    cost its prefetched gathers where it prefetches and the tier has them calibrated,
+    else random reads and the kernel's work on top."""
+    moved = max(block, 64)      # a line at least
+    rows = tiers[i].lookup_ns(block, demand.dtype, demand.dim, threads, ws,
+                              demand.page > BASE_PAGE) \
+        if demand.floor and demand.prefetch else None
+    if rows is not None:        # the kernel's own gathers, its work in them
+        return float(rows.sum()), float(tiers[i].lookup_share(block, ws).sum()) * moved / \
+            tiers[i].lookup_bandwidth(moved)
+    conc = float(tiers[i].access_ns(block, ws).sum())
+    if demand.floor:
+        conc += tiers[0].floor_ns(block, demand.dtype, demand.dim, threads) * len(ws)
+    return conc, float(tiers[i].memory_share(ws).sum()) * moved / \
+        tiers[i].gather_bandwidth(moved)
+
+
 def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> float:
     """ns of one run of the demand (workloads.epochs.Demand) on two calibrated tiers, its
     tiered pages on tiers[0] where `fast` says (all of them, and every untiered byte,
@@ -57,15 +78,13 @@ def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> f
     if demand.block and demand.reuse is not None and len(demand.reuse):
         on_fast = np.ones(len(demand.reuse), dtype=bool) if fast is None or \
             demand.pages is None else fast[demand.pages]
+        blocks = np.full(len(demand.reuse), demand.block) if demand.blocks is None else \
+            demand.blocks
         for i, where in enumerate((on_fast, ~on_fast)):
-            if where.any():
-                ws = demand.reuse[where]
-                conc += float(tiers[i].access_ns(demand.block, ws).sum())
-                moved = max(demand.block, 64)       # a line at least
-                busy[i] += float(tiers[i].memory_share(ws).sum()) * moved \
-                    / tiers[i].gather_bandwidth(moved)
-        if demand.floor:
-            conc += tiers[0].floor_ns(demand.block, threads) * len(demand.reuse)
+            for block in np.unique(blocks[where]) if where.any() else ():
+                ws = demand.reuse[where & (blocks == block)]
+                c, b = _random_ns(demand, int(block), ws, tiers, i, threads)
+                conc, busy[i] = conc + c, busy[i] + b
     streamed = demand.read + demand.write
     if streamed:
         # stream_pages: bytes per tiered page; what no tiered page holds is on the fast node
@@ -73,12 +92,15 @@ def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> f
         part_fast = 1.0 if fast is None or share is None else \
             float((share[fast].sum() + streamed - share.sum()) / streamed)
         waited = demand.read if demand.in_place else streamed     # what a thread waits for
+        streaming = 0.0
         for i, part in enumerate((part_fast, 1.0 - part_fast)):
             if part > 0:
                 one, limit = tiers[i].stream_rates(demand.read, demand.write, demand.nt,
                                                    demand.in_place)
-                conc += waited * part / one
+                streaming += waited * part / one
                 busy[i] += streamed * part / limit
+        # the streams overlap the kernel's own work (the prefetchers run ahead of it)
+        conc += max(streaming, tiers[0].compute_ns(demand.kernel, threads) * demand.units)
     return max(conc / max(threads, 1), *busy)
 
 

@@ -18,6 +18,7 @@ from ..memory import native
 from ..options import Option
 from . import lookups
 from ..placement import PAGE_SIZES
+from ..units import format_size
 from .epochs import Demand, pages_touched, working_sets
 from .lookups import PROFILES
 
@@ -69,6 +70,8 @@ OPTIONS = {
                     "fit the machine", min=1e-9, max=1.0),
     "tables": Option("tables", "int", 1, "tables (custom)", min=1, max=4096),
     "rows": Option("rows", "int", 1 << 20, "rows of each table (custom)", min=1, max=1 << 40),
+    "size": Option("size", "size", 0, "bytes of each table (custom), instead of rows: its "
+                   "rows are size / row bytes (0: rows sets them)", min=0),
     "dim": Option("dim", "int", 128, "elements per row (custom)", min=1, max=65536),
     "pooling": Option("pooling", "int", 32, "lookups per bag (custom)", min=1, max=65536),
     "dtype": Option("dtype", "choice", "fp32", "row elements: fp32, fp16, bf16, or int8 with "
@@ -166,7 +169,9 @@ def layout(params: dict) -> Layout:
                       params["train"], counts)
     preset = PRESETS.get(params["preset"])
     if preset is None:
-        rows = (params["rows"],) * params["tables"]
+        row_bytes = Layout((), (), params["dim"], params["dtype"], 0).row_bytes
+        each = max(1, params["size"] // row_bytes) if params.get("size") else params["rows"]
+        rows = (each,) * params["tables"]
         pooling, dim = (params["pooling"],) * params["tables"], params["dim"]
     else:
         rows = tuple(max(1, math.ceil(r * params["scale"])) for r in preset["rows"])
@@ -310,7 +315,7 @@ def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> No
                          f"rows ({out[wrong, :3]} against {want[wrong, :3]})")
 
 
-CUSTOM = ("tables", "rows", "dim", "pooling")     # what a preset sets itself
+CUSTOM = ("tables", "rows", "size", "dim", "pooling")     # what a preset sets itself
 GENERATED = ("dist", "alpha", "profile")          # what a preset with a dist or a trace sets
 
 
@@ -381,14 +386,17 @@ class Trainer:
 def demand(params: dict) -> Demand | None:
     """What one timed pass of the benchmark's lookups asks of memory: every lookup a random
     read of a row at its reuse distance within the pass (the pass before it is taken as
-    gone from the caches: measured so, a rep's second, per-bag pass between), and the
-    kernel's own work per row. None for a training step, which the model does not cover."""
+    gone from the caches: measured so, a rep's second, per-bag pass between), prefetched
+    unless params' prefetch is 0 (give the case's chosen one), and the kernel's own work
+    per row. None for a training step, which the model does not cover."""
     if params.get("train", "none") != "none":
         return None
     lay = layout(params)
     indices, _ = make_indices(lay, params)
     page = PAGE_SIZES[params.get("page.table") or params.get("page", "4k")]
-    return Demand(units=lay.lookups, block=lay.row_bytes, floor=True,
+    return Demand(units=lay.lookups, block=lay.row_bytes, floor=True, dtype=lay.dtype,
+                  dim=lay.dim, page=page,
+                  prefetch=prefetch_rows(params.get("prefetch", "auto"), lay.row_bytes),
                   reuse=working_sets(indices, sum(lay.rows), lay.row_bytes, page,
                                      lay.sizes()["table"]))
 
@@ -468,7 +476,7 @@ def unused(params: dict) -> dict[str, str]:
     out = {}
     if params["trace"]:
         name = os.path.basename(params["trace"])
-        out.update(dict.fromkeys(("preset", "scale", "pooling", *GENERATED),
+        out.update(dict.fromkeys(("preset", "scale", "pooling", "size", *GENERATED),
                                  f"trace={name} gives the bags and the rows they name"))
     elif params["preset"] != "custom":
         preset = PRESETS[params["preset"]]
@@ -481,6 +489,8 @@ def unused(params: dict) -> dict[str, str]:
                                              "dim and pooling of its own (scale shrinks it)"))
     else:
         out["scale"] = "scale shrinks a preset's tables; custom tables take rows"
+        if params.get("size"):
+            out["rows"] = f"size={format_size(params['size'])} sets the rows"
     if not params["trace"]:
         dist, _ = index_source(params)
         if dist != "zipf":
@@ -619,7 +629,9 @@ class Epochs:
         working set, on the page its row starts on, and the kernel's own work."""
         stream = self._streams[epoch]
         return Demand(units=len(stream), block=self.lay.row_bytes, reuse=self._reuse(page)[epoch],
-                      pages=stream * self.lay.row_bytes // page, floor=True)
+                      pages=stream * self.lay.row_bytes // page, floor=True,
+                      dtype=self.lay.dtype, dim=self.lay.dim, page=page,
+                      prefetch=prefetch_rows(self.params["prefetch"], self.lay.row_bytes))
 
     def choose_isa(self, asked: str) -> str:
         return resolve_bag_isa(asked)

@@ -33,16 +33,21 @@ def pages_touched(first_byte: np.ndarray, nbytes, page: int) -> np.ndarray:
 @dataclass
 class Demand:
     """What one timed run of a workload asks of memory, for the tier model. Random
-    accesses of `block` bytes each (rows, KV blocks), with, per access, its working set
+    accesses of `block` bytes each (rows, KV blocks; `blocks`: each access's bytes where
+    they differ, a part-filled KV block's its tokens'), with, per access, its working set
     (working_sets; inf: from memory, whatever the footprint) and, where a buffer is
-    tiered, the page it reads; and streamed bytes (read
-    and written in address order, the optimizer's and checkpoint's), per tiered page where
-    tiered. `floor`: charge the embedding kernel's own work per access; `in_place`: the
-    streamed writes go back to lines just read (no allocating read, the write-back off
-    the thread's path)."""
+    tiered, the page it reads; and streamed bytes (read and written in address order, the
+    optimizer's and checkpoint's), per tiered page where tiered. `floor`: the accesses are
+    the embedding kernel's lookups of rows of `dim` elements of `dtype` on pages of `page`
+    bytes, charged as its prefetched gathers cost where it prefetches `prefetch` rows
+    ahead (0: as random reads), with its own work per row; `in_place`:
+    the streamed writes go back to lines just read (no allocating read, the write-back off
+    the thread's path); `kernel`: the streaming kernel whose own work a unit (calibrated
+    on data the caches hold) a thread cannot beat however fast its streams ("adam-mixed")."""
     units: float
     block: int = 0
     reuse: np.ndarray | None = None         # bytes, per random access (working_sets)
+    blocks: np.ndarray | None = None        # bytes, per random access, where not all `block`
     pages: np.ndarray | None = None         # tiered page per random access
     read: float = 0.0                       # streamed bytes read (all, untiered or tiered)
     write: float = 0.0
@@ -50,6 +55,11 @@ class Demand:
     nt: bool = False
     floor: bool = False
     in_place: bool = False
+    dtype: str = "fp32"
+    dim: int = 0
+    prefetch: int = 64
+    page: int = BASE_PAGE
+    kernel: str = ""
 
 
 def working_sets(units: np.ndarray, nunits: int, unit_bytes: int, page: int,

@@ -150,18 +150,22 @@ class Layout:
 
 def demand(params: dict) -> Demand | None:
     """What a repetition of decode steps asks of memory: every block of every sequence,
-    layer, K and V read once a step (the last block in part: counted whole), each from
+    layer, K and V read once a step (the last, part-filled block: its tokens), each from
     memory where the step's blocks were evicted first (cold), else at the distance of one
     step's reads; the appended tokens written. None for the other ops (not modelled)."""
     lay = layout(params)
     if lay.op != "decode":
         return None
     per_token = lay.layers * 2 * lay.token_bytes
-    reads = sum(lay.batch * lay.layers * 2 * -(-(lay.seq_len + i + 1) // lay.block)
-                for i in range(lay.steps))
+    blocks = []         # each block's bytes read at a step: whole ones, then the last's tokens
+    for i in range(lay.steps):
+        whole, part = divmod(lay.seq_len + i + 1, lay.block)
+        one = [lay.block_bytes] * whole + ([part * lay.token_bytes] if part else [])
+        blocks.append(np.tile(one, lay.batch * lay.layers * 2))
+    blocks = np.concatenate(blocks)
     distance = np.inf if params.get("cold", True) else lay.batch * lay.tokens * per_token
-    return Demand(units=lay.batch * lay.steps, block=lay.block_bytes,
-                  reuse=np.full(reads, distance), write=per_token * lay.batch * lay.steps)
+    return Demand(units=lay.batch * lay.steps, block=lay.block_bytes, blocks=blocks,
+                  reuse=np.full(len(blocks), distance), write=per_token * lay.batch * lay.steps)
 
 
 def model_shape(params: dict) -> dict:
@@ -502,11 +506,11 @@ class Epochs:
 
     def demand(self, epoch: int, page: int) -> Demand:
         """The epoch's block reads as the calibrated model charges them: each a random read
-        of a block (a part-filled one counted whole) on the page it starts on, from memory
+        of a block's tokens so far (a part-filled one: its tokens) on the page it starts on, from memory
         (every step's blocks are evicted before it, as a server finds them after the
         weights streamed through); the appended tokens streamed."""
         firsts, sizes, read = self._accesses(epoch)
-        return Demand(units=self.units(), block=self.lay.block_bytes,
+        return Demand(units=self.units(), block=self.lay.block_bytes, blocks=sizes[read],
                       reuse=np.full(int(read.sum()), np.inf), pages=firsts[read] // page,
                       write=float(sizes[~read].sum()))
 

@@ -254,7 +254,7 @@ def step_demand(n: int, precision: str) -> Demand:
     before the write."""
     written = {"fp32": 12, "mixed": 14}[precision]
     return Demand(units=n, read=n * (MEMORY[precision] - written), write=n * written,
-                  in_place=True)
+                  in_place=True, kernel=f"adam-{precision}")
 
 
 class Epochs:
