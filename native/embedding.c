@@ -151,6 +151,21 @@ __attribute__((target("avx512f"))) static inline void add16_bf16(v16f *acc, cons
     __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)row));
     *acc += (v16f)_mm512_slli_epi32(u, 16);
 }
+/* int8 by one vpmovzxbd from memory, a vcvtdq2ps and a multiply-add: GCC lowers the
+ * vector extension's byte-to-float conversion lane by lane (int8 bags at 15 M lookups/s
+ * against fp32's 316 at dim 256 here, AMD EPYC, AVX-512). */
+__attribute__((target("avx2,fma"))) static inline void add8_u8(v8f *acc, const char *row,
+                                                              float scale)
+{
+    __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)row)));
+    *acc = (v8f)_mm256_fmadd_ps(x, _mm256_set1_ps(scale), (__m256)*acc);
+}
+__attribute__((target("avx512f"))) static inline void add16_u8(v16f *acc, const char *row,
+                                                               float scale)
+{
+    __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)row)));
+    *acc = (v16f)_mm512_fmadd_ps(x, _mm512_set1_ps(scale), (__m512)*acc);
+}
 #endif
 
 static inline __attribute__((always_inline)) size_t elem_bytes(int dtype)
@@ -172,6 +187,10 @@ static inline __attribute__((always_inline)) void add8(v8f *acc, const char *p, 
     }
     if (dtype == CXB_EMB_BF16) {
         add8_bf16(acc, p);
+        return;
+    }
+    if (dtype == CXB_EMB_INT8 && bias == 0.0f) {
+        add8_u8(acc, p, scale);
         return;
     }
 #endif
@@ -201,6 +220,10 @@ static inline __attribute__((always_inline)) void add16(v16f *acc, const char *p
     }
     if (dtype == CXB_EMB_BF16) {
         add16_bf16(acc, p);
+        return;
+    }
+    if (dtype == CXB_EMB_INT8 && bias == 0.0f) {
+        add16_u8(acc, p, scale);
         return;
     }
 #endif
@@ -237,7 +260,7 @@ static inline __attribute__((always_inline)) void add16(v16f *acc, const char *p
                               CXB_LINE * CXB_LINE;                                       \
         const uint32_t ahead = a->prefetch;                                              \
         VEC acc[16] = {{0}};                                                             \
-        float sb[2] = {0, 0};                                                            \
+        float sb[2] = {0, 0}, biases = 0;                                                \
         uint64_t bad = 0;                                                                \
         for (int64_t i = first; i < end; i++) {                                          \
             if (lead && ahead && i + ahead < last) {                                     \
@@ -258,15 +281,19 @@ static inline __attribute__((always_inline)) void add16(v16f *acc, const char *p
             }                                                                            \
             const char *row = table + r * stride, *p = row + d0 * elem_bytes(dtype);     \
             __asm__("" : "+r"(p));                                                       \
-            if (dtype == CXB_EMB_INT8)                                                   \
+            if (dtype == CXB_EMB_INT8) {  /* the biases summed apart: one chain a vector */ \
                 memcpy(sb, row + a->dim, sizeof sb);                                     \
+                biases += sb[1];                                                         \
+            }                                                                            \
             _Pragma("GCC unroll 16")                                                     \
             for (int v = 0; v < nvec; v++)                                               \
-                ADD(&acc[v], p + W * elem_bytes(dtype) * (size_t)v, dtype, sb[0], sb[1]); \
+                ADD(&acc[v], p + W * elem_bytes(dtype) * (size_t)v, dtype, sb[0], 0.0f);  \
         }                                                                                \
         _Pragma("GCC unroll 16")                                                         \
-        for (int v = 0; v < nvec; v++)                                                   \
+        for (int v = 0; v < nvec; v++) {                                                 \
+            acc[v] += biases;                                                            \
             memcpy(o + d0 + W * v, &acc[v], sizeof acc[v]);                              \
+        }                                                                                \
         return bad;                                                                      \
     }
 POOL_REGS(pool_regs8, v8f, 8, add8)
