@@ -417,8 +417,9 @@ def _analyse(run_, records: list[dict], knee: float = analysis.KNEE_SLOWDOWN) ->
 
 
 @main.command()
-@click.option("--node", type=click.IntRange(min=0), default=None,
-              help="the node to measure (default: the first CPU's)")
+@click.option("--node", "nodes", type=click.IntRange(min=0), multiple=True,
+              help="a node to measure (repeatable; default: the first CPU's node and every "
+              "node of memory without CPUs, the tiers the model charges)")
 @click.option("--results-dir", default="results", show_default=True,
               help="where results/<machine>/<run>/ go, and earlier calibrations are found")
 @click.option("--suite", "suite_name", default=calibration.SUITE, show_default=True,
@@ -428,21 +429,29 @@ def _analyse(run_, records: list[dict], knee: float = analysis.KNEE_SLOWDOWN) ->
               "for a small machine or a guest, e.g. largest=64M)")
 @click.option("--again", is_flag=True, help="measure every job again, not only those missing")
 @_errors
-def calibrate(node, results_dir, suite_name, variables, again):
-    """Measure what the tier model needs of a node, once: the jobs of the calibration suite
-    no earlier calibration run of this machine has, kept as an ordinary run under
-    results/; then print the node's figures and where each came from."""
-    echo = functools.partial(click.echo, err=True)
+def calibrate(nodes, results_dir, suite_name, variables, again):
+    """Measure what the tier model needs of each node, once: the jobs of the calibration
+    suite no earlier calibration run of this machine has, kept as an ordinary run under
+    results/ (one a node); then print each node's figures and where each came from."""
     topo = Topology.read()
-    if node is None:
-        node = next((n.id for n in topo.nodes if n.cpus), None)
-    if node not in topo.memory_nodes:
-        raise UserError(f"--node {node}: no such node with memory (nodes with memory: "
-                        f"{format_list(topo.memory_nodes)})")
+    if not nodes:
+        first = next((n.id for n in topo.nodes if n.cpus), None)
+        nodes = [first, *(n.id for n in topo.nodes if n.far_memory and n.id != first)]
+    for node in dict.fromkeys(nodes):
+        if node not in topo.memory_nodes:
+            raise UserError(f"--node {node}: no such node with memory (nodes with memory: "
+                            f"{format_list(topo.memory_nodes)})")
     wanted = suite.parse_pairs(variables, "--var")
     if "node" in wanted:
         raise UserError("--var node=...: use --node")
     _refuse_inside_cache(wanted.get("largest"), topo)
+    for node in dict.fromkeys(nodes):
+        _calibrate_node(node, topo, results_dir, suite_name, wanted, again)
+
+
+def _calibrate_node(node: int, topo, results_dir: str, suite_name: str, wanted: dict,
+                    again: bool) -> None:
+    echo = functools.partial(click.echo, err=True)
     s = suite.load(suite_name, {**wanted, "node": str(node)})
     s = suite.Suite(calibration.SUITE, s.source, s.text, s.data)   # found again as one
     runs = [] if again else [str(r) for r in calibration.find_runs(results_dir,

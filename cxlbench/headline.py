@@ -19,6 +19,7 @@ from . import analysis
 from .options import split_buffer_option
 from .paramtext import NOT_MEASURED, resolved
 from .tiering.calibration import default_profile, profiles
+from .tiering.checked import UNTRUSTED
 from .units import format_list, format_size, parse_list, quantity
 
 MEASURED, FIRMWARE, MODELLED = "measured", "firmware", "modelled"
@@ -32,9 +33,6 @@ CHECKED = ("model against measurement here: the model's throughput for the same 
            "this node, over the measured, less 1 (how far to trust its slowdowns)")
 EMULATE = "cxlbench emulate --topology cxl -- run SUITE"
 WIDTH = 100                     # the console's notes wrap here
-# A modelled slowdown whose cases the model missed by more than this (median |error|)
-# is said to be untrustworthy rather than printed.
-UNTRUSTED = 0.30
 # Suites whose cases are the model's inputs or its check, not a first look at a machine.
 NOT_HEADLINED = ("calibrate", "model-check")
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",

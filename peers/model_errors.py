@@ -7,8 +7,9 @@ two checkouts of the model compare on the very same measurements.
     python peers/model_errors.py RUN [RUN...] [--calibration RUN] [--results-dir DIR]
                                  [--repeats]
 
-The tiers: the node each case was bound to, from --calibration where given, else this
-machine's calibrations under --results-dir (default: the run's own results folder)."""
+The tiers: the node each case's own prediction named (or it was bound to), from
+--calibration where given, else this machine's calibrations under --results-dir (default:
+the run's own results folder)."""
 from __future__ import annotations
 
 import argparse
@@ -39,14 +40,18 @@ def errors(run: pathlib.Path, tiers) -> list[dict]:
     for line in (run / "cases.jsonl").read_text().splitlines():
         case = json.loads(line)
         bench, params = case.get("bench"), case.get("params") or {}
-        if case.get("status") != "ok" or bench not in DEMANDS or \
-                not str(params.get("mem", "")).startswith("bind:"):
+        # the node the run's own prediction named (a case placed locally: its CPUs'),
+        # else the one it was bound to
+        node = ((case.get("info") or {}).get("model") or {}).get("node")
+        if node is None and str(params.get("mem", "")).startswith("bind:"):
+            node = int(str(params["mem"]).split(":")[1])
+        if case.get("status") != "ok" or bench not in DEMANDS or node is None:
             continue
         how, metric, per_ns = DEMANDS[bench]
         demand = how(params, case.get("info") or {})
         if demand is None:
             continue
-        cal = tiers(int(str(params["mem"]).split(":")[1]))
+        cal = tiers(int(node))
         predicted = demand.units / model.predict_ns(demand, (cal, cal), len(case["cpus"])) \
             * per_ns
         measured = case["summary"][metric]["median"]

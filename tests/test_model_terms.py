@@ -39,7 +39,8 @@ def prefetched(**over):
     floors = {("fp32", r // 4, t): 2.0 for r in ROWS for t in (1, 2)}
     cal = synthetic(floors=floors)
     return dataclasses.replace(cal, prefetched=curves,
-                               prefetched_all={r: 40.0 for r in ROWS}, **over)
+                               prefetched_all={(r, h): 40.0 for r in ROWS
+                                               for h in (False, True)}, **over)
 
 
 # --- reading them ------------------------------------------------------------------------
@@ -64,9 +65,10 @@ def pf_rows() -> list[dict]:
                 add(job, i, 1e3 / ns, dist="uniform", dim=float(dim), size=float(size),
                     threads="1", page=page)
                 i += 1
-    for dim in (16, 64, 256):
-        add("gather_pf_all", dim, 100.0, cpus="0-3", dist="uniform", dim=float(dim),
-            size=float(64 * M), threads="all")
+    for page, rate in ((None, 100.0), ("thp", 300.0)):
+        for dim in (16, 64, 256):
+            add("gather_pf_all", dim + (1 if page else 0), rate, cpus="0-3", dist="uniform",
+                dim=float(dim), size=float(64 * M), threads="all", page=page)
     add("floor", 9, 50.0, rows=64.0, dim=32.0, threads="1", dist="zipf", dtype="int8")
     for i, (kernel, t, cpus, rate) in enumerate((("adam-mixed", "1", "0", 1000.0),
                                                  ("adam-mixed", "all", "0-3", 2000.0))):
@@ -84,7 +86,9 @@ def test_from_frame_reads_the_prefetched_gathers_and_each_dtypes_floor():
             sizes, ns = zip(*cal.prefetched[(r, h)])
             assert sizes == (16 * K, 64 * M)
             assert ns == pytest.approx((pf_ns(r, 16 * K, h), pf_ns(r, 64 * M, h)))
-        assert cal.prefetched_all[r] == pytest.approx(r / 1e3 * 100.0)   # GB/s of rows
+        # GB/s of rows, every CPU, on either page size
+        assert cal.prefetched_all[(r, False)] == pytest.approx(r / 1e3 * 100.0)
+        assert cal.prefetched_all[(r, True)] == pytest.approx(r / 1e3 * 300.0)
     assert cal.floors[("int8", 32, 1)] == pytest.approx(20.0)
     assert cal.floors[("fp32", 32, 1)] == pytest.approx(5.0)      # its rows lack a dtype
     # the warm optimizer steps: ns a parameter on each thread
@@ -173,14 +177,17 @@ def test_huge_pages_save_the_walks_and_never_cost_more():
 
 
 def test_each_dtype_pays_its_own_work_in_place_of_fp32s():
+    """A row of another type costs as the fp32 row of as many elements (the kernel's
+    loads and conversions set the pace), with the type's own work in place of fp32's."""
     floors = {**prefetched().floors, ("int8", 256, 1): 9.0, ("int8", 32, 1): 3.0}
     cal = prefetched(floors=floors)
     ws = np.array([float(G)])
     row = 256 + 8                                       # int8 of dim 256, scale and bias
-    fp32_like = cal.lookup_ns(row, "fp32", row // 4, 1, ws)[0]
-    assert cal.lookup_ns(row, "int8", 256, 1, ws)[0] == pytest.approx(fp32_like - 2.0 + 9.0)
-    # a type never measured is charged as fp32 rows of its bytes
-    assert cal.lookup_ns(row, "bf16", 132, 1, ws)[0] == pytest.approx(fp32_like)
+    fp32_of_256 = cal.lookup_ns(1024, "fp32", 256, 1, ws)[0]
+    assert cal.lookup_ns(row, "int8", 256, 1, ws)[0] == pytest.approx(fp32_of_256 - 2.0 + 9.0)
+    # a type never measured: its work charged as fp32's (of its row's bytes)
+    assert cal.lookup_ns(264, "bf16", 132, 1, ws)[0] == pytest.approx(
+        cal.lookup_ns(528, "fp32", 132, 1, ws)[0])
     # and without the prefetched gathers, the floor by type too
     plain = dataclasses.replace(cal, prefetched={})
     assert plain.floor_ns(row, "int8", 256, 1) > plain.floor_ns(row, "fp32", 66, 1) + 6.0

@@ -199,6 +199,10 @@ def test_the_real_engine_against_its_prediction(recorded, tmp_path):
     assert "model-tiering" in page.figures and "model" not in page.figures
     assert ("Tiering model against the real engine: median \\|error\\| 15 %, worst 25 % "
             "(tiering/001) over 2 cases") in first
+    # the share curve: measurement and model by fast share, a line a policy
+    assert "model-tiering-shares" in page.figures
+    assert "Tiering on two real tiers: measurement and model by fast share" in md
+    assert "The model's median \\|error\\| 15 %, worst 25 % (tiering/001) over 2 cases" in md
     loaded = runs_.load_runs([run])
     frame = report.summary(loaded)
     rows = {(r[1], r[3]): r for r in report.results_table(frame).rows}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import PACKAGE_PARENT, lifetime
 from ..errors import CxlbenchError, UserError
+from ..tiering.calibration import KEPT_ENV
 from ..topology import meminfo
 from ..units import format_size
 from . import guest_image, tools
@@ -77,7 +78,10 @@ def _guest_script(topo, params: dict, command: list[str], marker: dict,
     session both name); such a guest waits, once set up, for the other's (the host says
     go when both have arrived), so neither's first meeting waits for the other's boot."""
     env = {"PATH": GUEST_PATH, "HOME": "/tmp", ENV: json.dumps(marker),
-           "PYTHONDONTWRITEBYTECODE": "1", **(shared or {})}
+           "PYTHONDONTWRITEBYTECODE": "1",
+           # the guest's calibrations, kept beside the image (the host's root is the
+           # guest's, read-only): found wherever the guest runs
+           KEPT_ENV: str(guest_image.calibrations_dir()), **(shared or {})}
     # QEMU 7.2's TCG mis-executes numpy's AVX2 loops now and then: a worker died by
     # SIGSEGV at a vpgatherdd in numpy's FLOAT_maximum_X86_V3 (a core dump of the guest's
     # optimizer case), never on hardware. numpy's own loops (the checks, not the timed
@@ -168,6 +172,8 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
               "timeout": timeout,     # the guest's own limit: a run estimated past it is refused
               **({"kernel_tiering": True} if kernel_tiering else {})}
     session = os.urandom(6).hex()
+    results_root = Path(_results_dir(command))
+    before = _runs(results_root)
     with tempfile.TemporaryDirectory(prefix="cxlbench-emulate-") as scratch:
         guests = [_Guest(h, topo, params, image, accel, scratch, command, marker, session)
                   for h in range(topo.hosts)]
@@ -196,7 +202,27 @@ def run(topology: str, overrides: dict[str, str], command: list[str], *, timeout
                 sys.stdout.write(out.read_text())
                 sys.stdout.flush()
             codes.append(int((g.xchg / "rc").read_text().strip() or 1))
+        if command[:1] == ["calibrate"]:
+            for kept in guest_image.keep_calibrations(sorted(_runs(results_root) - before)):
+                log(f"calibration kept beside the guest image: {kept} (later {topo.name} "
+                    "guests find it, whatever folder they run in)")
         return next((c for c in codes if c), 0)
+
+
+def _results_dir(command: list[str]) -> str:
+    """The results folder the guest's command writes to (its --results-dir, else
+    results), relative to the working folder the guest shares."""
+    for i, arg in enumerate(command):
+        if arg == "--results-dir" and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith("--results-dir="):
+            return arg.split("=", 1)[1]
+    return "results"
+
+
+def _runs(root: Path) -> set[Path]:
+    """The run folders under a results folder (root/<machine>/<run>)."""
+    return {p.parent for p in root.glob("*/*/run.json")}
 
 
 class _Guest:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .. import ownfiles
+from .. import ownfiles, results
+from ..tiering import calibration
 from ..errors import CxlbenchError, UserError
 from . import tools
 
@@ -46,6 +47,39 @@ class GuestImage:
 def cache_dir() -> Path:
     """The cache's folder of guest images, made if need be (a link there refused)."""
     return ownfiles.cache_folder("guest")
+
+
+def keep_calibrations(runs: list[Path]) -> list[Path]:
+    """The calibration runs among `runs` (a guest's, just made), each copied beside the
+    images as calibrations/<machine>/<run>, where a later guest finds them whatever folder
+    it runs in (the guest's CXLBENCH_CALIBRATIONS); what was kept. A run kept already is
+    left as it is; a copy is made whole under a temporary name, then renamed in."""
+    kept = []
+    for run in runs:
+        try:
+            meta = results.read_meta(run)
+        except CxlbenchError:
+            continue
+        if (meta.get("suite") or {}).get("name") != calibration.SUITE:
+            continue
+        home = cache_dir() / "calibrations" / run.parent.name
+        home.mkdir(parents=True, exist_ok=True)
+        if home.is_symlink():
+            raise UserError(f"{home} is a link: cxlbench keeps its calibrations only in a "
+                            "folder of its own")
+        dst = home / run.name
+        if not dst.exists():
+            tmp = Path(tempfile.mkdtemp(prefix=f".{run.name}-", dir=home))
+            shutil.copytree(run, tmp / run.name, symlinks=True)
+            os.rename(tmp / run.name, dst)
+            tmp.rmdir()
+        kept.append(dst)
+    return kept
+
+
+def calibrations_dir() -> Path:
+    """Where keep_calibrations keeps them (for CXLBENCH_CALIBRATIONS)."""
+    return cache_dir() / "calibrations"
 
 
 KERNEL_ENV = "CXLBENCH_GUEST_KERNEL"

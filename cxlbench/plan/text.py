@@ -9,11 +9,12 @@ import re
 
 from ..errors import UserError
 from ..tiering import calibration
+from ..tiering.checked import UNTRUSTED
 from ..units import quantity
 from .footprint import params
 from .job import Job
 from .place import Plan, ratio
-from .timing import LINK_GBS, LINK_SOURCE
+from .timing import CHECKED_BY, LINK_GBS, LINK_SOURCE
 
 GIB = 1 << 30
 
@@ -67,7 +68,10 @@ def answer(plan: Plan) -> list[str]:
             + (f", {_gib(slow)} on the slow tier ({_slow_words(plan)})" if slow else "")
             + (f"; {_gib(short)} fit nowhere: the host is too small" if short else ""))
     steps = [t for t in plan.timed if t.work.per != "checkpoint"]
-    if steps and m.timed:
+    doubt = [c for c in (_checked(plan, t) for t in steps) if c and not c.trusted]
+    if steps and m.timed and doubt:
+        lines.append(f"Host memory-bound work: {doubt[0].untrusted()}")
+    elif steps and m.timed:
         placed = sum(t.ns for t in steps)
         fast = sum(t.fast_ns for t in steps)
         per = "decode step" if any(t.work.per == "decode step" for t in steps) else "step"
@@ -80,6 +84,18 @@ def answer(plan: Plan) -> list[str]:
                      f"{m.host[0].nodes[0]} has no calibration here (`cxlbench calibrate` "
                      "measures it, about five minutes)")
     return lines
+
+
+def _checked(plan: Plan, t):
+    """The model's error on this machine's checked cases of the work's kind (None: none
+    checked here)."""
+    return plan.machine.checked.get(CHECKED_BY.get(t.work.name))
+
+
+def _time(plan: Plan, t, ns: float | None) -> str:
+    """A predicted time, or "untrusted" where the model missed this work's kind here."""
+    c = _checked(plan, t)
+    return "untrusted" if c and not c.trusted else _ns(ns)
 
 
 def _slow_words(plan: Plan) -> str:
@@ -123,14 +139,23 @@ def render(plan: Plan) -> str:
         lines += ["", "Predicted time of the host's memory-bound work (calibrated tier model):",
                   f"  {'work':<{w}}  {'per':<11}  {'placed':>9}  {'all DRAM':>9}  "
                   f"{'all slow':>9}  what it moves"]
-        lines += [f"  {t.work.name:<{w}}  {t.work.per:<11}  {_ns(t.ns):>9}  "
-                  f"{_ns(t.fast_ns):>9}  {_ns(t.slow_ns):>9}  {t.work.formula}"
+        lines += [f"  {t.work.name:<{w}}  {t.work.per:<11}  {_time(plan, t, t.ns):>9}  "
+                  f"{_time(plan, t, t.fast_ns):>9}  {_time(plan, t, t.slow_ns):>9}  "
+                  f"{t.work.formula}"
                   + (f"; link {t.work.link_bytes / GIB:.2f} GiB a GPU" if t.work.link_bytes
                      else "") for t in plan.timed]
+        checks = {c.benchmark: c for c in (_checked(plan, t) for t in plan.timed) if c}
+        lines += [f"  model error here: {c.words()}"
+                  + ("" if c.trusted else f": past {UNTRUSTED:.0%}, its times withheld")
+                  for c in checks.values()]
+        if not checks:
+            lines.append("  model error here: no checked case of these kinds on this "
+                         "machine (cxlbench run model-check measures them)")
         lines += [f"  {t.work.name}: {_ns(t.best[1])} with {t.best[0]:.0%} in DRAM "
                   f"(interleaved {ratio(t.best[0], 1 - t.best[0])} DRAM:slow), "
                   f"{1 - t.best[1] / t.ns:.0%} less than as placed: both tiers' bandwidth "
-                  "at once" for t in plan.timed if t.best]
+                  "at once" for t in plan.timed
+                  if t.best and _time(plan, t, t.ns) != "untrusted"]
     lines += ["", "Where the figures come from:"]
     for t in m.host:
         lines.append(f"  {t.name}: {_gib(t.capacity) if t.capacity != float('inf') else 'unbounded'}"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import UserError
-from ..tiering import calibration
+from ..tiering import calibration, checked
 from ..tiering.calibration import Calibration
 from ..units import format_size, parse_size
 
@@ -37,6 +37,8 @@ class Machine:
     gpu_source: str
     host: tuple[Tier, Tier]     # fast (DRAM), slow
     threads: int                # host CPUs the memory-bound work runs on
+    # the model's error on this machine's checked cases, by benchmark (tiering.checked)
+    checked: dict = field(default_factory=dict)
 
     @property
     def timed(self) -> bool:
@@ -101,4 +103,5 @@ def machine(topology, *, gpu_mem: str | None = None, dram: str | None = None,
     return Machine(gpu, gpu_src,
                    (Tier("DRAM", fast_nodes, dram_cap, dram_src, fast_cal),
                     Tier("slow", slow_nodes, slow_cap, slow_src, slow_cal)),
-                   threads)
+                   threads, checked.errors(results_dir or calibration.default_results_dir())
+                   if fast_cal else {})

@@ -91,6 +91,10 @@ def hot_share(byte_share: float, rows: int, skew: float) -> float:
 OPTIMIZER, PARAMS, LOOKUPS, DECODE, STAGING = (
     "optimizer step (CPU)", "parameters to the GPU", "embedding lookups", "KV decode step",
     "checkpoint staging copy")
+# The benchmark whose checked cases say how far to trust each work's time (a copy's
+# streams are the checkpoint's).
+CHECKED_BY = {OPTIMIZER: "optimizer", PARAMS: "checkpoint", LOOKUPS: "embedding",
+              DECODE: "kvcache", STAGING: "checkpoint"}
 
 
 def host_bytes(job: Job, part: Part) -> float:

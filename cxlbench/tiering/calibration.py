@@ -50,6 +50,9 @@ PROFILES = pathlib.Path(__file__).with_name("profiles.toml")
 # Where a case's worker finds this machine's calibrations: the run's --results-dir (the
 # command that starts the run sets it; workers run from the package's folder).
 RESULTS_ENV = "CXLBENCH_RESULTS_DIR"
+# A folder of <machine>/<run> calibrations kept apart from the results (an emulated guest's,
+# kept beside its image: emulate sets it in the guest), looked in after the results folder.
+KEPT_ENV = "CXLBENCH_CALIBRATIONS"
 
 
 def default_results_dir() -> str:
@@ -90,7 +93,8 @@ class Calibration:
     # (row B, huge pages?) -> ((working set, ns a lookup), ...)
     prefetched: dict[tuple[int, bool], tuple[tuple[float, float], ...]] = \
         field(default_factory=dict)
-    prefetched_all: dict[int, float] = field(default_factory=dict)  # row B -> GB/s, every CPU
+    # (row B, huge pages?) -> GB/s of rows, every CPU, at the largest working set
+    prefetched_all: dict[tuple[int, bool], float] = field(default_factory=dict)
     # streaming kernels' own work a unit on data the caches hold: (kernel, threads) -> ns
     compute: dict[tuple[str, int], float] = field(default_factory=dict)
 
@@ -239,19 +243,25 @@ class Calibration:
         """One thread's ns for each lookup of the embedding kernel whose row's reuse
         distance is `working_set`: its prefetched gathers of the nearest row sizes at that
         distance (log-log; past 1 KiB rows, by bytes), on huge pages where `huge` and those
-        were measured (4 KiB pages' less their walks); the element type's own work in place
-        of fp32's. None where the prefetched gathers were not calibrated."""
+        were measured (4 KiB pages' less their walks); a row of another element type as the
+        fp32 row of as many elements, that type's own work in place of fp32's. None where
+        the prefetched gathers were not calibrated."""
         if not all((r, False) in self.prefetched for r in ROWS):
             return None
+        # A narrower type's row costs what the fp32 row of as many elements does: the
+        # kernel's loads and conversions, not the bytes, set the pace once prefetched (at
+        # dim 128, 256 MiB on huge pages: fp32 140, fp16 150, bf16 160, int8 156 M
+        # lookups/s; charged by their bytes the model put 16-bit rows 1.4-1.5x too fast).
+        like = max(row_bytes, 4 * dim)
         pages = huge and all((r, True) in self.prefetched for r in ROWS)
-        ns = np.exp(self._by_row(row_bytes, lambda r: self._curve(
+        ns = np.exp(self._by_row(like, lambda r: self._curve(
             self.prefetched[(r, pages)], working_set)))
         if pages:       # a walk is never a gain: huge pages cost what 4 KiB ones do at most
-            ns = np.minimum(ns, np.exp(self._by_row(row_bytes, lambda r: self._curve(
+            ns = np.minimum(ns, np.exp(self._by_row(like, lambda r: self._curve(
                 self.prefetched[(r, False)], working_set))))
         # the curves were one thread's fp32 rows: the element type's own work on this
         # many threads in place of theirs (threads sharing a core slow it)
-        return np.maximum(ns - self._floor(row_bytes, "fp32", row_bytes / 4, 1) +
+        return np.maximum(ns - self._floor(like, "fp32", like / 4, 1) +
                           self._floor(row_bytes, dtype, dim, threads), 0.0)
 
     def lookup_share(self, row_bytes: int, working_set: np.ndarray) -> np.ndarray:
@@ -284,17 +294,20 @@ class Calibration:
         i = min(int(x), len(ROWS) - 2)
         return at(ROWS[i]) * (i + 1 - x) + at(ROWS[i + 1]) * (x - i)
 
-    def lookup_bandwidth(self, row_bytes: float) -> float:
-        """GB/s of rows every CPU's prefetched gathers cannot pass from memory (inf: they
-        never reached memory's limit; the plain gathers' where not calibrated)."""
-        if not all(r in self.prefetched_all for r in ROWS) or \
-                not all((r, False) in self.prefetched for r in ROWS):
+    def lookup_bandwidth(self, row_bytes: float, huge: bool = False) -> float:
+        """GB/s of rows every CPU's prefetched gathers cannot pass from memory, on huge
+        pages where `huge` and measured there (inf: they never reached memory's limit; the
+        plain gathers' where not calibrated)."""
+        huge = huge and all((r, True) in self.prefetched_all and (r, True) in self.prefetched
+                            for r in ROWS)
+        if not all((r, huge) in self.prefetched_all and (r, huge) in self.prefetched
+                   for r in ROWS):
             return self.gather_bandwidth(max(row_bytes, 64))
         r = min(max(row_bytes, ROWS[0]), ROWS[-1])
         def at(values: list[float]) -> float:
             return float(np.exp(np.interp(math.log(r), np.log(ROWS), np.log(values))))
-        one = at([b / self.prefetched[(b, False)][-1][1] for b in ROWS])
-        return self.limit(one, at([self.prefetched_all[b] for b in ROWS]))
+        one = at([b / self.prefetched[(b, huge)][-1][1] for b in ROWS])
+        return self.limit(one, at([self.prefetched_all[(b, huge)] for b in ROWS]))
 
     def scaled(self, kind: str, source: str, node: int | None, latency: float,
                bandwidth: float) -> "Calibration":
@@ -322,14 +335,15 @@ class Calibration:
                 yield size, min(gbs / (1.0 + part * (latency - 1.0)),
                                 gather_all[g] / max(part, 1e-9))
         gather = {g: tuple(gathers(g, curve)) for g, curve in self.gather.items()}
-        prefetched_all = {r: gbs * bandwidth for r, gbs in self.prefetched_all.items()}
-        def lookups(r, curve):
+        prefetched_all = {k: gbs * bandwidth for k, gbs in self.prefetched_all.items()}
+        def lookups(key, curve):
+            r = key[0]
             sizes = np.array([size for size, _ in curve])
             work = self._floor(r, "fp32", r / 4, 1)     # the kernel's own: no slower
             for (size, ns), part in zip(curve, self.memory_share(sizes)):
-                least = part * r / prefetched_all[r] if r in prefetched_all else 0.0
+                least = part * r / prefetched_all[key] if key in prefetched_all else 0.0
                 yield size, work + max((ns - work) * (1.0 + part * (latency - 1.0)), least)
-        prefetched = {(r, h): tuple(lookups(r, c)) for (r, h), c in self.prefetched.items()}
+        prefetched = {k: tuple(lookups(k, c)) for k, c in self.prefetched.items()}
         return replace(
             self, node=node, kind=kind, source=source, sweep=slower(self.sweep),
             stream=stream, gather=gather, gather_all=gather_all, prefetched=prefetched,
@@ -420,8 +434,8 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
             if th == "1":           # ns a lookup, by working set, never less further out
                 sizes, rates = zip(*by_size(part))
                 prefetched[(r, huge)] = tuple(zip(sizes, rising([1e3 / v for v in rates])))
-            elif not huge:          # GB/s of rows, every CPU, at the largest working set
-                prefetched_all[r] = r / 1e3 * by_size(part)[-1][1]
+            else:                   # GB/s of rows, every CPU, at the largest working set
+                prefetched_all[(r, huge)] = r / 1e3 * by_size(part)[-1][1]
     compute = {}
     steps = cases("optimizer", "params", cold="False")
     for (kernel, th), part in steps.groupby([steps["kernel"].astype(str),
@@ -565,11 +579,16 @@ def find_runs(results_dir: str | pathlib.Path, machine: str) -> list[str]:
 
 
 def _candidates(results_dir: str | pathlib.Path, machine: str) -> list[tuple[str, str]]:
-    """This machine's calibration runs under results_dir, newest first, each with what
+    """This machine's calibration runs under results_dir (and $CXLBENCH_CALIBRATIONS; a run
+    in both, the results folder's), newest first, each with what
     makes it unreadable ("": nothing). A folder whose run.json cannot be read counts where
     its text still names the calibration suite: it was one, and is named as damaged."""
     found = []
-    for meta in sorted((pathlib.Path(results_dir) / machine).glob("*/run.json"), reverse=True):
+    metas: dict[str, pathlib.Path] = {}         # the results folder's own first
+    for root in (results_dir, os.environ.get(KEPT_ENV)):
+        for meta in (pathlib.Path(root) / machine).glob("*/run.json") if root else ():
+            metas.setdefault(meta.parent.name, meta)
+    for meta in (metas[name] for name in sorted(metas, reverse=True)):
         try:
             run = results.Run.open(meta.parent)
         except CxlbenchError as e:

@@ -62,7 +62,7 @@ def _random_ns(demand, block: int, ws: np.ndarray, tiers, i: int, threads: int
         if demand.floor and demand.prefetch else None
     if rows is not None:        # the kernel's own gathers, its work in them
         return float(rows.sum()), float(tiers[i].lookup_share(block, ws).sum()) * moved / \
-            tiers[i].lookup_bandwidth(moved)
+            tiers[i].lookup_bandwidth(moved, demand.page > BASE_PAGE)
     conc = float(tiers[i].access_ns(block, ws).sum())
     if demand.floor:
         conc += tiers[0].floor_ns(block, demand.dtype, demand.dim, threads) * len(ws)

@@ -183,6 +183,9 @@ def model_against_measurement(frame, runs):
                        key="model", title="Model against measurement: " + summary_text(checks),
                        what="Each ML workload case's rate as the calibrated tier model "
                             "predicted it (one figure, not a sample: no whiskers)")
+    curves = share_curves(frame, runs)
+    if curves is not None:
+        yield curves
     checks = tiering_checks(frame, runs)
     if checks:
         yield _scatter(checks, lambda r: r["parameters"].get("policy", "?"),
@@ -192,6 +195,69 @@ def model_against_measurement(frame, runs):
                             "the workload timed), coloured by policy: the model's throughput "
                             "for the same placements and moves (the median of its "
                             "repetitions' predictions, not a sample: no whiskers)")
+
+
+def share_curves(frame: pd.DataFrame, runs) -> Figure | None:
+    """Each workload tiered on the real engine: its measured throughput by fast share, a
+    line a policy (whiskers: the median's CI), and the model's for the same placements
+    and moves dashed beside it. None where no real case recorded a prediction."""
+    frame = _checked(frame, runs)
+    real = frame[(frame["benchmark"] == "tiering")
+                 & frame["kernel"].astype(str).str.endswith(":real")]
+    predicted = real[real["metric"] == "predicted"].set_index("case")["median"]
+    rows = real[(real["metric"] == "throughput") & real["case"].isin(predicted.index)]
+    if rows.empty:
+        return None
+    rows = rows.assign(workload=rows["params"].map(lambda p: str(p.get("workload", "?"))),
+                       policy=rows["params"].map(lambda p: str(p.get("policy", "?"))),
+                       share=rows.apply(_share, axis=1),
+                       model=rows["case"].map(predicted))
+    works = list(dict.fromkeys(rows["workload"]))
+    policies = list(dict.fromkeys(rows["policy"]))
+    names = [*policies, "measured (whiskers: 95 % CI of the median)", "model (dashed)"]
+    title = "Tiering on two real tiers: measurement and model by fast share"
+    grid = layout.grid(len(works), 5.0, [names] * len(works), title=title)
+    for ax, work in zip(grid.axes, works):
+        mine = rows[rows["workload"] == work]
+        for i, policy in enumerate(policies):
+            line = mine[mine["policy"] == policy].sort_values("share")
+            if line.empty:
+                continue
+            x, y = line["share"].to_numpy(float), line["median"].to_numpy(float)
+            whiskers = np.clip([y - line["ci_low"].to_numpy(float),
+                                line["ci_high"].to_numpy(float) - y], 0, None)
+            ax.errorbar(x, y, yerr=whiskers, fmt="-o", markersize=4, capsize=2,
+                        color=f"C{i % 10}", label=policy)
+            ax.plot(x, line["model"].to_numpy(float), linestyle="--", marker="x",
+                    color=f"C{i % 10}")
+        ax.plot([], [], "-o", color="gray", label=names[-2])
+        ax.plot([], [], "--x", color="gray", label=names[-1])
+        unit = mine["unit"].iloc[0]
+        grid.title(ax, work)
+        ax.set_xlabel("fast share (of the tiered buffer's pages)")
+        ax.set_ylabel(f"throughput ({words.unit(unit)})")
+        ax.set_ylim(bottom=0)
+        ax.set_xlim(-0.04, 1.04)        # all-slow to all-fast, whatever shares ran
+        ax.grid(True, alpha=0.3)
+    grid.legend()
+    checks = tiering_checks(frame, runs)
+    return Figure("model-tiering-shares", "model", title,
+                  "Each workload tiered on the real engine (pages placed and moved between "
+                  "two nodes, the workload timed): its measured throughput at each fast "
+                  "share, a line a policy, and dashed, the calibrated model's throughput for "
+                  "the same placements and moves (its tiers: "
+                  f"{'; '.join(checks['sources']) if checks else 'not recorded'}). The "
+                  f"model's {summary_text(checks) if checks else 'error: not computed'}. "
+                  "Under emulation the clock shows the emulator's mechanics, not a device's: "
+                  "what this checks is how a share moves the figure.",
+                  layout.png(grid.fig))
+
+
+def _share(row: pd.Series) -> float:
+    """A tiering case's fast share: the bounds' 1 and 0, else its share option."""
+    policy = row["params"].get("policy")
+    return 1.0 if policy == "all-fast" else 0.0 if policy == "all-slow" else \
+        float(row["params"].get("share", float("nan")))
 
 
 ACROSS = {"model": model_against_measurement}
