@@ -74,12 +74,19 @@ def write_run(folder: pathlib.Path, machine: str = HERE, *, largest=64 * M,
             counts[r["metric"]] = counts.get(r["metric"], 0) + 1
         journal.append({"case": c, "status": "ok", "params": {},
                         "summary": {m: {"n": n} for m, n in counts.items()}})
+    return write_files(folder, meta, kept, journal)
+
+
+def write_files(folder: pathlib.Path, meta: dict, rows: list[dict],
+                journal: list[dict]) -> pathlib.Path:
+    """A run's three files as cxlbench leaves them: run.json, results.csv (meta's
+    columns) and cases.jsonl."""
     folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps(meta, indent=2))
     with open(folder / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, restval="")
+        w = csv.DictWriter(f, fieldnames=meta["columns"], restval="")
         w.writeheader()
-        w.writerows(kept)
+        w.writerows(rows)
     (folder / "cases.jsonl").write_text("".join(json.dumps(e) + "\n" for e in journal))
     return folder
 

@@ -2,9 +2,7 @@
 carry the error of the same model on this machine's checked cases of the same kind, and
 past 30 % are withheld as "not trustworthy here"; the headline's modelled slowdowns
 likewise. Runs are written here as cxlbench writes them; nothing is measured."""
-import csv
 import dataclasses
-import json
 import pathlib
 
 import pytest
@@ -15,7 +13,7 @@ from cxlbench.plan import job as plan_job
 from cxlbench.tiering import checked
 
 from .conftest import cxlbench
-from .test_calibration_messages import HERE, write_run
+from .test_calibration_messages import HERE, write_files, write_run
 from .test_plan_place import machine
 
 
@@ -42,14 +40,7 @@ def write_checked(folder: pathlib.Path, errors: dict[str, list[float]],
     meta = {"format_version": results.FORMAT_VERSION, "run_id": folder.name,
             "machine_id": machine_id, "suite": {"name": "model-check"},
             "topology": {"cpu": {"caches": []}}, "columns": columns, "cases": cases}
-    folder.mkdir(parents=True)
-    (folder / "run.json").write_text(json.dumps(meta))
-    with open(folder / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, restval="")
-        w.writeheader()
-        w.writerows(rows)
-    (folder / "cases.jsonl").write_text("".join(json.dumps(e) + "\n" for e in journal))
-    return folder
+    return write_files(folder, meta, rows, journal)
 
 
 def test_errors_per_benchmark_from_the_newest_run_that_checked_it(tmp_path):
