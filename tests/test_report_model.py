@@ -229,3 +229,16 @@ def test_another_machines_calibration_keeps_its_own_words():
     assert tier_words("measured", src, "vm") == src
     assert tier_words("measured", "measured: results/vm/R", "vm") == \
         "measured here (results/vm/R)"
+
+
+def test_a_real_engines_tiers_read_as_measured_here():
+    """The tiering benchmark puts the tiers' figures before their calibrations' sources:
+    read past them, both tiers of this machine's own calibration are measured here (the
+    report once said "fast tier measured on another machine (s 7.65 GB/s, ...")."""
+    from cxlbench.report.figures.model import tiering_words
+    runs = "/r/emulated-cxl/20261205-051243, /r/emulated-cxl/20261205-050806"
+    source = (f"fast 128 ns 7.65 GB/s, slow 280 ns 0.0298 GB/s (fast: measured (measured: "
+              f"{runs}); slow: measured (measured: {runs}))")
+    words = tiering_words({"kinds": ["measured", "measured"], "source": source},
+                          "emulated-cxl")
+    assert words == f"fast tier measured here ({runs}), slow tier measured here ({runs})"
