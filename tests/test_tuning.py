@@ -52,6 +52,18 @@ def test_the_fastest_is_chosen_kept_and_reused(cache):
     assert len(calls) == 3 * tuning.ROUNDS + 3 * tuning.ROUNDS + 2 * tuning.ROUNDS
 
 
+def test_a_choice_among_fewer_candidates_does_not_serve_more(cache):
+    """A case with one setting fixed probes only the rest; its winner must not be reused
+    where every setting is open (it was never timed against the others)."""
+    rate, calls = counting({"prefetch=0 walk=1": 10.0, "prefetch=4 walk=1": 12.0,
+                            "prefetch=0 walk=4": 8.0})
+    narrow = tuning.choose("bandwidth", {"kernel": "copy"}, CANDIDATES[::2], rate, "GB/s")
+    assert narrow.settings == CANDIDATES[0]
+    wide = tuning.choose("bandwidth", {"kernel": "copy"}, CANDIDATES, rate, "GB/s")
+    assert not wide.kept and wide.settings == CANDIDATES[1]
+    assert len(calls) == 2 * tuning.ROUNDS + 3 * tuning.ROUNDS
+
+
 def test_a_tie_goes_to_the_plainest_and_the_median_beats_one_lucky_round(cache):
     rate, _ = counting({"prefetch=0 walk=1": 10.0, "prefetch=4 walk=1": 10.05,
                         "prefetch=0 walk=4": 9.0})
