@@ -135,7 +135,13 @@ def kernel_lines(cal) -> list[str]:
                    f"on one thread: {at(False)}"
                    + (f"; on huge pages {at(True)}" if any(h for _, h in cal.prefetched)
                       else ""))
-    gathers = "its prefetched gathers" if out else \
+    if cal.sparse:
+        out.append("  a miss among hits (sparse gathers), times a dense stream's excess: " +
+                   "; ".join(f"{r} B rows " + ", ".join(
+                       f"1 in {round(1 / far)} missing {excess:.2g}x" for far, excess in points)
+                       for r, points in sorted(cal.sparse.items())))
+    gathers = ("its prefetched gathers" + (", a miss among hits dearer" if cal.sparse else
+                                           " (sparse misses not calibrated)")) if out else \
         "random reads (prefetched gathers not calibrated: cxlbench calibrate measures them)"
     if cal.compute:
         out.append("  streaming kernels' own work, one thread (data in the caches): " + ", ".join(

@@ -25,9 +25,7 @@ from cxlbench.workloads import embedding, kvcache, optimizer
 
 # bench -> (the case's demand from its options and info, the metric, units a ns each)
 DEMANDS = {
-    "embedding": (lambda p, i: embedding.demand({**p, "prefetch": i.get("prefetch_rows",
-                                                                          "auto")}),
-                  "lookups", 1e3),
+    "embedding": (lambda p, i: embedding.demand(p), "lookups", 1e3),
     "kvcache": (lambda p, i: kvcache.demand(p), "tokens", 1e9),
     "optimizer": (lambda p, i: optimizer.step_demand(i["params"], p["precision"]), "params", 1e3),
     "checkpoint": (lambda p, i: checkpoint.demand({**p, "store": i["store"]}, i["bytes"]),

@@ -22,6 +22,19 @@ def test_zipf_rows_are_skewed_scattered_and_in_range():
     assert np.unique(lookups.zipf(7, 1000, 0.0, rng)).size == 7
 
 
+def test_a_far_share_leaves_the_other_lookups_on_a_hot_corner():
+    """dist=uniform far=f (the calibration's sparse gathers): a share f over the whole
+    table, the rest on its first `corner` rows; far=1 draws what uniform always drew."""
+    rows, n, corner = 1 << 20, 200_000, 1024
+    picked = lookups.uniform(rows, n, np.random.default_rng(3), far=0.125, corner=corner)
+    assert picked.min() >= 0 and picked.max() < rows
+    outside = (picked >= corner).mean()           # the far share, less its draws in the corner
+    assert outside == pytest.approx(0.125 * (1 - corner / rows), abs=0.005)
+    assert np.unique(picked[picked >= corner]).size > 0.9 * (picked >= corner).sum()
+    plain = lookups.uniform(1000, 50, np.random.default_rng(5))
+    assert (plain == np.random.default_rng(5).integers(0, 1000, 50)).all()
+
+
 def test_scatter_is_a_bijection():
     rng = np.random.default_rng(1)
     for rows in (1, 2, 6, 1024, 999_983):

@@ -542,6 +542,15 @@ size = "256K"
 batch = 64
 threads = "all"
 
+[gather_sparse]
+bench = "embedding"
+dist = "uniform"
+far = 0.25
+dim = [16, 64, 256]
+size = "256K"
+batch = 64
+threads = 1
+
 [stream]
 bench = "bandwidth"
 kernel = ["read", "write", "write_nt", "copy", "copy_nt"]
@@ -628,7 +637,7 @@ def test_calibrate_measures_each_job_once(calibrated):
     assert "nothing measured yet" in a["proc"].stderr
     jobs_a = {case.split("/")[0] for case in cases_of(run_a)}
     assert jobs_a == {"sweep", "chains", "gather", "gather_all", "gather_pf", "gather_pf_thp",
-                      "gather_pf_all", "stream", "loaded", "adam_warm"}
+                      "gather_pf_all", "gather_sparse", "stream", "loaded", "adam_warm"}
     assert f"node {node}: measured" in a["proc"].stdout
     assert "own work a lookup, one thread: not measured" in a["proc"].stdout
 
@@ -656,12 +665,17 @@ def test_calibrate_measures_each_job_once(calibrated):
     assert runs == sorted([str(run_a), str(run_b)], reverse=True)
     assert calibration.jobs_of([str(r) for r in runs], node) == {
         "sweep", "chains", "gather", "gather_all", "gather_pf", "gather_pf_thp",
-        "gather_pf_all", "stream", "loaded", "adam_warm", "floor"}
+        "gather_pf_all", "gather_sparse", "stream", "loaded", "adam_warm", "floor"}
     cal = calibration.measured(node, calibrated["results"], _machine(run_a))
     assert cal is not None and cal.kind == "measured"
     assert len(cal.sweep) == 3 and all(len(cal.gather[g]) == 2 for g in GRANULARITIES)
     assert {t for _, _, t in cal.floors} == {1, cal.threads}
     assert {(d, dim) for d, dim, _ in cal.floors} == {("fp32", 32)}
+    # the sparse mixes are their own figures, not points of the prefetched curves
+    assert all(len(curve) == 2 for curve in cal.prefetched.values())
+    assert set(cal.sparse) == {64, 256, 1024}
+    assert all(len(p) == 1 and p[0][0] == 0.25 and p[0][1] >= 1.0
+               for p in cal.sparse.values())
 
 
 def _machine(run: pathlib.Path) -> str:

@@ -29,6 +29,7 @@ def pf_ns(r: int, ws: float, huge: bool = False) -> float:
 
 
 SIZES = [16 * K * 4 ** i for i in range(10)]     # 16K .. 4G
+SPARSE = 3.0        # pf_rows' sparse gathers: a miss among 7 hits costs 3 times its excess
 
 
 def prefetched(**over):
@@ -69,6 +70,11 @@ def pf_rows() -> list[dict]:
         for dim in (16, 64, 256):
             add("gather_pf_all", dim + (1 if page else 0), rate, cpus="0-3", dist="uniform",
                 dim=float(dim), size=float(64 * M), threads="all", page=page)
+    for dim in (16, 64, 256):      # 1 in 8 lookups over the table, each 3 times the excess
+        hot, dense = pf_ns(dim * 4, 16 * K), pf_ns(dim * 4, 64 * M)
+        ns = hot + 0.125 * SPARSE * (dense - hot)
+        add("gather_sparse", 40 + dim, 1e3 / ns, dist="uniform", far=0.125, dim=float(dim),
+            size=float(64 * M), threads="1", page=None)
     add("floor", 9, 50.0, rows=64.0, dim=32.0, threads="1", dist="zipf", dtype="int8")
     for i, (kernel, t, cpus, rate) in enumerate((("adam-mixed", "1", "0", 1000.0),
                                                  ("adam-mixed", "all", "0-3", 2000.0))):
@@ -91,6 +97,8 @@ def test_from_frame_reads_the_prefetched_gathers_and_each_dtypes_floor():
         assert cal.prefetched_all[(r, True)] == pytest.approx(r / 1e3 * 300.0)
     assert cal.floors[("int8", 32, 1)] == pytest.approx(20.0)
     assert cal.floors[("fp32", 32, 1)] == pytest.approx(5.0)      # its rows lack a dtype
+    # the sparse mixes: their own figure, not points of the curves above
+    assert cal.sparse == {r: ((0.125, pytest.approx(SPARSE)),) for r in ROWS}
     # the warm optimizer steps: ns a parameter on each thread
     assert cal.compute == {("adam-mixed", 1): pytest.approx(1.0),
                            ("adam-mixed", 4): pytest.approx(2.0)}
@@ -142,6 +150,34 @@ def test_a_kernel_that_does_not_prefetch_is_charged_the_random_reads():
         model.predict_ns(off, (plain, plain), 1))
     assert model.predict_ns(off, (cal, cal), 1) != pytest.approx(
         model.predict_ns(on, (cal, cal), 1), rel=0.1)
+
+
+def test_a_miss_among_hits_costs_more_than_in_a_dense_stream():
+    """Where only a share of the lookups miss, the kernel's prefetch window holds fewer
+    misses: each costs its excess over a hit times what gather_sparse measured at that
+    share (log-log toward 1 where all miss, held below the smallest share). A table
+    whose lookups all go as deep (uniform, whatever its size) is charged as before."""
+    cal = prefetched(sparse={r: ((0.125, SPARSE),) for r in ROWS})
+    dense = prefetched()
+
+    base = embedding_demand(rows=1 << 22, dim=64, alpha=0.6)       # 256 B rows
+
+    def demand(ws):
+        return dataclasses.replace(base, reuse=ws, units=len(ws))
+    mix = demand(np.where(np.arange(8000) % 8 == 0, float(G), 16.0 * K))    # 1 in 8 miss
+    hot, far = pf_ns(256, 16 * K), pf_ns(256, G)
+    assert model.predict_ns(mix, (dense, dense), 1) == pytest.approx(
+        7000 * hot + 1000 * far, rel=0.02)
+    assert model.predict_ns(mix, (cal, cal), 1) == pytest.approx(
+        7000 * hot + 1000 * (hot + SPARSE * (far - hot)), rel=0.02)
+    for ws in (float(G), 16.0 * M):     # every lookup as deep: no excess
+        uniform = demand(np.full(4000, ws))
+        assert model.predict_ns(uniform, (cal, cal), 1) == pytest.approx(
+            model.predict_ns(uniform, (dense, dense), 1))
+    # between the share measured and all missing, log-log; below it, held
+    assert cal.sparse_excess(256, 0.5) == pytest.approx(SPARSE ** (1 / 3))
+    assert cal.sparse_excess(256, 0.01) == pytest.approx(SPARSE)
+    assert cal.sparse_excess(256, 1.0) == 1.0 and dense.sparse_excess(256, 0.01) == 1.0
 
 
 def test_the_share_from_memory_is_read_off_the_kernels_own_curve():

@@ -116,5 +116,5 @@ def run(params: dict) -> Measurement:
                           **trace_info(params),
                           **({"rows_touched": len(trainer.rows)} if trainer else {})})
     m = measure(m, params, [table, idx_buf, out_buf, *state], once)
-    predict(m, table, workload.demand({**params, "prefetch": prefetch}), "lookups", 1e3)
+    predict(m, table, workload.demand(params), "lookups", 1e3)
     return m

@@ -97,6 +97,10 @@ class Calibration:
     prefetched_all: dict[tuple[int, bool], float] = field(default_factory=dict)
     # streaming kernels' own work a unit on data the caches hold: (kernel, threads) -> ns
     compute: dict[tuple[str, int], float] = field(default_factory=dict)
+    # the prefetched gathers with only a share of their lookups missing (one thread, fp32
+    # rows, 4 KiB pages): row B -> ((share missing, how many times a dense stream's cost
+    # a miss takes), ...) by share
+    sparse: dict[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
     @property
     def idle_ns(self) -> float:
@@ -239,14 +243,16 @@ class Calibration:
         return self.compute.get((kernel, t), self.compute.get((kernel, 1), 0.0))
 
     def lookup_ns(self, row_bytes: int, dtype: str, dim: int, threads: int,
-                  working_set: np.ndarray, huge: bool = False) -> np.ndarray | None:
+                  working_set: np.ndarray, huge: bool = False,
+                  misses: float = 1.0) -> np.ndarray | None:
         """One thread's ns for each lookup of the embedding kernel whose row's reuse
         distance is `working_set`: its prefetched gathers of the nearest row sizes at that
         distance (log-log; past 1 KiB rows, by bytes), on huge pages where `huge` and those
-        were measured (4 KiB pages' less their walks); a row of another element type as the
-        fp32 row of as many elements, that type's own work in place of fp32's. None where
-        the prefetched gathers were not calibrated."""
-        if not all((r, False) in self.prefetched for r in ROWS):
+        were measured (4 KiB pages' less their walks); what each costs past a cache hit
+        times sparse_excess where only a share `misses` of the kernel's lookups miss; a row
+        of another element type as the fp32 row of as many elements, that type's own work
+        in place of fp32's. None where the prefetched gathers were not calibrated."""
+        if not self.prefetches:
             return None
         # A narrower type's row costs what the fp32 row of as many elements does: the
         # kernel's loads and conversions, not the bytes, set the pace once prefetched (at
@@ -259,10 +265,49 @@ class Calibration:
         if pages:       # a walk is never a gain: huge pages cost what 4 KiB ones do at most
             ns = np.minimum(ns, np.exp(self._by_row(like, lambda r: self._curve(
                 self.prefetched[(r, False)], working_set))))
+        excess = self.sparse_excess(like, misses)
+        if excess > 1.0:
+            hit = float(np.exp(self._by_row(like, lambda r: self._curve(
+                self.prefetched[(r, pages)], np.zeros(1))))[0])
+            ns = hit + np.maximum(ns - hit, 0.0) * excess
         # the curves were one thread's fp32 rows: the element type's own work on this
         # many threads in place of theirs (threads sharing a core slow it)
         return np.maximum(ns - self._floor(like, "fp32", like / 4, 1) +
                           self._floor(row_bytes, dtype, dim, threads), 0.0)
+
+    @property
+    def prefetches(self) -> bool:
+        """Whether the kernel's prefetched gathers were calibrated (4 KiB pages, every
+        row size)."""
+        return all((r, False) in self.prefetched for r in ROWS)
+
+    def sparse_excess(self, row_bytes: float, misses: float) -> float:
+        """How many times what a miss costs in a dense stream of them the kernel's misses
+        cost where only a share `misses` of its lookups miss: fewer are in flight in its
+        prefetch window (measured: 64 B rows on a 4 GiB table, 1 in 8 lookups missing,
+        6.7 times; 1 in 32, 14 times; AMD EPYC). Interpolated log-log between the shares
+        calibrated and 1 at every lookup missing, held below the smallest; 1 where the
+        sparse gathers were not calibrated."""
+        if misses >= 1.0 or not all(r in self.sparse for r in ROWS):
+            return 1.0
+
+        def at(r: int) -> float:
+            far, excess = zip(*[p for p in self.sparse[r] if p[0] < 1.0], (1.0, 1.0))
+            return float(np.interp(math.log(max(misses, far[0], 1e-12)), np.log(far),
+                                   np.log(excess)))
+        return float(np.exp(self._by_row(min(row_bytes, ROWS[-1]), at)))
+
+    def miss_depth(self, row_bytes: int, working_set: np.ndarray, top: float) -> np.ndarray:
+        """How deep each lookup at `working_set` misses, as a share of the deepest (a
+        lookup at `top`, the demand's footprint): its cost past a cache hit over that one's,
+        on the kernel's own curve. Their mean is the share of a stream's lookups that miss
+        as sparse_excess counts them: 1 where every lookup goes as deep (a uniform table,
+        whatever its size), the far share of a hot corner's mix."""
+        def at(ws):
+            return np.exp(self._by_row(row_bytes, lambda r: self._curve(
+                self.prefetched[(r, False)], ws)))
+        ends = at(np.array([0.0, top]))
+        return np.clip((at(working_set) - ends[0]) / max(ends[1] - ends[0], 1e-9), 0.0, 1.0)
 
     def lookup_share(self, row_bytes: int, working_set: np.ndarray) -> np.ndarray:
         """Of the prefetched lookups at each working set, the share whose rows come from
@@ -421,12 +466,17 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
                                            _text(emb["threads"])]) if len(emb) else ():
         t = 1 if th == "1" else threads         # ns per lookup on each thread
         floors[(dt, int(float(dim)), t)] = 1e3 * t / float(part["value"].median())
-    prefetched, prefetched_all = {}, {}
+    prefetched, prefetched_all, sparse_rows = {}, {}, None
     for huge, page in ((False, "4k"), (True, "thp")):
         rows = cases("embedding", "lookups", page, dist="uniform")
         if "size" not in rows or "dim" not in rows:
             continue
         rows = rows[rows["size"].notna()]       # (a table given in rows is no sweep point)
+        if "far" in rows:                       # (nor a table only some lookups miss)
+            whole = rows["far"].isna() | (rows["far"].astype(float) >= 1.0)
+            rows, mixed = rows[whole], rows[~whole]
+            if not huge:
+                sparse_rows = mixed
         if "dtype" in rows:
             rows = rows[rows["dtype"].isna() | (_text(rows["dtype"]) == "fp32")]
         for (dim, th), part in rows.groupby([_text(rows["dim"]), _text(rows["threads"])]):
@@ -436,6 +486,7 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
                 prefetched[(r, huge)] = tuple(zip(sizes, rising([1e3 / v for v in rates])))
             else:                   # GB/s of rows, every CPU, at the largest working set
                 prefetched_all[(r, huge)] = r / 1e3 * by_size(part)[-1][1]
+    sparse = _sparse(sparse_rows, prefetched)
     compute = {}
     steps = cases("optimizer", "params", cold="False")
     for (kernel, th), part in steps.groupby([steps["kernel"].astype(str),
@@ -444,7 +495,40 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
         compute[(kernel, t)] = 1e3 * t / float(part["value"].median())
     return Calibration(node, "measured", source, threads, sweep, gather, gather_all, stream,
                        chains, loaded_curve(frame, node), floors, *in_cache(sweep, caches),
-                       prefetched=prefetched, prefetched_all=prefetched_all, compute=compute)
+                       prefetched=prefetched, prefetched_all=prefetched_all, compute=compute,
+                       sparse=sparse)
+
+
+def _sparse(rows: pd.DataFrame | None, prefetched: dict) -> dict:
+    """Each row size's sparse gathers (a share `far` of the lookups over the largest
+    table, the rest on the hot corner) as the excess a miss costs over what it costs in a
+    dense stream: (c_far - hot) / (dense - hot), where c_far is what the case's time a
+    lookup leaves for each far one once the hot ones are paid at a hit's cost (the
+    curve's smallest working set), and dense the curve at that table. At least 1, and
+    never less where fewer miss."""
+    out = {}
+    if rows is None or not len(rows) or "dim" not in rows or "far" not in rows:
+        return out
+    rows = rows[_text(rows["threads"]) == "1"] if "threads" in rows else rows
+    for dim, part in rows.groupby(_text(rows["dim"])):
+        r = int(float(dim)) * 4
+        if (r, False) not in prefetched:
+            continue
+        curve = prefetched[(r, False)]
+        hot = curve[0][1]       # a hit, as lookup_ns counts the excess from (the corner's
+                                # 128 KiB is one on every CPU)
+        points = []
+        for far, case in part.groupby(part["far"].astype(float)):
+            size = float(case["size"].astype(float).median())
+            dense = float(np.exp(Calibration._curve(curve, np.array([size]))[0]))
+            lookup = 1e3 / float(case["value"].median())
+            per_far = (lookup - (1.0 - far) * hot) / far
+            points.append((far, max(1.0, (per_far - hot) / max(dense - hot, 1e-9))))
+        points.sort()
+        # fewer misses in flight never make each cheaper: non-increasing in the share
+        excess = rising([g for _, g in points][::-1])[::-1]
+        out[r] = tuple((far, g) for (far, _), g in zip(points, excess))
+    return out
 
 
 def rising(values: list[float]) -> list[float]:

@@ -50,15 +50,16 @@ def epoch_ns(counts: np.ndarray, fast: np.ndarray, tiers: tuple[TierFigures, Tie
     return max(waiting, streaming)
 
 
-def _random_ns(demand, block: int, ws: np.ndarray, tiers, i: int, threads: int
-               ) -> tuple[float, float]:
+def _random_ns(demand, block: int, ws: np.ndarray, tiers, i: int, threads: int,
+               misses: float = 1.0) -> tuple[float, float]:
     """Random accesses of `block` bytes at working sets `ws` on tiers[i]: (ns a thread
     waits, ns the tier's memory is busy). The embedding kernel's lookups (demand.floor)
-    cost its prefetched gathers where it prefetches and the tier has them calibrated,
-    else random reads and the kernel's work on top."""
+    cost its prefetched gathers where it prefetches and the tier has them calibrated (a
+    share `misses` of all its lookups missing), else random reads and the kernel's work
+    on top."""
     moved = max(block, 64)      # a line at least
     rows = tiers[i].lookup_ns(block, demand.dtype, demand.dim, threads, ws,
-                              demand.page > BASE_PAGE) \
+                              demand.page > BASE_PAGE, misses) \
         if demand.floor and demand.prefetch else None
     if rows is not None:        # the kernel's own gathers, its work in them
         return float(rows.sum()), float(tiers[i].lookup_share(block, ws).sum()) * moved / \
@@ -80,11 +81,18 @@ def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> f
             demand.pages is None else fast[demand.pages]
         blocks = np.full(len(demand.reuse), demand.block) if demand.blocks is None else \
             demand.blocks
-        for i, where in enumerate((on_fast, ~on_fast)):
-            for block in np.unique(blocks[where]) if where.any() else ():
-                ws = demand.reuse[where & (blocks == block)]
-                c, b = _random_ns(demand, int(block), ws, tiers, i, threads)
-                conc, busy[i] = conc + c, busy[i] + b
+        parts = [(i, int(block), where & (blocks == block))
+                 for i, where in enumerate((on_fast, ~on_fast))
+                 for block in (np.unique(blocks[where]) if where.any() else ())]
+        # the share of all the lookups that miss, on either tier: what the kernel's
+        # prefetch window holds of them (a tier's misses are as sparse as all of them)
+        top = float(demand.reuse.max())
+        misses = sum(float(tiers[i].miss_depth(block, demand.reuse[sel], top).sum())
+                     for i, block, sel in parts) / len(demand.reuse) \
+            if demand.floor and demand.prefetch and all(t.prefetches for t in tiers) else 1.0
+        for i, block, sel in parts:
+            c, b = _random_ns(demand, block, demand.reuse[sel], tiers, i, threads, misses)
+            conc, busy[i] = conc + c, busy[i] + b
     streamed = demand.read + demand.write
     if streamed:
         # stream_pages: bytes per tiered page; what no tiered page holds is on the fast node

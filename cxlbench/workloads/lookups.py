@@ -61,8 +61,15 @@ PROFILES = {
 }
 
 
-def uniform(rows: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    return rng.integers(0, rows, count)
+def uniform(rows: int, count: int, rng: np.random.Generator, far: float = 1.0,
+            corner: int = 1) -> np.ndarray:
+    """Rows drawn uniformly; where far < 1, only that share of them, the rest from the
+    first `corner` rows (a hot corner the caches keep: misses spaced out, not dense)."""
+    picked = rng.integers(0, rows, count)
+    if far < 1.0:
+        near = rng.random(count) >= far
+        picked[near] = rng.integers(0, max(1, min(rows, corner)), int(near.sum()))
+    return picked
 
 
 def scatter(ranks: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
