@@ -94,6 +94,42 @@ def test_the_probe_tries_each_prefetch_and_pass_width_and_the_case_records_its_c
     assert len(m.info["tuned"]["by"]) == len(embedding.bag_candidates(params, m.isa, 512))
 
 
+def test_the_probe_reads_the_other_draw_between_its_timings(tmp_path, monkeypatch):
+    """Each timed probe pass is followed by an untimed pass over every bag of the other
+    draw (as the measured throughput passes alternate with the latency pass's): timed back
+    to back, a skewed table's probed rows stayed cached and prefetch=0 was chosen where 128
+    ran 2.5 times as fast. The case hands its fresh draw to the probe."""
+    monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path))
+    calls = []
+    real = native.embedding_bag
+
+    def spy(table, rows, row_bytes, dim, dtype, pool, indices, offsets, out, *rest):
+        calls.append((indices.ctypes.data, len(offsets) - 1))
+        return real(table, rows, row_bytes, dim, dtype, pool, indices, offsets, out, *rest)
+    monkeypatch.setattr(embedding.native, "embedding_bag", spy)
+    params = {name: opt.default for name, opt in embedding_bench.OPTIONS.items()}
+    params.update(rows=5000, batch=64, pooling=8, repeat=1, warmup=0, cpus=str(CPUS[0]),
+                  regs=16, dist="zipf", alpha=1.2, isa="scalar")
+    lay = embedding.layout(params)
+    indices, offsets = embedding.make_indices(lay, params)
+    other = embedding.make_indices(lay, {**params, "seed": 2})[0]
+    raw = np.zeros(lay.sizes()["table"], dtype=np.uint8)
+    out = np.zeros((lay.bags, lay.dim), dtype=np.float32)
+    choice = embedding.tune_bags(params, lay, "scalar", CPUS[:1], raw.ctypes.data, "here",
+                                 indices, offsets, out, other)
+    timed, between = calls[::2], calls[1::2]
+    assert len(timed) == len(between) == len(choice.figures) * 3 > 0
+    assert {c[0] for c in timed} == {indices.ctypes.data}
+    assert set(between) == {(other.ctypes.data, lay.bags)}        # all of it, every time
+    # a choice probed back to back is another key's: it is not reused for this probe
+    calls.clear()
+    embedding.tune_bags(params, lay, "scalar", CPUS[:1], raw.ctypes.data, "here", indices,
+                        offsets, out)
+    assert calls and len(calls) == len(choice.figures) * 3
+    assert embedding.tune_bags(params, lay, "scalar", CPUS[:1], raw.ctypes.data, "here",
+                               indices, offsets, out, other).kept
+
+
 def test_a_wrong_bag_or_a_row_outside_the_table_is_caught():
     lay, raw, indices, offsets = tables("fp32")
     want = embedding.reference(raw, lay, indices, "sum")

@@ -75,7 +75,8 @@ def run(params: dict) -> Measurement:
     want_fresh = reference(raw, lay, fresh, params["pool"], offsets)
 
     choice = workload.tune_bags(params, lay, isa, cpus, table.addr,
-                                f"{table.placement} {table.page}", indices, offsets, out)
+                                f"{table.placement} {table.page}", indices, offsets, out,
+                                fresh)
     prefetch, regs = choice.settings["prefetch"], choice.settings["regs"]
 
     def pool(times=None) -> native.EmbeddingResult:
