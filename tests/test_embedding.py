@@ -106,7 +106,7 @@ def test_the_probe_reads_the_other_draw_between_its_timings(tmp_path, monkeypatc
     def spy(table, rows, row_bytes, dim, dtype, pool, indices, offsets, out, *rest):
         calls.append((indices.ctypes.data, len(offsets) - 1))
         return real(table, rows, row_bytes, dim, dtype, pool, indices, offsets, out, *rest)
-    monkeypatch.setattr(embedding.native, "embedding_bag", spy)
+    monkeypatch.setattr(native, "embedding_bag", spy)      # the module the proxy reads
     params = {name: opt.default for name, opt in embedding_bench.OPTIONS.items()}
     params.update(rows=5000, batch=64, pooling=8, repeat=1, warmup=0, cpus=str(CPUS[0]),
                   regs=16, dist="zipf", alpha=1.2, isa="scalar")

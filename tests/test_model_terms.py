@@ -170,6 +170,11 @@ def test_a_miss_among_hits_costs_more_than_in_a_dense_stream():
         7000 * hot + 1000 * far, rel=0.02)
     assert model.predict_ns(mix, (cal, cal), 1) == pytest.approx(
         7000 * hot + 1000 * (hot + SPARSE * (far - hot)), rel=0.02)
+    # not on huge pages (their misses walk no page tables: the ml suite's tables on them
+    # were put 1.5-2x too slow with it)
+    huge = dataclasses.replace(mix, page=2 * M)
+    assert model.predict_ns(huge, (cal, cal), 1) == pytest.approx(
+        model.predict_ns(huge, (dense, dense), 1))
     for ws in (float(G), 16.0 * M):     # every lookup as deep: no excess
         uniform = demand(np.full(4000, ws))
         assert model.predict_ns(uniform, (cal, cal), 1) == pytest.approx(

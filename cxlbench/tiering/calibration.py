@@ -260,20 +260,25 @@ class Calibration:
         # lookups/s; charged by their bytes the model put 16-bit rows 1.4-1.5x too fast).
         like = max(row_bytes, 4 * dim)
         pages = huge and all((r, True) in self.prefetched for r in ROWS)
-        ns = np.exp(self._by_row(like, lambda r: self._curve(
-            self.prefetched[(r, pages)], working_set)))
+        ns = self._gathers(like, working_set, pages)
         if pages:       # a walk is never a gain: huge pages cost what 4 KiB ones do at most
-            ns = np.minimum(ns, np.exp(self._by_row(like, lambda r: self._curve(
-                self.prefetched[(r, False)], working_set))))
-        excess = self.sparse_excess(like, misses)
+            ns = np.minimum(ns, self._gathers(like, working_set))
+        # Huge pages are not charged it: the ml suite's 512 MiB tables on them were put
+        # 1.5-2x too slow with it (their misses walk no page tables: shorter, covered)
+        excess = 1.0 if pages else self.sparse_excess(like, misses)
         if excess > 1.0:
-            hit = float(np.exp(self._by_row(like, lambda r: self._curve(
-                self.prefetched[(r, pages)], np.zeros(1))))[0])
+            hit = float(self._gathers(like, np.zeros(1), pages)[0])
             ns = hit + np.maximum(ns - hit, 0.0) * excess
         # the curves were one thread's fp32 rows: the element type's own work on this
         # many threads in place of theirs (threads sharing a core slow it)
         return np.maximum(ns - self._floor(like, "fp32", like / 4, 1) +
                           self._floor(row_bytes, dtype, dim, threads), 0.0)
+
+    def _gathers(self, row_bytes: float, working_set: np.ndarray,
+                 huge: bool = False) -> np.ndarray:
+        """The prefetched curve's ns a lookup at each working set, by row size."""
+        return np.exp(self._by_row(row_bytes, lambda r: self._curve(
+            self.prefetched[(r, huge)], working_set)))
 
     @property
     def prefetches(self) -> bool:
@@ -285,7 +290,7 @@ class Calibration:
         """How many times what a miss costs in a dense stream of them the kernel's misses
         cost where only a share `misses` of its lookups miss: fewer are in flight in its
         prefetch window (measured: 64 B rows on a 4 GiB table, 1 in 8 lookups missing,
-        6.7 times; 1 in 32, 14 times; AMD EPYC). Interpolated log-log between the shares
+        5 times; 1 in 32, 9.2 times; AMD EPYC). Interpolated log-log between the shares
         calibrated and 1 at every lookup missing, held below the smallest; 1 where the
         sparse gathers were not calibrated."""
         if misses >= 1.0 or not all(r in self.sparse for r in ROWS):
@@ -303,22 +308,16 @@ class Calibration:
         on the kernel's own curve. Their mean is the share of a stream's lookups that miss
         as sparse_excess counts them: 1 where every lookup goes as deep (a uniform table,
         whatever its size), the far share of a hot corner's mix."""
-        def at(ws):
-            return np.exp(self._by_row(row_bytes, lambda r: self._curve(
-                self.prefetched[(r, False)], ws)))
-        ends = at(np.array([0.0, top]))
-        return np.clip((at(working_set) - ends[0]) / max(ends[1] - ends[0], 1e-9), 0.0, 1.0)
+        ends = self._gathers(row_bytes, np.array([0.0, top]))
+        return np.clip((self._gathers(row_bytes, working_set) - ends[0]) /
+                       max(ends[1] - ends[0], 1e-9), 0.0, 1.0)
 
     def lookup_share(self, row_bytes: int, working_set: np.ndarray) -> np.ndarray:
         """Of the prefetched lookups at each working set, the share whose rows come from
         memory, as the kernel's own curve says: how far its cost has gone from the smallest
         working set's to the largest's (the chase's levels need not show a cache the
         gathers find, nor the other way round)."""
-        def at(ws):
-            return np.exp(self._by_row(row_bytes, lambda r: self._curve(
-                self.prefetched[(r, False)], ws)))
-        ends = at(np.array([0.0, np.inf]))
-        return np.clip((at(working_set) - ends[0]) / max(ends[1] - ends[0], 1e-9), 0.0, 1.0)
+        return self.miss_depth(row_bytes, working_set, np.inf)
 
     @staticmethod
     def _curve(curve, working_set: np.ndarray) -> np.ndarray:
@@ -466,17 +465,15 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
                                            _text(emb["threads"])]) if len(emb) else ():
         t = 1 if th == "1" else threads         # ns per lookup on each thread
         floors[(dt, int(float(dim)), t)] = 1e3 * t / float(part["value"].median())
-    prefetched, prefetched_all, sparse_rows = {}, {}, None
+    prefetched, prefetched_all, sparse = {}, {}, {}
     for huge, page in ((False, "4k"), (True, "thp")):
         rows = cases("embedding", "lookups", page, dist="uniform")
         if "size" not in rows or "dim" not in rows:
             continue
         rows = rows[rows["size"].notna()]       # (a table given in rows is no sweep point)
-        if "far" in rows:                       # (nor a table only some lookups miss)
-            whole = rows["far"].isna() | (rows["far"].astype(float) >= 1.0)
-            rows, mixed = rows[whole], rows[~whole]
-            if not huge:
-                sparse_rows = mixed
+        whole = rows["far"].isna() | (rows["far"].astype(float) >= 1.0) if "far" in rows \
+            else pd.Series(True, index=rows.index)  # (nor one only some lookups miss)
+        rows, mixed = rows[whole], rows[~whole]
         if "dtype" in rows:
             rows = rows[rows["dtype"].isna() | (_text(rows["dtype"]) == "fp32")]
         for (dim, th), part in rows.groupby([_text(rows["dim"]), _text(rows["threads"])]):
@@ -486,7 +483,8 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
                 prefetched[(r, huge)] = tuple(zip(sizes, rising([1e3 / v for v in rates])))
             else:                   # GB/s of rows, every CPU, at the largest working set
                 prefetched_all[(r, huge)] = r / 1e3 * by_size(part)[-1][1]
-    sparse = _sparse(sparse_rows, prefetched)
+        if not huge:
+            sparse = _sparse(mixed, prefetched)
     compute = {}
     steps = cases("optimizer", "params", cold="False")
     for (kernel, th), part in steps.groupby([steps["kernel"].astype(str),
@@ -499,7 +497,7 @@ def from_frame(frame: pd.DataFrame, node: int, source: str,
                        sparse=sparse)
 
 
-def _sparse(rows: pd.DataFrame | None, prefetched: dict) -> dict:
+def _sparse(rows: pd.DataFrame, prefetched: dict) -> dict:
     """Each row size's sparse gathers (a share `far` of the lookups over the largest
     table, the rest on the hot corner) as the excess a miss costs over what it costs in a
     dense stream: (c_far - hot) / (dense - hot), where c_far is what the case's time a
@@ -507,7 +505,7 @@ def _sparse(rows: pd.DataFrame | None, prefetched: dict) -> dict:
     curve's smallest working set), and dense the curve at that table. At least 1, and
     never less where fewer miss."""
     out = {}
-    if rows is None or not len(rows) or "dim" not in rows or "far" not in rows:
+    if not len(rows) or "dim" not in rows:
         return out
     rows = rows[_text(rows["threads"]) == "1"] if "threads" in rows else rows
     for dim, part in rows.groupby(_text(rows["dim"])):
