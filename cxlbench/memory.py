@@ -31,7 +31,9 @@ THP_SYSFS = "/sys/kernel/mm/transparent_hugepage"
 
 class _NativeAtFirstUse:
     """cxlbench.native, imported at first use: the benchmarks' option tables, and so
-    suites and --set, load and validate where the compiled core is not built."""
+    suites and --set, load and validate where the compiled core is not built. Patch
+    cxlbench.native itself in a test: an attribute patched here is restored here, as
+    an attribute of this object, and hides every later patch of the module."""
 
     def __getattr__(self, name):
         from . import native as module
