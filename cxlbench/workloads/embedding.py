@@ -322,7 +322,7 @@ def check_output(out: np.ndarray, want: np.ndarray, lay: Layout, bad: int) -> No
 
 HOT_CORNER = 128 << 10          # far < 1: the bytes of a table's first rows the rest hit
 CUSTOM = ("tables", "rows", "size", "dim", "pooling")     # what a preset sets itself
-GENERATED = ("dist", "alpha", "far", "profile")          # what a preset with a dist or a trace sets
+GENERATED = ("dist", "alpha", "far", "profile")   # what a preset with a dist or a trace sets
 
 
 def group_by_row(indices: np.ndarray, offsets: np.ndarray) -> tuple:
