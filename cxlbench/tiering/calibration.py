@@ -263,9 +263,7 @@ class Calibration:
         ns = self._gathers(like, working_set, pages)
         if pages:       # a walk is never a gain: huge pages cost what 4 KiB ones do at most
             ns = np.minimum(ns, self._gathers(like, working_set))
-        # Huge pages are not charged it: the ml suite's 512 MiB tables on them were put
-        # 1.5-2x too slow with it (their misses walk no page tables: shorter, covered)
-        excess = 1.0 if pages else self.sparse_excess(like, misses)
+        excess = self.sparse_excess(like, misses)
         if excess > 1.0:
             hit = float(self._gathers(like, np.zeros(1), pages)[0])
             ns = hit + np.maximum(ns - hit, 0.0) * excess

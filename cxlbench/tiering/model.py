@@ -85,11 +85,14 @@ def predict_ns(demand, tiers, threads: int, fast: np.ndarray | None = None) -> f
                  for i, where in enumerate((on_fast, ~on_fast))
                  for block in (np.unique(blocks[where]) if where.any() else ())]
         # the share of all the lookups that miss, on either tier: what the kernel's
-        # prefetch window holds of them (a tier's misses are as sparse as all of them)
+        # prefetch window holds of them (a tier's misses are as sparse as all of them).
+        # Not on huge pages: charged the sparse excess, the ml suite's 512 MiB tables on
+        # them were put 1.5-2x too slow (their misses walk no page tables: shorter, covered)
+        sparse = demand.floor and demand.prefetch and demand.page <= BASE_PAGE and \
+            all(t.prefetches for t in tiers) and any(t.sparse for t in tiers)
         top = float(demand.reuse.max())
         misses = sum(float(tiers[i].miss_depth(block, demand.reuse[sel], top).sum())
-                     for i, block, sel in parts) / len(demand.reuse) \
-            if demand.floor and demand.prefetch and all(t.prefetches for t in tiers) else 1.0
+                     for i, block, sel in parts) / len(demand.reuse) if sparse else 1.0
         for i, block, sel in parts:
             c, b = _random_ns(demand, block, demand.reuse[sel], tiers, i, threads, misses)
             conc, busy[i] = conc + c, busy[i] + b
