@@ -307,3 +307,13 @@ def test_jobs_of_other_settings_get_a_panel_each(two_nodes, tmp_path):
     assert set(skew.series) == set(dlrm.series) == {"table on node 0", "table on node 1"}
     assert set(adagrad.series) == {"state on node 0", "state on node 1"}
     assert "fp16, dlrm-dcnv2" in dlrm.title and sgd.title.endswith("SGD step")
+
+
+def test_an_embedding_tables_size_and_far_share_read_as_words():
+    """A table sized by its rows (size 0) is not "0 B", and the calibration's sparse
+    gathers read as a share of the lookups (a calibration report's panels)."""
+    from cxlbench.report.figures import words
+    assert words.value("size", 0, "embedding") == "table sized by rows"
+    assert words.value("size", 1 << 20, "embedding") == "1 MiB table"
+    assert words.value("far", 0.125, "embedding") == "1 in 8 lookups over the table"
+    assert words.value("far", 1.0, "embedding") == "every lookup over the table"

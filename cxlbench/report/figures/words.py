@@ -165,6 +165,10 @@ WORDS = {
 # Words where one name means different things in different families.
 FAMILY_WORDS = {
     ("embedding", "batch"): lambda v: count(v, "bag") + " a table",
+    # size 0: the table is sized by its rows (a panel of floor cases was titled "0 B")
+    ("embedding", "size"): lambda v: f"{size(v)} table" if float(v) else "table sized by rows",
+    ("embedding", "far"): lambda v: "every lookup over the table" if float(v) >= 1 else
+    f"1 in {round(1 / float(v))} lookups over the table",
     ("kvcache", "batch"): lambda v: count(v, "sequence"),
     ("chase", "batch"): lambda v: count(v, "load") + " a batch",
     ("migrate", "batch"): _batch_pages,
