@@ -299,14 +299,21 @@ class LoadedResult:
     gen_ns: int
     batches: list[int]  # batches of 8 lines, per generator
     sums: list[int]     # sum of the words each generator read
+    victim_sum: int = 0  # with a victim's stream: the sum of the words it read
 
 
 def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, generators: int,
-                   mode: str, delay: int, cpus, value: int = 0) -> LoadedResult:
+                   mode: str, delay: int, cpus, value: int = 0, ticks: int = 0,
+                   batch: int = 0, victim: tuple[int, int] | None = None) -> LoadedResult:
     """One loaded-latency point: a timed chase on cpus[0] while `generators` threads on
-    cpus[1:] stream with `delay` pauses after every 8 lines, storing value + line index."""
+    cpus[1:] stream with `delay` pauses after every 8 lines, storing value + line index.
+    `ticks` (an address of loads // batch uint64s): the chase timed batch by batch.
+    `victim` (address, bytes): cpus[0] reads that buffer once instead of chasing."""
     a = ffi.new("struct cxb_loaded_args *")
     a.chase_start, a.chase_loads = ffi.cast("void *", start), loads
+    a.ticks, a.batch = ffi.cast("uint64_t *", ticks), batch
+    if victim:
+        a.victim_buf, a.victim_bytes = ffi.cast("void *", victim[0]), victim[1]
     a.gen_buf, a.gen_bytes = ffi.cast("void *", gen_addr), gen_bytes
     a.generators, a.mode, a.delay = generators, LOAD_MODES.index(mode), delay
     a.value = value
@@ -317,7 +324,8 @@ def loaded_latency(start: int, loads: int, gen_addr: int, gen_bytes: int, genera
     a.gen_batches, a.gen_sums = batches, sums
     _raise_if_failed("cxb_loaded_latency", lib.cxb_loaded_latency(a))
     return LoadedResult(a.chase_ns, int(ffi.cast("uintptr_t", a.chase_end)), a.gen_moved,
-                        a.gen_ns, list(batches)[:generators], list(sums)[:generators])
+                        a.gen_ns, list(batches)[:generators], list(sums)[:generators],
+                        a.victim_sum)
 
 
 EMB_DTYPES = _enum("CXB_EMB_")             # embedding rows' element types

@@ -166,7 +166,13 @@ int cxb_chase_dist_kernel(struct cxb_kargs *kargs)
     if (!p || !ticks || !batch || a->loads % batch)
         return cxb_fail(EINVAL, "chase_dist needs a start, ticks and whole batches of 1 or "
                         "more loads");
-    uint64_t batches = a->loads / batch;
+    a->end = cxb_chase_timed(p, a->loads / batch, batch, ticks);
+    return 0;
+}
+
+/* The timed walk itself, also the loaded-latency kernel's (loaded.c). */
+void **cxb_chase_timed(void **p, uint64_t batches, uint64_t batch, uint64_t *ticks)
+{
     int tsc = cxb_tsc_usable();
     for (uint64_t b = 0; b < batches; b++) {
         uint64_t t0 = tsc ? cxb_rdtscp() : cxb_now_ns();
@@ -175,6 +181,5 @@ int cxb_chase_dist_kernel(struct cxb_kargs *kargs)
         uint64_t t1 = tsc ? cxb_rdtscp() : cxb_now_ns();
         ticks[b] = t1 - t0;
     }
-    a->end = p;
-    return 0;
+    return p;
 }

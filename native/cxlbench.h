@@ -209,6 +209,16 @@ struct cxb_loaded_args {
     uint64_t gen_ns;        /* out: the longest generator's run */
     uint64_t *gen_batches;  /* out, optional: batches of 8 lines each generator moved */
     uint64_t *gen_sums;     /* out, optional: sum of the uint64 words each generator read */
+    /* Optional: the chase timed in batches of `batch` loads, one count each into ticks[]
+     * (rdtscp, or the monotonic clock where cxb_tsc_usable() says no); chase_loads a
+     * multiple of batch. */
+    uint64_t *ticks;
+    uint32_t batch;
+    /* Optional, instead of the chase: thread 0 reads victim_bytes (whole batches of 8
+     * lines) of victim_buf once, timed into chase_ns, its words summed into victim_sum. */
+    void *victim_buf;
+    size_t victim_bytes;
+    uint64_t victim_sum;    /* out */
 };
 int cxb_loaded_latency(struct cxb_loaded_args *a);
 

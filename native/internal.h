@@ -18,6 +18,11 @@ int cxb_parallel(cxb_thread_fn fn, void *arg, const int *cpus, int n);
  * the same answer from cxb_timer_calibrate's tsc_available. */
 int cxb_tsc_usable(void);
 
+/* Walk `batches` batches of `batch` dependent loads from p, each batch's rdtscp ticks (or
+ * ns, where cxb_tsc_usable() says no) into ticks[]; returns where the walk ended
+ * (chase.c: the chase's distribution and loaded latency's). */
+void **cxb_chase_timed(void **p, uint64_t batches, uint64_t batch, uint64_t *ticks);
+
 /* First start to last finish of n threads' timed regions [t0[i], t1[i]]. */
 static inline uint64_t cxb_span_ns(const uint64_t *t0, const uint64_t *t1, int n)
 {

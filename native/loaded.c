@@ -62,11 +62,21 @@ static int loaded_thread(void *p, int t)
         while (__atomic_load_n(&L->loading, __ATOMIC_ACQUIRE) < a->generators)
             PAUSE();
         L->t_start[0] = cxb_now_ns();
-        void **q = a->chase_start;
-        for (uint64_t n = a->chase_loads; n; n--)
-            q = (void **)*q;
+        if (a->victim_buf) {
+            uint64_t sum = 0;
+            for (size_t l = 0; l < a->victim_bytes / CXB_LINE; l += BATCH_LINES)
+                batch(a->victim_buf, l, CXB_LOAD_READ, 0, &sum);
+            a->victim_sum = sum;
+        } else if (a->ticks) {
+            a->chase_end = cxb_chase_timed(a->chase_start, a->chase_loads / a->batch, a->batch,
+                                       a->ticks);
+        } else {
+            void **q = a->chase_start;
+            for (uint64_t n = a->chase_loads; n; n--)
+                q = (void **)*q;
+            a->chase_end = q;
+        }
         L->t_end[0] = cxb_now_ns();
-        a->chase_end = q;
         __atomic_store_n(&L->stop, 1, __ATOMIC_RELEASE);
         return 0;
     }
@@ -95,8 +105,11 @@ static int loaded_thread(void *p, int t)
 
 int cxb_loaded_latency(struct cxb_loaded_args *a)
 {
-    if (!a || !a->chase_start || a->chase_loads == 0)
-        return cxb_fail(EINVAL, "loaded latency needs a chase");
+    if (!a || (a->victim_buf ? a->victim_bytes < BATCH_LINES * CXB_LINE
+                             : !a->chase_start || a->chase_loads == 0))
+        return cxb_fail(EINVAL, "loaded latency needs a chase or a victim's stream");
+    if (!a->victim_buf && a->ticks && (!a->batch || a->chase_loads % a->batch))
+        return cxb_fail(EINVAL, "timed batches need whole batches of 1 or more loads");
     if (a->generators < 0 || a->mode < CXB_LOAD_READ || a->mode > CXB_LOAD_WRITE_NT)
         return cxb_fail(EINVAL, "bad generator count %d or mode %d", a->generators, a->mode);
     if (a->generators && (!a->gen_buf ||

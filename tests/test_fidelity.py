@@ -104,7 +104,7 @@ def test_distribution_uses_one_clock_decision(hide_tsc, tmp_path):
                  "--set", "loads=100000", "--set", "dist=true", "--json", "--results-dir",
                  str(tmp_path), env={"CXLBENCH_NO_TSC": hide_tsc})
     assert r.returncode == 0, r.stderr
-    assert {x["metric"] for x in last_json(r.stdout)} >= {"p50", "p99"}
+    assert {x["metric"] for x in last_json(r.stdout)} >= {"p50", "p90"}
     run = next(tmp_path.glob("*/*/cases.jsonl")).read_text()
     want = "CLOCK_MONOTONIC_RAW" if hide_tsc == "1" else \
         ("rdtscp" if native.timer_calibrate(5)["tsc_available"] else "CLOCK_MONOTONIC_RAW")

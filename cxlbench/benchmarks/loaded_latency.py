@@ -36,6 +36,8 @@ OPTIONS = {
                     words=("idle",),
                     expand={"sweep": DELAYS}),
     "loads": Option("loads", "int", 1 << 20, "chase loads per repetition", min=1000),
+    "dist": chase.OPTIONS["dist"],
+    "batch": chase.OPTIONS["batch"],
 }
 
 
@@ -94,8 +96,14 @@ def run(params: dict) -> Measurement:
         verify = LoadCheck(load, params["load_size"], gens, params["mix"])
     order = native.chase_build(buf.alloc, params["size"], params["window"],
                                PAGE_SIZES[buf.page], 1)
-    walker, loads, pos, rep = Walker(buf.addr, order), params["loads"], 0, 0
+    walker, pos, rep = Walker(buf.addr, order), 0, 0
     delay = 0 if params["delay"] == "idle" else params["delay"]
+    info = {"generators": gens, "window": min(params["window"] or params["size"],
+                                              params["size"])}
+    dist = chase.Distribution(params["loads"], params["batch"], info) if params["dist"] \
+        else None
+    loads = dist.loads if dist else params["loads"]
+    info["loads"] = loads
 
     def once() -> dict[str, float]:
         nonlocal pos, rep
@@ -103,19 +111,20 @@ def run(params: dict) -> Measurement:
         value = rep << 32           # differs per repetition, so each one must store anew
         r = native.loaded_latency(walker.addr(pos), loads, load.addr if load else 0,
                                   params["load_size"] if load else 0, gens, params["mix"],
-                                  delay, cpus, value)
+                                  delay, cpus, value, ticks=dist.addr if dist else 0,
+                                  batch=params["batch"])
         pos = walker.expect(r.end, pos, loads)
-        if not load:
-            return {"latency": r.chase_ns / loads}
-        verify.check(r, value)
-        return {"latency": r.chase_ns / loads,
-                "bandwidth": r.moved / r.gen_ns if r.gen_ns else 0.0}
+        out = dist.summarise(r.chase_ns) if dist else {"latency": r.chase_ns / loads}
+        if load:
+            verify.check(r, value)
+            out["bandwidth"] = r.moved / r.gen_ns if r.gen_ns else 0.0
+        return out
 
     # Idle (no generators): no load, so no bandwidth of it to report.
-    units = {"latency": "ns", **({"bandwidth": "GB/s"} if load else {})}
+    units = {**(dist.units if dist else {"latency": "ns"}),
+             **({"bandwidth": "GB/s"} if load else {})}
     m = Measurement(kernel="chase+" + params["mix"], isa="scalar", cpus=cpus, units=units,
-                    info={"generators": gens, "loads": loads,
-                          "window": min(params["window"] or params["size"], params["size"])})
+                    info=info)
     return measure(m, params, [buf] + ([load] if load else []), once)
 
 
