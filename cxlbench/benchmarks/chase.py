@@ -224,7 +224,7 @@ class Distribution:
 
 def _above(samples: int, q: float) -> int:
     """Samples of `samples` above the q-th percentile."""
-    return int(samples * (100 - q) / 100)
+    return int(samples * (100 - q) / 100 + 1e-9)    # 99.9: not 0.0999..
 
 
 def supported(samples: int) -> list[str]:
