@@ -914,9 +914,10 @@ def list_(pattern, as_json):
 @_errors
 def doctor(as_json, sys_root, proc_root):
     """Before measuring: the settings that change memory figures (nodes, THP, hugepages,
-    NUMA balancing and demotion, governor, turbo, SMT, load and steal, movable-only CXL
-    nodes, emulate's tools), each with what it affects and the command that would change
-    it. cxlbench never changes them itself."""
+    NUMA balancing and demotion, governor, turbo, SMT, the hardware prefetchers, SMT
+    siblings' load, load and steal, movable-only CXL nodes, emulate's tools), each with
+    what it affects and the command that would change it. cxlbench never changes them
+    itself."""
     from . import doctor as doc
 
     found = doc.checks(sys_root, proc_root)

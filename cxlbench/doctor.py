@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import re
 import textwrap
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import system
 from .emulate import GUEST_PATH, guest_image, tools
-from .topology import Topology, _numbered, _read, no_movable_command
+from .topology import Topology, _read, no_movable_command
 from .units import MAX_NODES, format_list, parse_list
 
 THP = "/sys/kernel/mm/transparent_hugepage"
@@ -36,10 +35,10 @@ class Check:
 
 
 def checks(sys_root: str | os.PathLike = "/sys", proc_root: str | os.PathLike = "/proc",
-           find=tools.find) -> list[Check]:
+           find=tools.find, dev_root: str | os.PathLike = "/dev") -> list[Check]:
     """Every check of this machine, in the order render prints them. `find` finds a
     command as emulate does (tools.find: PATH, then the sbin folders), so tests can say
-    what is installed."""
+    what is installed; dev_root holds cpu/<n>/msr, for the prefetchers."""
     sysfs, procfs = Path(sys_root), Path(proc_root)
     topo = Topology.read(sysfs, procfs, probe_gpus=False)
     cpu = system.read_settings(sysfs, procfs)
@@ -47,7 +46,9 @@ def checks(sys_root: str | os.PathLike = "/sys", proc_root: str | os.PathLike = 
             _thp(topo.settings.get("thp_enabled")), _defrag(topo.settings.get("thp_defrag")),
             _balancing(topo.settings.get("numa_balancing")),
             _demotion(topo.settings.get("demotion_enabled")), _governor(sysfs),
-            _turbo(cpu["turbo"], sysfs), _smt(cpu["smt"]), _load(procfs),
+            _turbo(cpu["turbo"], sysfs), _smt(cpu["smt"]),
+            _prefetchers(system.prefetchers(procfs, dev_root)),
+            _siblings(system.sibling_load(sysfs, procfs)), _load(procfs),
             _emulate_tools(len(topo.memory_nodes), find)]
 
 
@@ -208,16 +209,15 @@ def _demotion(enabled: str | None) -> Check:
 
 def _governor(sysfs: Path) -> Check:
     """Every CPU's cpufreq governor, counted: a lab machine has hundreds of CPUs."""
-    cpus = _numbered(sysfs / "devices/system/cpu", "cpu")
-    found = Counter(_read(d / "cpufreq/scaling_governor") for _, d in cpus)
-    missing = found.pop(None, 0)
+    found = system.governors(sysfs)
     affects = "latency and bandwidth: the clock follows load, so figures shift as it ramps"
-    if not found:
+    if found is None:
         return Check("governor", "not available (no cpufreq: a VM?)", "info",
                      "the clock: the hypervisor or firmware sets it")
-    counts = found.most_common()
-    value = ", ".join(f"{gov} on {'all ' if n == len(cpus) else ''}{n} CPU{'s' if n > 1 else ''}"
-                      if i == 0 else f"{gov} on {n}" for i, (gov, n) in enumerate(counts))
+    missing = found.pop(system.NO_CPUFREQ, 0)
+    cpus = sum(found.values()) + missing
+    value = ", ".join(f"{gov} on {'all ' if n == cpus else ''}{n} CPU{'s' if n > 1 else ''}"
+                      if i == 0 else f"{gov} on {n}" for i, (gov, n) in enumerate(found.items()))
     if missing:
         value += f", no cpufreq on {missing}"
     if list(found) == ["performance"]:
@@ -249,6 +249,45 @@ def _smt(smt: str | None) -> Check:
     if smt == "on":
         return Check("smt", smt, "info", affects, "echo off > /sys/devices/system/cpu/smt/control")
     return Check("smt", smt, "ok", affects)
+
+
+def _prefetchers(found: dict) -> Check:
+    """The hardware prefetchers, as system.prefetchers read them: never a warning, since
+    either state is a fair machine, but runs compare only at the same state."""
+    affects = ("latency and its tails: prefetchers hide the misses of streams and "
+               "neighbouring lines; runs compare only at the same state")
+    if found.get("state") == "unknown":
+        return Check("prefetchers", f"not available ({found['why']})", "info", affects,
+                     "sudo modprobe msr && sudo cxlbench doctor")
+    state = found["state"]
+    off = [name for name, s in state.items() if s == "off"]
+    value = (f"{'all on' if not off else 'off: ' + ', '.join(off)} "
+             f"({found['source']}, CPU {found['cpu']} reads {found['raw']})")
+    if found.get("note"):
+        value += f"; {found['note']}"
+    if not off:
+        return Check("prefetchers", value, "ok", affects)
+    return Check("prefetchers", value, "info", affects,
+                 f"wrmsr -a {found['source'].split()[-1]} 0")
+
+
+def _siblings(found: dict | str | None) -> Check:
+    """Other work on an SMT sibling shares the core with the thread measuring on it."""
+    name = "smt siblings' load"
+    affects = ("latency tails: a busy sibling shares its core's load ports and caches "
+               "with the thread measuring on it")
+    if found is None:
+        return Check(name, "not available (no thread_siblings_list in sysfs)", "info",
+                     affects)
+    if found == system.NO_SMT:
+        return Check(name, found, "ok", affects)
+    if found.get("busy") is None:
+        return Check(name, f"{found['count']} siblings; not available (no per-CPU "
+                     f"/proc/stat)", "info", affects)
+    busiest = ", ".join(f"CPU {c} {s:.0%}" for c, s in found["busiest"].items())
+    value = f"{found['busy']} of {found['count']} siblings busy over " \
+            f"{found['busier_than']:.0%}; busiest {busiest}"
+    return Check(name, value, "warn" if found["busy"] else "ok", affects)
 
 
 def _load(procfs: Path) -> Check:

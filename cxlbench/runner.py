@@ -53,7 +53,10 @@ def start(suite: Suite, cases: list[Case], topo: Topology, root: str, found=None
         "slurm": slurm.run_fields(),          # the job, node and partition, under SLURM
         "build": native.build_info(),
         "libc": system.libc_copy(),     # what copy_libc and write_libc run here
-        "settings": {**topo.settings, **system.read_settings()},
+        # What shapes tails that cxlbench leaves as it finds it: the prefetchers, and
+        # every CPU's governor (topology's "governor" is CPU 0's).
+        "settings": {**topo.settings, **system.read_settings(),
+                     "prefetchers": system.prefetchers(), "governors": system.governors()},
         "topology": topo.to_dict(),
         "timer": native.timer_calibrate(),
         "kernels": [k.__dict__ for k in native.kernels()],
@@ -197,15 +200,17 @@ def journal_entry(case: Case, m: dict, seconds: float, estimate_s: float | None 
 
 
 def execute(run: Run, echo: Callable[[str], None],
-            read_load: Callable[[], dict] = system.load) -> dict[str, dict]:
+            read_load: Callable[[], dict] = system.load,
+            read_siblings: Callable[..., object] = system.sibling_load) -> dict[str, dict]:
     """Run every case the journal does not list yet, saying as it goes which (each job's
     title, then each case's varying parameters), what it measured and about how long is
-    left. How busy the machine was at the start and the end goes into run.json (the
-    summary says so where it was busy: busy_text). Returns the journal by case id."""
+    left. How busy the machine was at the start and the end, its SMT siblings' share
+    too, goes into run.json (the summary says so where it was busy: busy_text). Returns
+    the journal by case id."""
     # As run.json records them: the parent hands their params on (to the worker, into the
     # results) as they are, and the worker reads them as values (Case.from_dict).
     cases = [Case(c["id"], c["job"], c["bench"], c["params"]) for c in run.meta["cases"]]
-    record_load(run, "start", read_load)
+    record_load(run, "start", read_load, read_siblings)
     done = run.finished()
     if done:
         echo(f"resuming {run.path}: {len(done)} of {len(cases)} cases already finished")
@@ -243,7 +248,7 @@ def execute(run: Run, echo: Callable[[str], None],
         eta = seconds_left(left, took, pending, guess, pairs) if sum(left.values()) else None
         echo("    " + describe(entry) + (f"; {eta_text(eta)}" if eta is not None else ""))
     try:
-        record_load(run, "end", read_load)
+        record_load(run, "end", read_load, read_siblings)
     except StorageError:        # every case is in: a full disk costs only this reading
         pass
     return run.finished()
@@ -330,11 +335,22 @@ def eta_text(seconds: float) -> str:
     return f"about {hours} h" + (f" {minutes} min" if minutes else "") + " left"
 
 
-def record_load(run: Run, at: str, read_load: Callable[[], dict] = system.load) -> None:
+def record_load(run: Run, at: str, read_load: Callable[[], dict] = system.load,
+                read_siblings: Callable[..., object] = system.sibling_load) -> None:
     """Add how busy the machine is now (at: "start" or "end" of this execute) to run.json's
-    "load" list; a resume appends its own readings."""
-    reading = {"at": at, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **read_load()}
+    "load" list, with how busy the SMT siblings of the CPUs the run measured on were
+    (system.sibling_load; before any case has run, every CPU's siblings); a resume
+    appends its own readings."""
+    reading = {"at": at, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **read_load(),
+               "smt_siblings": read_siblings(cpus=cpus_used(run))}
     run.update_meta(load=[*run.meta.get("load", []), reading])
+
+
+def cpus_used(run: Run) -> list[int] | None:
+    """The CPUs the finished cases ran on, from the journal; None before any did."""
+    found = {c for e in run.finished().values() for c in (e.get("cpus") or [])
+             if isinstance(c, int)}
+    return sorted(found) or None
 
 
 def busy_text(run: Run) -> str | None:

@@ -1,6 +1,8 @@
 """What a run records about the system beyond topology.py's settings, because results
-depend on it: the CPU's frequency and turbo state, SMT, the kernel command line.
-Read through the same injectable sysfs and procfs roots as the topology."""
+depend on it: the CPU's frequency and turbo state, SMT, the kernel command line, and what
+shapes latency tails without cxlbench changing it (the hardware prefetchers, every CPU's
+governor, how busy the SMT siblings of the CPUs measured are). Read through the same
+injectable sysfs and procfs roots as the topology (and a /dev root for the MSRs)."""
 from __future__ import annotations
 
 import os
@@ -8,9 +10,11 @@ import re
 import shutil
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
-from .topology import _read   # one reader of sysfs and procfs files: text or a default
+from .topology import _numbered, _read   # one reader of sysfs and procfs files
+from .units import format_list, parse_list
 
 
 def read_settings(sys_root: str | os.PathLike = "/sys",
@@ -64,6 +68,122 @@ def _smt(sysfs: Path) -> str | None:
     if control in (None, "on", "off"):
         return active
     return f"{active} ({control})" if active else control
+
+
+NO_CPUFREQ = "no cpufreq"
+
+
+def governors(sys_root: str | os.PathLike = "/sys") -> dict[str, int] | None:
+    """Every CPU's cpufreq governor, counted, most common first (a lab machine has hundreds
+    of CPUs, and one CPU left on powersave shifts the figures measured on it); CPUs without
+    cpufreq count under NO_CPUFREQ. None where no CPU has cpufreq (most VMs)."""
+    cpus = _numbered(Path(sys_root) / "devices/system/cpu", "cpu")
+    found = Counter(_read(d / "cpufreq/scaling_governor") or NO_CPUFREQ for _, d in cpus)
+    if set(found) <= {NO_CPUFREQ}:
+        return None
+    return dict(found.most_common())
+
+
+# The prefetcher-control MSRs, each bit naming the prefetcher it turns OFF when set: Intel's
+# MISC_FEATURE_CONTROL (Intel's disclosure of the prefetcher controls, 2014) and AMD's
+# PrefetchControl (Zen 3 and later: family 19h on; AMD's PPR for family 19h).
+PREFETCH_MSRS = {
+    "GenuineIntel": (0x1A4, {0: "L2 streamer", 1: "L2 adjacent line", 2: "DCU streamer",
+                             3: "DCU IP"}),
+    "AuthenticAMD": (0xC0000108, {0: "L1 stream", 1: "L1 stride", 2: "L1 region",
+                                  3: "L2 stream", 5: "L2 up/down"}),
+}
+AMD_PREFETCH_FAMILY = 0x19
+# A lab machine has hundreds of CPUs: read the first, a middle and the last (the sockets
+# at either end), enough to see a BIOS or tool that set one socket apart.
+
+
+def prefetchers(proc_root: str | os.PathLike = "/proc",
+                dev_root: str | os.PathLike = "/dev") -> dict:
+    """The hardware prefetchers' state, from the MSR that controls them, read through
+    <dev_root>/cpu/<n>/msr (root and the msr module): {"source": "MSR 0x1a4", "cpu": 0,
+    "raw": "0x0", "state": {"L2 streamer": "on", ...}}; where it cannot be read,
+    {"state": "unknown", "why": ...}. A few CPUs are read; where they disagree, CPU 0's
+    state is given and "note" says which differ."""
+    first = _first_cpu(Path(proc_root))
+    vendor = first.get("vendor_id")
+    if vendor not in PREFETCH_MSRS:
+        return _unknown(f"no prefetcher MSR known for this CPU ({vendor or 'no vendor_id'})")
+    msr, bits = PREFETCH_MSRS[vendor]
+    family = _int_or_none(first.get("cpu family"))
+    if vendor == "AuthenticAMD" and family is not None and family < AMD_PREFETCH_FAMILY:
+        return _unknown(f"AMD's PrefetchControl MSR is Zen 3 and later (family 19h on); "
+                        f"this CPU is family {family:x}h")
+    values, why = _read_msrs(Path(dev_root), msr)
+    if not values:
+        return _unknown(why)
+    cpu, raw = next(iter(values.items()))
+    out = {"source": f"MSR {msr:#x}", "cpu": cpu, "raw": f"{raw:#x}",
+           "state": {name: "off" if raw >> bit & 1 else "on" for bit, name in bits.items()}}
+    notes = []
+    differ = [f"CPU {c} reads {v:#x}" for c, v in values.items() if v != raw]
+    if differ:
+        notes.append(f"CPUs disagree: {', '.join(differ)}; the state is CPU {cpu}'s")
+    if "hypervisor" in first.get("flags", "").split():
+        notes.append("read in a VM: the hypervisor's view, not necessarily the host's")
+    return {**out, "note": "; ".join(notes)} if notes else out
+
+
+def _unknown(why: str) -> dict:
+    return {"state": "unknown", "why": why}
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _first_cpu(procfs: Path) -> dict[str, str]:
+    """/proc/cpuinfo's fields of the first processor listed."""
+    fields: dict[str, str] = {}
+    for line in (_read(procfs / "cpuinfo", "") or "").splitlines():
+        if not line.strip() and fields:
+            break
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _read_msrs(dev: Path, msr: int) -> tuple[dict[int, int], str | None]:
+    """`msr` on up to 3 CPUs, CPU 0 (or the first) first: {cpu: value}, or {} and why
+    none could be read (the first CPU's failure stands for all: they fail alike)."""
+    cpus = sorted(n for n, _ in _numbered(dev / "cpu", ""))
+    if not cpus:
+        return {}, f"no {dev}/cpu/0/msr: the msr module is not loaded"
+    picked = dict.fromkeys([cpus[0], cpus[len(cpus) // 2], cpus[-1]])
+    values: dict[int, int] = {}
+    for cpu in picked:
+        try:
+            values[cpu] = _read_msr(dev / "cpu" / str(cpu) / "msr", msr)
+        except FileNotFoundError:
+            why = f"no {dev}/cpu/{cpu}/msr: the msr module is not loaded"
+        except PermissionError:
+            why = f"{dev}/cpu/{cpu}/msr is not readable: it needs root (CAP_SYS_RAWIO)"
+        except OSError as e:        # EIO: the CPU (or a hypervisor) refuses this MSR
+            why = f"reading MSR {msr:#x} failed: {e.strerror or e} (not on this CPU model?)"
+        if not values:
+            return {}, why
+    return values, None
+
+
+def _read_msr(path: Path, msr: int) -> int:
+    """The msr driver's interface: 8 bytes at the MSR's number as the file offset."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.pread(fd, 8, msr)
+    finally:
+        os.close(fd)
+    if len(data) != 8:
+        raise OSError(0, f"read {len(data)} of 8 bytes")
+    return int.from_bytes(data, "little")
 
 
 # What glibc's memcpy does at each size on x86-64 (sysdeps/x86_64/multiarch/
@@ -165,27 +285,106 @@ def load(proc_root: str | os.PathLike = "/proc", interval: float = 0.2) -> dict:
     before = _cpu_times(procfs)
     if before is not None and interval > 0:
         time.sleep(interval)
-    after = _cpu_times(procfs)
-    steal = share = None
-    if before is not None and after is not None and len(after) >= 8:
-        delta = [a - b for a, b in zip(after, before)]
-        total = sum(delta[:8])          # guest time is counted in user already
-        if total > 0:
-            user, nice, system, idle, iowait, irq, softirq, stolen = delta[:8]
-            steal = round(stolen / total, 4)
-            share = round((user + nice + system + irq + softirq) / total, 4)
+    share, steal = _shares(before, _cpu_times(procfs))
     return {"load1": load1, "cpus": os.cpu_count(), "busy": share, "steal": steal}
 
 
-def _cpu_times(procfs: Path) -> list[int] | None:
-    """The 'cpu' line of /proc/stat: user nice system idle iowait irq softirq steal ..."""
+def _shares(before: list[int] | None, after: list[int] | None
+            ) -> tuple[float | None, float | None]:
+    """The busy and stolen shares of the CPU time between two readings of a /proc/stat
+    line; None where either is missing or no time passed."""
+    if before is None or after is None or len(after) < 8:
+        return None, None
+    delta = [a - b for a, b in zip(after, before)]
+    total = sum(delta[:8])          # guest time is counted in user already
+    if total <= 0:
+        return None, None
+    user, nice, system, idle, iowait, irq, softirq, stolen = delta[:8]
+    return round((user + nice + system + irq + softirq) / total, 4), round(stolen / total, 4)
+
+
+def _cpu_times(procfs: Path, name: str = "cpu") -> list[int] | None:
+    """A line of /proc/stat, the whole machine's ('cpu') by default: user nice system idle
+    iowait irq softirq steal ..."""
+    return _all_cpu_times(procfs).get(name)
+
+
+def _all_cpu_times(procfs: Path) -> dict[str, list[int]]:
+    """Every cpu line of /proc/stat by its name ('cpu', 'cpu0', ...), in one read."""
+    out = {}
     for line in (_read(procfs / "stat", "") or "").splitlines():
-        if line.startswith("cpu "):
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu"):
             try:
-                return [int(v) for v in line.split()[1:]]
+                out[name] = [int(v) for v in rest.split()]
             except ValueError:
-                return None
-    return None
+                pass
+    return out
+
+
+# A sibling busier than this shares its core's load ports and caches with a measuring
+# thread often enough to show in a latency tail (doctor warns).
+SIBLING_BUSY = 0.10
+NO_SMT = "no SMT siblings"
+
+
+def smt_siblings(sys_root: str | os.PathLike = "/sys",
+                 cpus=None) -> dict[int, set[int]] | None:
+    """Each CPU's SMT siblings other than itself (topology/thread_siblings_list), for
+    `cpus` or every CPU sysfs lists; None where sysfs says for none (offline CPUs and
+    some containers have no topology folder)."""
+    root = Path(sys_root) / "devices/system/cpu"
+    wanted = sorted(cpus) if cpus is not None else [n for n, _ in _numbered(root, "cpu")]
+    out = {}
+    for cpu in wanted:
+        text = _read(root / f"cpu{cpu}/topology/thread_siblings_list")
+        try:
+            out[cpu] = set(parse_list(text)) - {cpu} if text else None
+        except ValueError:
+            out[cpu] = None
+    out = {c: s for c, s in out.items() if s is not None}
+    return out or None
+
+
+def sibling_load(sys_root: str | os.PathLike = "/sys", proc_root: str | os.PathLike = "/proc",
+                 cpus=None, interval: float = 0.2) -> dict | str | None:
+    """How busy the SMT siblings of `cpus` (the CPUs a run measured on) that are not among
+    them were over `interval` seconds: a busy sibling shares its core with the thread
+    measuring on it, which shows in tails. cpus None (not known yet): every CPU that has
+    siblings. Counted, for hundreds of CPUs: {"of_cpus", "siblings", "count", "busier_than", "busy"
+    (how many were), "busiest" (up to 3: CPU -> share)}; NO_SMT where each CPU is its own
+    sibling; None where sysfs does not say."""
+    sib = smt_siblings(sys_root, cpus)
+    if sib is None:
+        return None
+    if not any(sib.values()):
+        return NO_SMT
+    used = set(cpus or ())
+    others = sorted(set().union(*sib.values()) - used)
+    out = {"of_cpus": format_list(used) if cpus is not None else "all",
+           "siblings": format_list(others), "count": len(others), "busier_than": SIBLING_BUSY}
+    if not others:
+        return out
+    shares = _per_cpu_busy(Path(proc_root), others, interval)
+    if shares is None:
+        return {**out, "busy": None, "busiest": None}
+    top = sorted(shares.items(), key=lambda cs: -cs[1])[:3]
+    return {**out, "busy": sum(s > SIBLING_BUSY for s in shares.values()),
+            "busiest": {str(c): s for c, s in top}}
+
+
+def _per_cpu_busy(procfs: Path, cpus: list[int], interval: float) -> dict[int, float] | None:
+    """Each CPU's busy share over `interval` (load()'s share, per /proc/stat cpuN line);
+    None where /proc/stat has no per-CPU lines or no time passed on any."""
+    before = _all_cpu_times(procfs)
+    if not before:
+        return None
+    if interval > 0:
+        time.sleep(interval)
+    after = _all_cpu_times(procfs)
+    shares = {c: _shares(before.get(f"cpu{c}"), after.get(f"cpu{c}"))[0] for c in cpus}
+    shares = {c: s for c, s in shares.items() if s is not None}
+    return shares or None
 
 
 def busy(found: dict, load_average: bool = True) -> str | None:

@@ -204,8 +204,8 @@ def test_a_lab_machine_sums_up_its_governors_in_one_line(tmp_path):
     lines = doctor.render(checks, width=72)
     assert max(map(len, lines)) <= 72
     # One check for all 384 CPUs, not a line each.
-    assert sum(line.startswith("warn  governor:") for line in lines) == 1 and len(lines) < 45
-    assert lines[0] == "4 warnings: numa balancing, demotion, governor, turbo (12 checks)"
+    assert sum(line.startswith("warn  governor:") for line in lines) == 1 and len(lines) < 50
+    assert lines[0] == "4 warnings: numa balancing, demotion, governor, turbo (14 checks)"
     assert all(line.startswith(("ok ", "warn ", "info ", doctor.INDENT)) for line in lines[1:])
 
 
@@ -237,7 +237,8 @@ def test_an_empty_tree_says_not_available_and_never_raises(tmp_path):
     assert {c.status for c in checks} == {"info"}
     unreadable = [c.name for c in checks if c.value.startswith("not available")]
     assert unreadable == ["nodes", "hugepages", "thp", "thp defrag", "numa balancing",
-                          "demotion", "governor", "turbo", "smt", "load"]
+                          "demotion", "governor", "turbo", "smt", "prefetchers",
+                          "smt siblings' load", "load"]
 
 
 def test_this_machine():
