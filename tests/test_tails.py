@@ -123,3 +123,44 @@ def test_distribution_median_is_the_plain_chase_mean(kind):
         pos = walker.expect(end, pos, d.loads)
         ratios.append(d.summarise(span)["p50"] / mean)
     assert abs(statistics.median(ratios) - 1) < 0.07, ratios
+
+
+def test_interference_measures_both_sides_and_checks_the_victims_reads():
+    from cxlbench.benchmarks import interference
+    m = interference.run(defaults(interference, size=8 << 20, load_size=8 << 20, repeat=2,
+                                  warmup=0, loads=1 << 16, mix="write"))
+    assert m.status == "ok" and m.info["generators"] >= 1
+    assert m.units["latency_loss"] == m.units["bandwidth_loss"] == "%"
+    for rep in m.reps:
+        assert rep["latency_loss"] == pytest.approx(
+            (rep["latency"] / rep["idle_latency"] - 1) * 100)
+        assert rep["bandwidth_loss"] == pytest.approx(
+            (1 - rep["bandwidth"] / rep["idle_bandwidth"]) * 100)
+        assert rep["aggressor_bandwidth"] > 0 and rep["p50"] <= rep["p90"]
+    # both sides' distributions kept for the report's CDF
+    assert m.info["idle"]["cdf"]["samples"] == m.info["loaded"]["cdf"]["samples"] == 2 * 4096
+
+
+def test_interference_skips_more_aggressors_than_cpus():
+    from cxlbench.benchmarks import interference
+    from cxlbench.topology import Topology
+    params = defaults(interference, threads=4096)
+    why = interference.skip(params, Topology.read(probe_gpus=False))
+    assert why and "needs 4097 CPUs" in why
+    assert interference.skip(defaults(interference, threads="all"), None) is None
+
+
+def test_victim_pass_sum_is_checked(monkeypatch):
+    """A victim pass that read other words than the buffer holds is an error, not a figure."""
+    from cxlbench.benchmarks import interference
+    from cxlbench.errors import CheckError
+    real = native.loaded_latency
+
+    def wrong(*a, **k):
+        r = real(*a, **k)
+        return type(r)(**{**r.__dict__, "victim_sum": r.victim_sum + 1}) \
+            if k.get("victim") else r
+    monkeypatch.setattr(native, "loaded_latency", wrong)
+    with pytest.raises(CheckError, match="victim's pass"):
+        interference.run(defaults(interference, size=4 << 20, load_size=4 << 20, repeat=1,
+                                  warmup=0, loads=1 << 14))
