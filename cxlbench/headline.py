@@ -36,8 +36,10 @@ WIDTH = 100                     # the console's notes wrap here
 # Suites whose cases are the model's inputs or its check, not a first look at a machine.
 NOT_HEADLINED = ("calibrate", "model-check")
 NODE_COLUMNS = ("idle latency", "read, 1 thread", "read, all threads", "write, 1 thread",
-                "write, all threads", "copy, best method", "loaded latency", "caches",
-                "against the fastest")
+                "write, all threads", "copy, best method", "loaded latency",
+                "p99.9 latency, idle", "p99.9 latency, loaded", "bandwidth lost to other traffic",
+                "caches", "against the fastest")
+TAIL = "p99.9"                  # the tail the headline shows (the CXL papers' figure)
 # Every way cxlbench copies: hand-written loads and stores, the string instruction, libc's.
 COPIES = ("copy", "copy_nt", "copy_rep", "copy_libc")
 # A chase that measures one load's idle latency: one chain, no timed batches, every line
@@ -247,22 +249,113 @@ def _node_row(n: dict, ok: list[dict], failed: list[dict], topology: dict,
     loaded = [r for r in _cases(ok, node, topology, "loaded_latency",
                                 lambda p: p.get("delay") != "idle") if r["metric"] == "latency"]
     if loaded:
-        hardest = min(loaded, key=lambda r: float(r["parameters"]["delay"]))
-        gbs = next((r["median"] for r in ok if r["metric"] == "bandwidth"
-                    and (r.get("run_dir"), r["case"]) == (hardest.get("run_dir"),
-                                                          hardest["case"])),
-                   None)
+        hardest = _worst_hardest(loaded)
+        gbs = _metric_of(ok, hardest, "bandwidth")
         row.cells["loaded latency"] = Cell(hardest["median"], hardest["unit"], note=(
-            f"at {quantity(gbs, 'GB/s')} of load" if gbs else "under load"))
+            f"at {quantity(gbs, 'GB/s')} of {hardest['parameters'].get('mix')} load"
+            if gbs else "under load"))
     else:
         row.cells["loaded latency"] = _none(failed, node, topology, "loaded_latency",
                                             lambda p: p.get("delay") != "idle")
+    _tail_cells(row, ok, failed, topology)
     sweeps = analysis.sweep_cache_levels([r for r in chase], caches)
     row.cells["caches"] = ", ".join(
         f"{lv['level']} " + (format_size(lv["detected"], exact=False) if lv["detected"]
                              else "not seen") for lv in sweeps[0]["levels"]) if sweeps \
         else "not run"
     return row
+
+
+def _timed(p: dict) -> bool:
+    """A chase timed in batches, of one chain (chase's dist, or loaded latency's)."""
+    return bool(p.get("dist")) and p.get("chains", 1) == 1 and not p.get("lines_per_page")
+
+
+def _batches_note(r: dict) -> str:
+    p = r["parameters"]
+    batches = int(p["loads"] or 0) // int(p["batch"]) if p.get("loads") else 0
+    above = f", {int(batches * 0.001)} above it a repetition" if batches else ""
+    return f"batches of {p['batch']} loads{above}"
+
+
+def _tail_cells(row: NodeRow, ok: list[dict], failed: list[dict], topology: dict) -> None:
+    """The node's p99.9 latency idle and under the hardest load measured, and what another
+    node's traffic (its own, where there is no other) took of its read bandwidth."""
+    node = row.node
+    timed = [r for b in ("chase", "loaded_latency") for r in _cases(
+        ok, node, topology, b, lambda p: _timed(p) and p.get("delay", "idle") == "idle")]
+    tail = [r for r in timed if r["metric"] == TAIL]
+    if tail:
+        size = max(int(r["parameters"]["size"]) for r in tail)
+        best = min((r for r in tail if int(r["parameters"]["size"]) == size),
+                   key=lambda r: r["median"])
+        row.cells["p99.9 latency, idle"] = Cell(best["median"], best["unit"], note=(
+            f"chase over {format_size(size)}, {_batches_note(best)}"))
+    else:
+        row.cells["p99.9 latency, idle"] = Cell(why="too few batches for p99.9") if timed \
+            else _none(failed, node, topology, "loaded_latency", _timed)
+    loaded = [r for r in _cases(ok, node, topology, "loaded_latency",
+                                lambda p: _timed(p) and p.get("delay") != "idle")]
+    tail = [r for r in loaded if r["metric"] == TAIL]
+    if tail:
+        worst = _worst_hardest(tail)
+        gbs = _metric_of(ok, worst, "bandwidth")
+        row.cells["p99.9 latency, loaded"] = Cell(worst["median"], worst["unit"], note=(
+            f"beside {worst['parameters'].get('mix')} load"
+            + (f" of {quantity(gbs, 'GB/s')}" if gbs else "")
+            + f", pause {worst['parameters']['delay']}, the highest load measured; "
+            + _batches_note(worst)))
+    else:
+        row.cells["p99.9 latency, loaded"] = Cell(why="too few batches for p99.9") \
+            if loaded else Cell(why="not run")
+    row.cells["bandwidth lost to other traffic"] = _interference_cell(ok, failed, node)
+
+
+def _worst_hardest(loaded: list[dict]) -> dict:
+    """Of loaded-latency records, the highest at the hardest load (the shortest pause):
+    the mix that costs the chase most."""
+    hardest = min(float(r["parameters"]["delay"]) for r in loaded)
+    return max((r for r in loaded if float(r["parameters"]["delay"]) == hardest),
+               key=lambda r: r["median"])
+
+
+def _metric_of(ok: list[dict], r: dict, metric: str) -> float | None:
+    """Another metric of the case of record r."""
+    return next((x["median"] for x in ok if x["metric"] == metric
+                 and (x.get("run_dir"), x["case"]) == (r.get("run_dir"), r["case"])), None)
+
+
+def _bound(spec) -> int | None:
+    spec = str(spec or "")
+    return int(spec[5:]) if spec.startswith("bind:") and spec[5:].isdigit() else None
+
+
+def _interference_cell(ok: list[dict], failed: list[dict], node: int) -> Cell:
+    """The victim's read bandwidth lost to the most aggressor threads measured: another
+    node's traffic where some case had it (the worst mix), else its own node's."""
+    mine = []
+    for r in ok:
+        if r["benchmark"] != "interference" or r["metric"] != "bandwidth_loss":
+            continue
+        p = r["parameters"]
+        victim = _bound(p.get("mem.chain", p.get("mem")))
+        if victim == node:
+            mine.append((_bound(p.get("mem.load", p.get("mem"))), r))
+    if not mine:
+        lost = [r for r in failed if r["benchmark"] == "interference"
+                and _bound(r["parameters"].get("mem")) == node]
+        return Cell(why=f"failed ({len({r['case'] for r in lost})} cases)" if lost
+                    else "not run")
+    other = [(a, r) for a, r in mine if a != node]
+    pool = other or mine
+    most = max(_threads(r) or 0 for _, r in pool)
+    aggressor, worst = max(((a, r) for a, r in pool if (_threads(r) or 0) == most),
+                           key=lambda ar: ar[1]["median"])
+    gbs = _metric_of(ok, worst, "aggressor_bandwidth")
+    whose = f"node {aggressor}'s" if other else "its own node's (no second node)"
+    return Cell(worst["median"], "%", note=(
+        f"to {whose} {worst['parameters'].get('mix')} traffic"
+        + (f" of {quantity(gbs, 'GB/s')}" if gbs else "") + f", {_thread_count(worst)}"))
 
 
 def _thread_count(r: dict) -> str:
@@ -520,7 +613,8 @@ def lines(h: Headline) -> list[str]:
     if h.nodes:
         out += aligned(*node_table(h, notes=False))
         if unmeasured(h):
-            out.append(f"  not run: {'; '.join(unmeasured(h))}")
+            out += textwrap.wrap(f"not run: {'; '.join(unmeasured(h))}", WIDTH,
+                                 initial_indent="  ", subsequent_indent="    ")
     if h.workloads:
         out.append("")
         out += aligned(*workload_table(h, notes=False))

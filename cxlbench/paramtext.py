@@ -25,11 +25,13 @@ def params_text(params: dict, keys) -> str:
 
 def resolved(params: dict, cpus) -> dict:
     """The parameters with threads="all" replaced by the number of CPUs it ran on (a
-    list, or numactl's text such as '0-3'); unchanged where that is not known."""
+    list, or numactl's text such as '0-3'); unchanged where that is not known. A case
+    with a load (load_size: loaded latency, interference) counts its load's threads, not
+    the one CPU that measures beside them."""
     if params.get("threads") != "all" or cpus is None or str(cpus) in ("", "nan"):
         return params
     count = len(cpus) if isinstance(cpus, (list, tuple)) else len(parse_list(str(cpus)))
-    return {**params, "threads": count}
+    return {**params, "threads": count - ("load_size" in params)}
 
 
 def varying(params: list[dict], exclude=()) -> list[str]:

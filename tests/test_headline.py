@@ -68,7 +68,7 @@ def test_node_figures_are_the_runs_own(vm):
     loaded = node.cells["loaded latency"]
     assert loaded.value == median_of(quick, "loaded/002", "latency")      # delay=0
     assert loaded.note == f"at {quantity(median_of(quick, 'loaded/002', 'bandwidth'), 'GB/s')}" \
-        " of load"
+        " of read load"
     assert node.cells["caches"].startswith("L1 ")
     assert node.cells["against the fastest"] == "the only node"
 
