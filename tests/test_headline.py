@@ -212,6 +212,62 @@ def test_a_lab_machine_compares_each_node_with_the_fastest_and_pairs_cases():
     assert "slowdown, node 2 against node 0" in headers
 
 
+def tail_records(two_nodes: bool = True):
+    """Timed chases idle and under read and write load at two pauses on nodes 0 and 2,
+    and node 0 as the victim of its own traffic and (two_nodes) of node 2's."""
+    out = lab_records()
+    for node, base in ((0, 100.0), (2, 250.0)):
+        timed = dict(size=1 << 30, dist=True, batch=16, loads=1 << 22, mem=f"bind:{node}")
+        rec(out, f"idle/{node}", "loaded_latency", "p99.9", "ns", base * 3, delay="idle",
+            cpus=(0,), **timed)
+        for i, (delay, mix, tail, gbs) in enumerate(((10, "read", 4, 5.0), (0, "read", 6, 30.0),
+                                                      (0, "write", 9, 20.0))):
+            case = f"loaded/{node}{i}"
+            rec(out, case, "loaded_latency", "p99.9", "ns", base * tail, delay=delay,
+                mix=mix, **timed)
+            rec(out, case, "loaded_latency", "bandwidth", "GB/s", gbs, delay=delay, mix=mix,
+                **timed)
+    aggressors = (0, 2) if two_nodes else (0,)
+    for agg in aggressors:
+        for threads, loss in ((1, 5.0), ("all", 20.0 + 10 * agg)):
+            case = f"int/{agg}{threads}"
+            p = dict(mix="read", threads=threads, mem="bind:0", load_size=1 << 30,
+                     **{"mem.load": f"bind:{agg}"})
+            rec(out, case, "interference", "bandwidth_loss", "%", loss, **p)
+            rec(out, case, "interference", "aggressor_bandwidth", "GB/s", 15.0, **p)
+    return out
+
+
+def test_tails_and_interference_in_the_headline():
+    h = headline.build(tail_records(), TOPO)
+    n0, n2 = h.nodes
+    assert n0.cells["p99.9 latency, idle"].value == 300.0
+    assert n0.cells["p99.9 latency, idle"].note == \
+        "chase over 1G, batches of 16 loads, 262 above it a repetition"
+    # the hardest pause (0), of its mixes the worse (write), named with its load
+    loaded = n0.cells["p99.9 latency, loaded"]
+    assert loaded.value == 900.0 and loaded.note.startswith(
+        "beside write load of 20.0 GB/s, pause 0, the highest load measured")
+    # another node's traffic before its own, at the most threads (3 of the 4 CPUs)
+    lost = n0.cells["bandwidth lost to other traffic"]
+    assert lost.value == 40.0 and lost.note == "to node 2's read traffic of 15.0 GB/s, 3 threads"
+    assert n2.cells["bandwidth lost to other traffic"].why == "not run"
+    h1 = headline.build(tail_records(two_nodes=False), TOPO)
+    own = h1.nodes[0].cells["bandwidth lost to other traffic"]
+    assert own.value == 20.0 and "its own node's (no second node)" in own.note
+    text = "\n".join(headline.lines(h))
+    assert "p99.9 latency, loaded" in text and "900 ns" in text
+
+
+def test_too_few_batches_for_the_tail_says_so():
+    out = []
+    for metric, value in (("latency", 110.0), ("p99", 200.0)):
+        rec(out, "idle/0", "loaded_latency", metric, "ns", value, delay="idle", cpus=(0,),
+            size=1 << 30, dist=True, batch=16, loads=1 << 20, mem="bind:0")
+    h = headline.build(out, TOPO)
+    assert h.nodes[0].cells["p99.9 latency, idle"].why == "too few batches for p99.9"
+
+
 def test_like_is_compared_with_like():
     """A node with only a one-thread read is compared on one thread, not against the
     others' every-thread figure."""
