@@ -19,6 +19,7 @@ from PIL import Image
 from cxlbench import report, runner, suite
 from cxlbench.placement import Placement
 from cxlbench.report import runs as runs_
+from cxlbench.report import figures
 from cxlbench.report.figures import layout, panels
 from cxlbench.topology import Topology
 from cxlbench.units import parse_list
@@ -26,7 +27,7 @@ from cxlbench.units import parse_list
 from . import sysfs_fixtures
 
 SUITES = ["calibrate", "ci", "ci-full", "coherence", "full", "gpu", "gpu-quick", "migration",
-          "ml", "model-check", "node", "quick", "shared", "tiering"]
+          "ml", "model-check", "node", "quick", "shared", "tails", "tiering"]
 # Their reports take 2.5-4 s each on the two-CPU VM, 15 s together (the rest: 9 s).
 SLOW = {"ci-full", "full", "gpu", "migration", "tiering"}
 MAX_HEIGHT = 2600       # pixels: a few screens, panels stacked
@@ -41,6 +42,15 @@ TIERS = {"fast": {"latency_ns": 110.0, "bandwidth": 100.0},
          "slow": {"latency_ns": 275.0, "bandwidth": 25.0},
          "source": "fast: assumed, slow: assumed", "kinds": ["roofline", "roofline"]}
 
+# A dist case's pooled quantiles (info["cdf"], chase.Distribution), as the tails suite's
+# run on the two-CPU VM kept them: 4 repetitions of 262,144 batches of 16 loads.
+CDF = {"q": [0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999],
+       "ns": [62.7, 83.4, 96.5, 123.4, 137.8, 147.2, 156.0, 162.2, 179.1, 222.3, 494.0,
+              1660.2, 3032.2], "samples": 1048576}
+DIST = {"batch": 16, "batches": 262144, "timer": "rdtscp", "timer_overhead": 47.6,
+        "percentiles": {"p50": 131072, "p90": 26214, "p99": 2621, "p99.9": 262, "p99.99": 26},
+        "left_out": ["p99.99"], "cdf": CDF}
+
 # Each benchmark's kernel, metrics {name: (unit, a typical median)} and info, as real runs
 # record them; VARIANTS adds what a case of some settings records besides.
 SHAPES = {
@@ -52,6 +62,13 @@ SHAPES = {
     "loaded_latency": ("chase+read", {"latency": ("ns", 150.0), "bandwidth": ("GB/s", 10.0)},
                        {"generators": 3, "loads": 100000}),
     "matrix": ("chase", {"latency": ("ns", 150.0)}, {"loads": 1048576, "lines": 262144}),
+    "interference": ("interference+read", {
+        "latency": ("ns", 154.0), "p50": ("ns", 144.7), "p90": ("ns", 162.8),
+        "p99": ("ns", 195.4), "p99.9": ("ns", 680.1), "idle_latency": ("ns", 115.8),
+        "latency_loss": ("%", 30.8), "bandwidth": ("GB/s", 21.7),
+        "idle_bandwidth": ("GB/s", 29.3), "bandwidth_loss": ("%", 22.7),
+        "aggressor_bandwidth": ("GB/s", 17.7)},
+        {"generators": 1, "idle": DIST, "loaded": DIST}),
     "interleave_sweep": ("read", {"bandwidth": ("GB/s", 17.0)},
                          {"passes": 32, "bytes_per_rep": 1 << 29, "threads": 2}),
     "pingpong": ("pingpong_store", {"latency": ("ns", 92.7)}, {"transfers": 40000}),
@@ -105,11 +122,14 @@ SHAPES = {
     "gpu_kv_swap": ("kv_swap", {"bandwidth": ("GB/s", 40.0), "time": ("us", 800.0),
                                 "issue_time": ("us", 30.0)}, {"device": H200}),
 }
-VARIANTS = [    # (benchmark, whether a case's params add them, the metrics added)
+VARIANTS = [    # (benchmark, whether a case's params add them, the metrics added[, info added])
     ("bandwidth", lambda p: "triad" in str(p.get("kernel")),
      {"bandwidth_memory": ("GB/s", 20.7)}),
     ("chase", lambda p: p.get("chains", 1) > 1, {"parallelism": ("loads", 3.0)}),
-    ("chase", lambda p: p.get("dist"), {"p50": ("ns", 95.0), "p99": ("ns", 140.0)}),
+    ("chase", lambda p: p.get("dist"), {"p50": ("ns", 95.0), "p99": ("ns", 140.0)}, DIST),
+    ("loaded_latency", lambda p: p.get("dist"),
+     {"p50": ("ns", 139.7), "p90": ("ns", 156.6), "p99": ("ns", 178.5),
+      "p99.9": ("ns", 285.4)}, DIST),
     ("embedding", lambda p: p.get("train", "none") != "none", {"rows_updated": ("M/s", 3.7)}),
     ("checkpoint", lambda p: p.get("interfere", "none") != "none",
      {"bandwidth_shared": ("GB/s", 7.2), "snapshot_slowdown": ("x", 1.01),
@@ -142,10 +162,12 @@ def _metrics(case) -> tuple[str, dict, dict]:
     """The kernel, metrics and info a case of its benchmark and settings records."""
     p = case.params
     kernel, metrics, info = SHAPES[case.bench]
-    metrics = dict(metrics)
-    for bench, applies, more in VARIANTS:
+    metrics, info = dict(metrics), dict(info)
+    for bench, applies, more, *extra in VARIANTS:
         if bench == case.bench and applies(p):
             metrics.update(more)
+            for added in extra:
+                info.update(added)
     if case.bench in ("matrix", "interleave_sweep"):       # one metric, what it measures
         latency = p.get("measure") in ("latency", "loaded")
         metrics = {"latency": ("ns", 150.0)} if latency else {"bandwidth": ("GB/s", 17.0)}
@@ -157,7 +179,6 @@ def _metrics(case) -> tuple[str, dict, dict]:
             metrics = {m: ("tok/s" if u == "M/s" else u, v) for m, (u, v) in metrics.items()}
     if case.bench == "kvcache":
         kernel = f"kvcache_{p.get('op', 'decode')}"
-    info = dict(info)
     if case.bench in ("migrate", "migrate_touch"):
         info.update({"pages": p["size"] // 4096, "from": p["from"], "to": p["to"]})
     return kernel, metrics, info
@@ -191,6 +212,9 @@ def measurement(case, threads_all: int, modelled: bool) -> dict:
         CPUS[:threads_all if threads == "all" or case.bench.startswith("gpu") else threads]
     reps = max(int(p.get("repeat", 3)), 2)
     medians = {m: _value(case, m, u, v) for m, (u, v) in metrics.items()}
+    if "cdf" in info:       # the distribution moves with the case's mean
+        scale = medians["latency"] / 137.6
+        info["cdf"] = {**info["cdf"], "ns": [v * scale for v in info["cdf"]["ns"]]}
     if modelled and case.bench in MODELLED:
         metric = MODELLED[case.bench]
         info["model"] = {"metric": metric, "predicted": medians[metric] * 1.15, "node": 0,
@@ -317,3 +341,92 @@ def test_an_embedding_tables_size_and_far_share_read_as_words():
     assert words.value("size", 1 << 20, "embedding") == "1 MiB table"
     assert words.value("far", 0.125, "embedding") == "1 in 8 lookups over the table"
     assert words.value("far", 1.0, "embedding") == "every lookup over the table"
+
+
+@pytest.fixture
+def shown(monkeypatch) -> dict:
+    """Each figure's axes as drawn, by its title (the figure's suptitle)."""
+    seen = {}
+    png = layout.png
+
+    def keep(fig):
+        title = fig._suptitle.get_text().replace("\n", " ") if fig._suptitle else ""
+        seen[title] = [{"xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+                        "title": ax.get_title(), "xlabel": ax.get_xlabel(),
+                        "yticks": [t.get_text() for t in ax.get_yticklabels()],
+                        "texts": [t.get_text() for t in ax.texts],
+                        "legend": [t.get_text() for t in ax.get_legend().get_texts()]
+                        if ax.get_legend() else []}
+                       for ax in fig.axes if ax.get_label() != "<colorbar>"]
+        return png(fig)
+    monkeypatch.setattr(layout, "png", keep)
+    return seen
+
+
+def _tails_figures(topo: Topology, tmp_path: Path) -> dict:
+    """The tails suite's figures, by key, of loaded latency and interference."""
+    runs = runs_.load_runs([made_run("tails", topo, tmp_path)])
+    frame = report.summary(runs)
+    out = {}
+    for family in ("loaded_latency", "interference"):
+        sub = frame[frame["benchmark"] == family].reset_index(drop=True)
+        out.update({f.key: f for f in figures.figures_for(family, sub, runs)})
+    return out
+
+
+def test_the_tails_suite_draws_each_nodes_latency_distribution_on_log_axes(two_nodes,
+                                                                           tmp_path, shown):
+    """Per memory node, the share of batches slower than each latency (1 - q) on a log
+    axis down to the tail, idle and under each mix's hardest load; the caption says what
+    the samples are."""
+    figs = _tails_figures(two_nodes, tmp_path)
+    cdf = figs["latency-distribution"]
+    assert cdf.title.startswith("Latency distribution per memory node")
+    axes = shown[cdf.title]
+    assert [a["title"] for a in axes] == ["memory on node 0", "memory on node 1"]
+    assert all(a["yscale"] == "log" and a["xscale"] == "log" for a in axes)
+    assert "0.001" in axes[0]["yticks"] and "p99.9" in axes[0]["texts"]
+    assert [e for a in axes for e in a["legend"]] == [
+        "idle (no load)", "reads, full load (no pause)",
+        "writes, full load (no pause)", "NT writes, full load (no pause)"]
+    assert "a batch of 16 dependent loads" in cdf.caption
+    assert "1,048,576 batches a case" in cdf.caption
+
+
+def test_the_tails_suite_draws_the_interference_matrix(two_nodes, tmp_path, shown):
+    """Victim node x aggressor node by aggressor threads, a table per mix and loss, each
+    cell its % and the same node said so."""
+    figs = _tails_figures(two_nodes, tmp_path)
+    matrix = figs["interference-matrix"]
+    axes = shown[matrix.title]
+    assert [a["title"] for a in axes] == [
+        "read bandwidth lost (%)\naggressors' reads",
+        "read bandwidth lost (%)\naggressors' NT writes",
+        "latency added (%)\naggressors' reads", "latency added (%)\naggressors' NT writes"]
+    for a in axes:
+        assert a["yticks"] == ["0 ← 0 (same node)", "0 ← 1", "1 ← 0", "1 ← 1 (same node)"]
+        assert len(a["texts"]) == 4 * 5 and all(t.endswith(" %") for t in a["texts"])
+    assert "The aggressors drew" in matrix.caption
+
+
+def test_on_one_node_the_aggressors_have_no_second_node(tmp_path, shown):
+    root = sysfs_fixtures.write(tmp_path / "machine", "vm")
+    topo = Topology.read(root / "sys", root / "proc", probe_gpus=False)
+    figs = _tails_figures(topo, tmp_path / "results")
+    matrix = figs["interference-matrix"]
+    assert {t for a in shown[matrix.title] for t in a["yticks"]} == {
+        "0 ← 0 (no second node)"}
+    assert "no second node" in matrix.caption
+    assert [a["title"] for a in shown[figs["latency-distribution"].title]] == [
+        "memory on node 0"]
+
+
+def test_the_tail_and_interference_metrics_read_as_words():
+    from cxlbench.report.figures import words
+    assert words.metric("p99.9", "ns") == "p99.9 latency (ns)"
+    assert words.metric("p99.99", "ns") == "p99.99 latency (ns)"
+    assert words.metric("bandwidth_loss", "%") == "bandwidth lost (%)"
+    assert words.metric("latency_loss", "%") == "latency added (%)"
+    assert words.metric("aggressor_bandwidth", "GB/s") == "aggressors' bandwidth (GB/s)"
+    assert words.value("delay", "idle") == "idle (no load)"
+    assert words.value("delay", 0) == "full load (no pause)"

@@ -44,7 +44,8 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers",
             labels=None) -> str:
     """What was measured, the parameters every shown case shared, the repetitions, and
     what the points and whiskers are (shown: one of FLEET_SHOWN for a fleet view, whose
-    runs are `labels` where the frame holds only their fleet's rows)."""
+    runs are `labels` where the frame holds only their fleet's rows; "pooled" where the
+    figure draws samples pooled over the repetitions, which `measured` describes)."""
     f = fixed(frame, exclude)
     settings = ", ".join(f"{k}={value_text(k, v)}" for k, v in f.items())
     n_lo, n_hi = int(frame["n"].min()), int(frame["n"].max())
@@ -63,7 +64,9 @@ def caption(frame: pd.DataFrame, measured: str, exclude=(), shown="whiskers",
     elif across.any():
         placed += "; the runs of two hosts map a shared region, not verified"
     runs = fleet.runs_text(list(frame["label"]) if labels is None else labels)
-    if shown in FLEET_SHOWN:
+    if shown == "pooled":       # a distribution of every repetition's samples: no medians
+        text = f"{measured}. "
+    elif shown in FLEET_SHOWN:
         text = (f"{measured}. Each run's value is the median of its {reps} repetitions"
                 f"{warm_text}; {FLEET_SHOWN[shown]}. ")
     else:

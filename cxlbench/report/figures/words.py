@@ -136,6 +136,9 @@ WORDS = {
                       "rw_1_1": "1:1 reads:writes", "write_nt": "NT writes",
                       "read": "reads", "write": "writes"}.get(str(v), str(v)),
     "chains": lambda v: count(v, "chain"),
+    # loaded latency's pause after every 8 lines a generator streams: 0 the hardest load
+    "delay": lambda v: {"idle": "idle (no load)", "0": "full load (no pause)"}.get(
+        str(v), f"pause {v} per 8 lines"),
     "lines_per_page": lambda v: "every line a page" if str(v) == "0" else count(v, "line") +
     " a page",
     "initiator": lambda v: f"CPUs of node {v}",
@@ -224,7 +227,12 @@ METRICS = {
     "step_p50": "p50 step time", "step_p99": "p99 step time",
     "seq_p50": "p50 sequence time", "seq_p99": "p99 sequence time",
     "chunk_p50": "p50 chunk time", "chunk_p99": "p99 chunk time",
-    "p50": "p50 latency", "p90": "p90 latency", "p99": "p99 latency", "p999": "p99.9 latency",
+    # the chase's percentiles (chase.PERCENTILES): p99.9, not p999
+    "p50": "p50 latency", "p90": "p90 latency", "p99": "p99 latency",
+    "p99.9": "p99.9 latency", "p99.99": "p99.99 latency",
+    "idle_latency": "idle latency", "latency_loss": "latency added",
+    "idle_bandwidth": "idle bandwidth", "bandwidth_loss": "bandwidth lost",
+    "aggressor_bandwidth": "aggressors' bandwidth",
     "parallelism": "loads in flight",
     "slowdown": "slowdown", "step_slowdown": "step slowdown",
     "snapshot_slowdown": "snapshot slowdown",
