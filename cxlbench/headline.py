@@ -181,8 +181,16 @@ def _any_figure(row: NodeRow) -> bool:
     return any(isinstance(c, Cell) and c.value is not None for c in row.cells.values())
 
 
+# Benchmarks whose load (mem.load) is what they put beside the memory they study: the
+# chased buffer's node is theirs, not the load's.
+LOADED = ("loaded_latency", "interference")
+
+
 def _where(r: dict, topology: dict) -> int | None:
-    return node_of(r["parameters"], topology, r.get("cpus"))
+    p = r["parameters"]
+    if r["benchmark"] in LOADED:
+        p = {k: v for k, v in p.items() if k != "mem.load"}
+    return node_of(p, topology, r.get("cpus"))
 
 
 def _cases(records: list[dict], node: int, topology: dict, bench: str,
@@ -308,15 +316,18 @@ def _tail_cells(row: NodeRow, ok: list[dict], failed: list[dict], topology: dict
     else:
         row.cells["p99.9 latency, loaded"] = Cell(why="too few batches for p99.9") \
             if loaded else Cell(why="not run")
-    row.cells["bandwidth lost to other traffic"] = _interference_cell(ok, failed, node)
+    row.cells["bandwidth lost to other traffic"] = _interference_cell(
+        ok, failed, node, topology, sum(1 for n in topology.get("nodes", [])
+                                        if n.get("mem_total")) == 1)
 
 
 def _worst_hardest(loaded: list[dict]) -> dict:
-    """Of loaded-latency records, the highest at the hardest load (the shortest pause):
-    the mix that costs the chase most."""
-    hardest = min(float(r["parameters"]["delay"]) for r in loaded)
-    return max((r for r in loaded if float(r["parameters"]["delay"]) == hardest),
-               key=lambda r: r["median"])
+    """Of loaded-latency records, the highest at the hardest load (the shortest pause,
+    then the most threads): the mix that costs the chase most."""
+    def load(r):
+        return float(r["parameters"]["delay"]), -(_threads(r) or 0)
+    hardest = min(map(load, loaded))
+    return max((r for r in loaded if load(r) == hardest), key=lambda r: r["median"])
 
 
 def _metric_of(ok: list[dict], r: dict, metric: str) -> float | None:
@@ -325,37 +336,36 @@ def _metric_of(ok: list[dict], r: dict, metric: str) -> float | None:
                  and (x.get("run_dir"), x["case"]) == (r.get("run_dir"), r["case"])), None)
 
 
-def _bound(spec) -> int | None:
-    spec = str(spec or "")
-    return int(spec[5:]) if spec.startswith("bind:") and spec[5:].isdigit() else None
-
-
-def _interference_cell(ok: list[dict], failed: list[dict], node: int) -> Cell:
-    """The victim's read bandwidth lost to the most aggressor threads measured: another
-    node's traffic where some case had it (the worst mix), else its own node's."""
-    mine = []
-    for r in ok:
-        if r["benchmark"] != "interference" or r["metric"] != "bandwidth_loss":
-            continue
-        p = r["parameters"]
-        victim = _bound(p.get("mem.chain", p.get("mem")))
-        if victim == node:
-            mine.append((_bound(p.get("mem.load", p.get("mem"))), r))
+def _interference_cell(ok: list[dict], failed: list[dict], node: int, topology: dict,
+                       one_node: bool) -> Cell:
+    """The victim's read bandwidth (one thread's read stream) lost to the most aggressor
+    threads measured: another node's traffic where some case had it (the worst mix),
+    else its own node's."""
+    mine = [(_aggressor(r, topology), r)
+            for r in _cases(ok, node, topology, "interference")
+            if r["metric"] == "bandwidth_loss"]
     if not mine:
-        lost = [r for r in failed if r["benchmark"] == "interference"
-                and _bound(r["parameters"].get("mem")) == node]
+        lost = _cases(failed, node, topology, "interference")
         return Cell(why=f"failed ({len({r['case'] for r in lost})} cases)" if lost
                     else "not run")
-    other = [(a, r) for a, r in mine if a != node]
+    other = [(a, r) for a, r in mine if a is not None and a != node]
     pool = other or mine
     most = max(_threads(r) or 0 for _, r in pool)
     aggressor, worst = max(((a, r) for a, r in pool if (_threads(r) or 0) == most),
                            key=lambda ar: ar[1]["median"])
     gbs = _metric_of(ok, worst, "aggressor_bandwidth")
-    whose = f"node {aggressor}'s" if other else "its own node's (no second node)"
+    whose = f"node {aggressor}'s" if other else \
+        "its own node's" + (" (no second node)" if one_node else "")
     return Cell(worst["median"], "%", note=(
-        f"to {whose} {worst['parameters'].get('mix')} traffic"
+        f"one thread's read stream, to {whose} {worst['parameters'].get('mix')} traffic"
         + (f" of {quantity(gbs, 'GB/s')}" if gbs else "") + f", {_thread_count(worst)}"))
+
+
+def _aggressor(r: dict, topology: dict) -> int | None:
+    """The node an interference case's aggressors streamed to: mem.load's, else mem's."""
+    p = r["parameters"]
+    return node_of({"mem": p.get("mem.load") or p.get("mem")}, topology, r.get("cpus")[1:]
+                   if isinstance(r.get("cpus"), list) else None)
 
 
 def _thread_count(r: dict) -> str:

@@ -105,9 +105,10 @@ static int loaded_thread(void *p, int t)
 
 int cxb_loaded_latency(struct cxb_loaded_args *a)
 {
-    if (!a || (a->victim_buf ? a->victim_bytes < BATCH_LINES * CXB_LINE
+    if (!a || (a->victim_buf ? !a->victim_bytes || a->victim_bytes % (BATCH_LINES * CXB_LINE)
                              : !a->chase_start || a->chase_loads == 0))
-        return cxb_fail(EINVAL, "loaded latency needs a chase or a victim's stream");
+        return cxb_fail(EINVAL, "loaded latency needs a chase or a victim's stream of whole "
+                        "batches of %d lines", BATCH_LINES);
     if (!a->victim_buf && a->ticks && (!a->batch || a->chase_loads % a->batch))
         return cxb_fail(EINVAL, "timed batches need whole batches of 1 or more loads");
     if (a->generators < 0 || a->mode < CXB_LOAD_READ || a->mode > CXB_LOAD_WRITE_NT)

@@ -53,25 +53,39 @@ int cxb_tsc_usable(void)
     return usable;
 }
 
+static int by_value(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* One call's cost: the median of many back-to-back pairs, not their mean, which one
+ * preemption (or an emulator's stall) among them inflates a thousandfold and which,
+ * subtracted from every timed batch, would read a real latency as none. */
+static double median_delta(uint64_t (*clock)(void))
+{
+    enum { N = 1001 };
+    uint64_t d[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t a = clock();
+        d[i] = clock() - a;
+    }
+    qsort(d, N, sizeof d[0], by_value);
+    return (double)d[N / 2];
+}
+
 int cxb_timer_calibrate(double window_ms, struct cxb_timer_info *out)
 {
     if (!out || window_ms <= 0)
         return cxb_fail(EINVAL, "timer calibration needs a positive window");
-    enum { N = 1000 };
-    uint64_t t0 = cxb_now_ns(), t1 = t0;
-    for (int i = 0; i < N; i++)
-        t1 = cxb_now_ns();
-    out->mono_overhead_ns = (double)(t1 - t0) / N;
+    out->mono_overhead_ns = median_delta(cxb_now_ns);
     out->calibration_ms = window_ms;
     out->tsc_available = cxb_tsc_usable();
     out->tsc_hz = 0;
     out->tsc_overhead_cycles = 0;
     if (!out->tsc_available)
         return 0;
-    uint64_t c0 = cxb_rdtscp(), c1 = c0;
-    for (int i = 0; i < N; i++)
-        c1 = cxb_rdtscp();
-    out->tsc_overhead_cycles = (double)(c1 - c0) / N;
+    out->tsc_overhead_cycles = median_delta(cxb_rdtscp);
     /* Bracket the window with both clocks; the median of three sheds one preemption. */
     double hz3[3];
     for (int round = 0; round < 3; round++) {

@@ -95,7 +95,7 @@ SERIAL = {"test_speed", "test_fidelity", "test_coherence", "test_model_calibrati
           "test_plan_input", "test_fleet_slurm", "test_estimate", "test_migrate_touch",
           "test_pytest_plugin", "test_peer_scripts", "test_build", "test_gpu_build",
           "test_page_moves", "test_unprivileged", "test_emulate", "test_tuning",
-          "test_caches"}
+          "test_caches", "test_tails"}
 
 
 def pytest_collection_modifyitems(items):

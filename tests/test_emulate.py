@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cxlbench import emulate, results, suite
+from cxlbench import emulate, headline, results, suite
 from cxlbench.errors import CxlbenchError, UserError
 from cxlbench.emulate import guest_image, tools, topologies
 
@@ -258,6 +258,29 @@ def test_tiering_moves_kv_cache_pages_between_the_nodes(cxl):
     for policy in ("oracle", "first-touch"):
         (v,) = set(rows[rows["policy"] == policy]["verified"])
         assert results.verified_counts(v)["cache"] == {"0": 256, "1": 256}, v
+
+
+@pytest.mark.qemu
+@needs("cxl")
+def test_each_node_the_victim_of_the_others_traffic_and_its_tail(cxl):
+    """ci-full's [interference] both ways, and each node's p99.9 idle and beside stores:
+    what the headline reads for the tail rows (the emulator's mechanics, not a device's)."""
+    recs = [r for r in cxl["records"] if r["benchmark"] in ("interference", "loaded_latency")
+            and r["case"].split("/")[0] in ("tails", "interference", "interference_back")]
+    assert recs and all(r["status"] == "ok" for r in recs), recs
+    ways = {(r["parameters"]["mem.chain"], r["parameters"]["mem.load"]) for r in recs
+            if r["benchmark"] == "interference" and r["metric"] == "bandwidth_loss"}
+    assert ways == {("bind:0", "bind:1"), ("bind:1", "bind:0")}
+    tails = {(r["parameters"]["mem"], str(r["parameters"]["delay"])): r["median"] for r in recs
+             if r["benchmark"] == "loaded_latency" and r["metric"] == "p99.9"}
+    assert len(tails) == 4 and all(v > 0 for v in tails.values()), tails
+    h = headline.build(cxl["records"], cxl["meta"]["topology"])
+    cells = {r.node: r.cells for r in h.nodes if r.node is not None}
+    for node, other in ((0, 1), (1, 0)):
+        lost = cells[node]["bandwidth lost to other traffic"]
+        assert lost.value is not None and f"to node {other}'s write_nt traffic" in lost.note
+        assert cells[node]["p99.9 latency, idle"].value == tails[(f"bind:{node}", "idle")]
+        assert cells[node]["p99.9 latency, loaded"].value == tails[(f"bind:{node}", "0")]
 
 
 @pytest.mark.qemu

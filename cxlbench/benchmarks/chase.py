@@ -49,6 +49,7 @@ OPTIONS = {
 CYCLE_S = 40e-9
 PERCENTILES = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9, "p99.99": 99.99}
 MIN_ABOVE = 100     # batches above a percentile, at the least, for it to be reported
+COVERED = 0.25      # of the kernel's span, the least its timed batches may add up to
 # The pooled distribution's quantiles kept for the report's CDF (those MIN_ABOVE decide).
 CDF_Q = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999,
          0.99995, 0.99999)
@@ -86,7 +87,8 @@ def run(params: dict) -> Measurement:
     walker = Walker(buf.addr, order)
     info = {"loads": loads, "lines": lines, "window": min(window or size, size)}
     if params["dist"]:
-        once, units = _distribution(walker, loads, params["batch"], cpu, info)
+        once, units = _distribution(walker, loads, params["batch"], cpu, info,
+                                    params["warmup"])
     elif chains > 1:
         once, units = _parallel(walker, loads, chains, cpu)
     else:
@@ -151,8 +153,9 @@ def _parallel(w: Walker, loads: int, chains: int, cpu):
     return once, {"latency": "ns", "parallelism": "loads"}
 
 
-def _distribution(w: Walker, loads: int, batch: int, cpu, info: dict):
-    kernel, d, pos = native.kernel("chase_dist"), Distribution(loads, batch, info), 0
+def _distribution(w: Walker, loads: int, batch: int, cpu, info: dict, warmup: int):
+    kernel, pos = native.kernel("chase_dist"), 0
+    d = Distribution(loads, batch, info, warmup)
 
     def once() -> dict[str, float]:
         nonlocal pos
@@ -169,9 +172,10 @@ class Distribution:
     against the kernel's CLOCK_MONOTONIC_RAW (never assumed), per load. A percentile is
     reported only where at least MIN_ABOVE batches of a repetition lie above it (fewer
     would decide it alone); info says what each stands on and what was left out, and
-    keeps the pooled distribution's quantiles (the report's CDF) and a histogram."""
+    keeps the quantiles of the timed repetitions' batches pooled (the report's CDF; the
+    first `warmup` summaries are left out of it) and a histogram."""
 
-    def __init__(self, loads: int, batch: int, info: dict):
+    def __init__(self, loads: int, batch: int, info: dict, warmup: int = 0):
         timer = native.timer_calibrate(20)
         self.batch, self.batches = batch, max(loads // batch, 1)
         self.ticks = native.aligned_empty(self.batches, np.uint64)
@@ -181,7 +185,7 @@ class Distribution:
         else:
             self.scale, self.overhead = 1.0, timer["clock_overhead_ns"]
         self.names = supported(self.batches)
-        self.info, self.pooled = info, []
+        self.info, self.pooled, self.warmup = info, [], warmup
         info.update(batch=batch, batches=self.batches,
                     timer="rdtscp" if timer["tsc_available"] else "CLOCK_MONOTONIC_RAW",
                     timer_overhead=self.overhead, tsc_hz=timer["tsc_hz"],
@@ -205,13 +209,22 @@ class Distribution:
             raise CheckError(f"chase dist: batches add up to {timed / 1e6:.2f} ms inside a "
                              f"{span_ns / 1e6:.2f} ms run: the ticks are not in the unit "
                              f"assumed ({self.info['timer']})")
+        # The batches fill most of the span: a timer pair and the loads, against a gap of
+        # a store and a branch (46 % of it where one load from L1 is a batch, on an EPYC).
+        if timed < span_ns * COVERED:
+            raise CheckError(f"chase dist: batches add up to {timed / 1e6:.2f} ms of a "
+                             f"{span_ns / 1e6:.2f} ms run: the timer ({self.info['timer']}) "
+                             f"does not keep time with the clock here")
         per_load = np.maximum(self.ticks - self.overhead, 0) * self.scale / self.batch
-        self.pooled.append(per_load)
         out = {"latency": float(per_load.mean())}
         out.update({name: float(np.percentile(per_load, PERCENTILES[name]))
                     for name in self.names})
+        if self.warmup:
+            self.warmup -= 1
+            return out
+        self.pooled.append(per_load)
         allv = np.concatenate(self.pooled)
-        qs = [q for q in CDF_Q if len(allv) * (1 - q) >= MIN_ABOVE]
+        qs = [q for q in CDF_Q if _above(len(allv), q * 100) >= MIN_ABOVE]
         self.info["cdf"] = {"q": qs, "ns": [round(float(v), 3) for v in np.quantile(allv, qs)],
                             "samples": len(allv)}
         # log-spaced bins; batches at or under the timer's overhead read as 0: first bin

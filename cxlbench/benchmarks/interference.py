@@ -74,11 +74,13 @@ def run(params: dict) -> Measurement:
     gens = len(cpus) - 1
     verify = loaded_latency.LoadCheck(load, params["load_size"], gens, params["mix"])
     size, batch = params["size"], params["batch"]
+    passed = size - size % (native.LOAD_BATCH_LINES * 64)     # the pass reads whole batches
     walker = Walker(buf.addr, native.chase_build(buf.alloc, size, params["window"],
                                                  PAGE_SIZES[buf.page], 1))
-    victim_sum = int(buf.array(np.uint64).sum(dtype=np.uint64))    # the cycle's words
+    victim_sum = int(buf.array(np.uint64)[:passed // 8].sum(dtype=np.uint64))  # the cycle's
     info: dict = {"generators": gens, "idle": {}, "loaded": {}}
-    sides = {s: chase.Distribution(params["loads"], batch, info[s]) for s in ("idle", "loaded")}
+    sides = {s: chase.Distribution(params["loads"], batch, info[s], params["warmup"])
+             for s in ("idle", "loaded")}
     loads = sides["idle"].loads
     pos, calls = 0, 0
 
@@ -91,7 +93,7 @@ def run(params: dict) -> Measurement:
                                   params["load_size"] if loaded else 0,
                                   gens if loaded else 0, params["mix"], 0, cpus, value,
                                   ticks=dist.addr if dist else 0, batch=batch,
-                                  victim=None if dist else (buf.addr, size))
+                                  victim=None if dist else (buf.addr, passed))
         if loaded:
             verify.check(r, value)
         if dist:
@@ -105,7 +107,7 @@ def run(params: dict) -> Measurement:
         idle = sides["idle"].summarise(call(False, sides["idle"]).chase_ns)
         under = sides["loaded"].summarise(call(True, sides["loaded"]).chase_ns)
         calm, busy = call(False, None), call(True, None)
-        bw, bw_idle = size / busy.chase_ns, size / calm.chase_ns
+        bw, bw_idle = passed / busy.chase_ns, passed / calm.chase_ns
         return {**under, "idle_latency": idle["latency"],
                 "latency_loss": (under["latency"] / idle["latency"] - 1) * 100,
                 "bandwidth": bw, "idle_bandwidth": bw_idle,

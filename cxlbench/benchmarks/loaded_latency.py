@@ -100,8 +100,8 @@ def run(params: dict) -> Measurement:
     delay = 0 if params["delay"] == "idle" else params["delay"]
     info = {"generators": gens, "window": min(params["window"] or params["size"],
                                               params["size"])}
-    dist = chase.Distribution(params["loads"], params["batch"], info) if params["dist"] \
-        else None
+    dist = chase.Distribution(params["loads"], params["batch"], info, params["warmup"]) \
+        if params["dist"] else None
     loads = dist.loads if dist else params["loads"]
     info["loads"] = loads
 

@@ -14,7 +14,8 @@ from .params import QUIET, _moving, _params
 
 # The victim's losses the table shows: (metric, what it is in words).
 LOSSES = (("bandwidth_loss", "read bandwidth lost"), ("latency_loss", "latency added"))
-MATRIX = ("mem", "mem.load", "threads", "mix")      # the table's own settings
+# the table's own settings: the victim's node (mem, or mem.chain where it is set apart)
+MATRIX = ("mem", "mem.chain", "page.chain", "mem.load", "threads", "mix")
 CELL = 0.55             # inches a column of cells takes
 ROW = 0.3               # inches a line of a row's label takes
 COLOURBAR = 0.8         # inches a panel's colour bar takes, its label beside it
@@ -72,8 +73,8 @@ def interference(frame, runs):
     tables: dict[tuple, dict] = {}      # (metric, mix words, rest words): {(row, col): v}
     rows_of, cols_of = {}, {}
     for r, p, given in zip(sub.itertuples(), ps, raw):
-        victim = p.get("mem")
-        aggressor = p.get("mem.load", victim)
+        victim = p.get("mem.chain") or p.get("mem")
+        aggressor = p.get("mem.load") or victim
         row = _row(r.label, victim, aggressor, prefix, nodes.get(r.label) == 1)
         rank, col = _column(given.get("threads"), p.get("threads"))
         key = (r.metric, words.value("mix", p.get("mix")), words.setting(p, rest,
