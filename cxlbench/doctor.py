@@ -268,7 +268,7 @@ def _prefetchers(found: dict) -> Check:
     if not off:
         return Check("prefetchers", value, "ok", affects)
     return Check("prefetchers", value, "info", affects,
-                 f"wrmsr -a {found['source'].split()[-1]} 0")
+                 f"wrmsr -a {found['source'].split()[-1]} {found['all_on']}")
 
 
 def _siblings(found: dict | str | None) -> Check:

@@ -94,8 +94,6 @@ PREFETCH_MSRS = {
                                   3: "L2 stream", 5: "L2 up/down"}),
 }
 AMD_PREFETCH_FAMILY = 0x19
-# A lab machine has hundreds of CPUs: read the first, a middle and the last (the sockets
-# at either end), enough to see a BIOS or tool that set one socket apart.
 
 
 def prefetchers(proc_root: str | os.PathLike = "/proc",
@@ -103,8 +101,10 @@ def prefetchers(proc_root: str | os.PathLike = "/proc",
     """The hardware prefetchers' state, from the MSR that controls them, read through
     <dev_root>/cpu/<n>/msr (root and the msr module): {"source": "MSR 0x1a4", "cpu": 0,
     "raw": "0x0", "state": {"L2 streamer": "on", ...}}; where it cannot be read,
-    {"state": "unknown", "why": ...}. A few CPUs are read; where they disagree, CPU 0's
-    state is given and "note" says which differ."""
+    {"state": "unknown", "why": ...}. Every CPU is read (one pread each: milliseconds for
+    hundreds; a BIOS or wrmsr -p may set one socket or core apart); where they disagree,
+    CPU 0's state is given and "note" says which differ. "all_on" is the value that turns
+    every listed prefetcher on, the register's other bits kept."""
     first = _first_cpu(Path(proc_root))
     vendor = first.get("vendor_id")
     if vendor not in PREFETCH_MSRS:
@@ -118,12 +118,14 @@ def prefetchers(proc_root: str | os.PathLike = "/proc",
     if not values:
         return _unknown(why)
     cpu, raw = next(iter(values.items()))
+    mask = sum(1 << bit for bit in bits)
     out = {"source": f"MSR {msr:#x}", "cpu": cpu, "raw": f"{raw:#x}",
+           "all_on": f"{raw & ~mask:#x}",
            "state": {name: "off" if raw >> bit & 1 else "on" for bit, name in bits.items()}}
     notes = []
-    differ = [f"CPU {c} reads {v:#x}" for c, v in values.items() if v != raw]
+    differ = [c for c, v in values.items() if v != raw]
     if differ:
-        notes.append(f"CPUs disagree: {', '.join(differ)}; the state is CPU {cpu}'s")
+        notes.append(f"CPUs {format_list(differ)} read otherwise; the state is CPU {cpu}'s")
     if "hypervisor" in first.get("flags", "").split():
         notes.append("read in a VM: the hypervisor's view, not necessarily the host's")
     return {**out, "note": "; ".join(notes)} if notes else out
@@ -153,14 +155,13 @@ def _first_cpu(procfs: Path) -> dict[str, str]:
 
 
 def _read_msrs(dev: Path, msr: int) -> tuple[dict[int, int], str | None]:
-    """`msr` on up to 3 CPUs, CPU 0 (or the first) first: {cpu: value}, or {} and why
-    none could be read (the first CPU's failure stands for all: they fail alike)."""
+    """`msr` on every CPU, the first first: {cpu: value}, or {} and why none could be
+    read (the first CPU's failure stands for all: they fail alike)."""
     cpus = sorted(n for n, _ in _numbered(dev / "cpu", ""))
     if not cpus:
         return {}, f"no {dev}/cpu/0/msr: the msr module is not loaded"
-    picked = dict.fromkeys([cpus[0], cpus[len(cpus) // 2], cpus[-1]])
     values: dict[int, int] = {}
-    for cpu in picked:
+    for cpu in cpus:
         try:
             values[cpu] = _read_msr(dev / "cpu" / str(cpu) / "msr", msr)
         except FileNotFoundError:

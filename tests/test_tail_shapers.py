@@ -57,9 +57,17 @@ def test_intel_bits_set_turn_those_prefetchers_off(tmp_path):
     tree(tmp_path, {"proc/cpuinfo": INTEL})
     msr(tmp_path / "dev", 0, 0x1A4, 0b0101)       # L2 streamer and DCU streamer disabled
     found = system.prefetchers(tmp_path / "proc", tmp_path / "dev")
-    assert found == {"source": "MSR 0x1a4", "cpu": 0, "raw": "0x5",
+    assert found == {"source": "MSR 0x1a4", "cpu": 0, "raw": "0x5", "all_on": "0x0",
                      "state": {"L2 streamer": "off", "L2 adjacent line": "on",
                                "DCU streamer": "off", "DCU IP": "on"}}
+
+
+def test_turning_them_on_keeps_the_registers_other_bits(tmp_path):
+    """doctor's wrmsr value clears only the prefetcher bits: bit 8 is not one of them."""
+    tree(tmp_path, {"proc/cpuinfo": INTEL})
+    msr(tmp_path / "dev", 0, 0x1A4, 0x10A)
+    found = system.prefetchers(tmp_path / "proc", tmp_path / "dev")
+    assert found["raw"] == "0x10a" and found["all_on"] == "0x100"
 
 
 def test_amd_zen3_reads_prefetch_control(tmp_path):
@@ -119,7 +127,7 @@ def test_cpus_that_disagree_give_cpu_0s_state_and_say_so(tmp_path):
     found = system.prefetchers(tmp_path / "proc", tmp_path / "dev")
     assert set(found["state"].values()) == {"on"}
     # Three CPUs read of 384: the first, a middle one and the last (another socket).
-    assert found["note"] == ("CPUs disagree: CPU 383 reads 0xf; the state is CPU 0's; read "
+    assert found["note"] == ("CPUs 383 read otherwise; the state is CPU 0's; read "
                              "in a VM: the hypervisor's view, not necessarily the host's")
 
 
@@ -255,7 +263,7 @@ def test_doctor_renders_the_prefetchers_and_siblings(tmp_path, monkeypatch):
     c = {c.name: c for c in checks}
     p = c["prefetchers"]
     assert (p.status, p.value) == ("info", "off: L2 adjacent line (MSR 0x1a4, CPU 0 reads 0x2)")
-    assert p.change == "wrmsr -a 0x1a4 0"
+    assert p.change == "wrmsr -a 0x1a4 0x0"
     s = c["smt siblings' load"]
     assert (s.status, s.value) == ("ok", "0 of 8 siblings busy over 10%; busiest CPU 0 1%, "
                                          "CPU 1 1%, CPU 2 1%")
