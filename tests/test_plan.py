@@ -103,6 +103,61 @@ def test_first_stage_holds_pp_micro_batches_in_flight():
     assert part(plan_job.make("llama-3-8b", pp=4, global_batch=2), "activations").bytes == 2 * one
 
 
+def test_every_stage_holds_its_own_layers_and_micro_batches():
+    """1F1B, 4 stages of 8 layers, 8 micro-batches: stage s holds 4 - s of them; the
+    input embedding is stage 0's, the output one, the final norm and the output layer's
+    activations the last's; a stage between holds neither."""
+    job = plan_job.make("llama-3-8b", pp=4, global_batch=8)
+    layers = 8 * fp.layer_params(job)
+    emb = 128256 * 4096
+    assert [fp.stage_params(job, s) for s in range(4)] == \
+        [layers + emb, layers, layers, layers + emb + 4096]
+    one = part(plan_job.make("llama-3-8b", pp=4), "activations").bytes
+    acts = [next(p.bytes for p in fp.footprint(job, s) if p.name == "activations")
+            for s in range(4)]
+    assert acts == [4 * one, 3 * one, 2 * one, one]
+    last = {p.name: p.bytes for p in fp.footprint(job, 3)}
+    assert last["output activations"] == fp.output_bytes(job)[0]
+    assert all("output activations" not in {p.name for p in fp.footprint(job, s)}
+               for s in range(3))
+    # the stage that decides the fit is the heaviest of all four, found by brute force
+    totals = [fp.gpu_bytes(fp.footprint(job, s)) for s in range(4)]
+    assert fp.heaviest_stage(job) == totals.index(max(totals)) == 0
+
+
+def test_a_large_vocabulary_makes_the_last_stage_decide():
+    """With a vocabulary of 1 M tokens the output layer outweighs stage 0's micro-batches:
+    the last stage decides, and the plan is of it."""
+    job = plan_job.make("llama-3-8b", pp=4, vocab=1 << 20)
+    totals = [fp.gpu_bytes(fp.footprint(job, s)) for s in range(4)]
+    assert fp.heaviest_stage(job) == totals.index(max(totals)) == 3
+
+
+def test_plan_prints_each_stage_and_the_one_that_decides(tmp_path):
+    r = cxlbench("plan", "--model", "llama-3-8b", "--pp", "4", "--global-batch", "8",
+                 "--gpu-mem", "80G", "--results-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "Per device (pipeline stage 0 of 4, the one that decides the GPU fit" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("part") and
+                  "stage 3" in line)
+    assert header.split()[1:] == ["stage", "0", "stage", "1", "stage", "2", "stage", "3"]
+    job = plan_job.make("llama-3-8b", pp=4, global_batch=8)
+    totals = [fp.gpu_bytes(fp.footprint(job, s)) for s in range(4)]
+    row = next(line for line in out.splitlines() if line.strip().startswith("total, gpu")
+               and len(line.split()) == 6)
+    assert [float(x) for x in row.split()[2:]] == [round(t / 2 ** 30, 2) for t in totals]
+    assert f"largest over smallest {max(totals) / min(totals):.2f}x" in out
+    j = json.loads(cxlbench("plan", "--model", "llama-3-8b", "--pp", "4", "--global-batch",
+                            "8", "--json", "--results-dir", str(tmp_path)).stdout)
+    assert j["stage"] == 0 and [s["gpu"] for s in j["stages"]] == totals
+
+
+def test_many_stages_show_the_ends_and_the_middle():
+    job = plan_job.make("llama-3-70b", pp=16)
+    assert fp.shown_stages(job) == [0, 1, 2, 8, 13, 14, 15]
+
+
 def test_kv_cache_per_token_and_in_total():
     job = plan_job.make("llama-3-70b", train=False, context=131072, micro_batch=4, tp=8)
     # 2 x 80 layers x 8 KV heads x 128 x 2 B = 320 KiB a token (kvcache.PRESETS), / 8 (tp)

@@ -18,7 +18,7 @@ STATES = ("parameters", "master weights", "optimizer moments")  # what a checkpo
 @dataclass(frozen=True)
 class Part:
     name: str
-    bytes: int          # on the most loaded device (pipeline stage 0)
+    bytes: int          # on one device (the pipeline stage planned, of one DP rank)
     where: str          # "gpu" or "host"
     formula: str
 
@@ -40,13 +40,23 @@ def params(job: Job) -> int:
     return lm + sum(job.tables) * job.table_dim
 
 
-def stage_params(job: Job) -> int:
-    """Parameters a device holds before ZeRO: its stage's layers (stage 0 also holds the
-    input embedding; the output one, on the last stage, is as large), split by TP."""
-    lm = job.layers // job.pp * layer_params(job) + job.vocab * job.hidden
-    if job.pp == 1:
+def stage_params(job: Job, stage: int = 0) -> int:
+    """Parameters a device of pipeline stage `stage` holds before ZeRO: its layers (equal
+    layers a stage, as the frameworks split them by default), the input embedding on the
+    first stage, the output one and the final norm on the last, split by TP."""
+    lm = job.layers // job.pp * layer_params(job)
+    if stage == 0:
+        lm += job.vocab * job.hidden
+    if stage == job.pp - 1:
         lm += job.vocab * job.hidden + job.hidden
     return -(-lm // job.tp) if job.layers else 0
+
+
+def in_flight(job: Job, stage: int) -> int:
+    """Micro-batches whose activations stage `stage` holds at its peak under 1F1B: it
+    runs pp - stage forwards before its first backward (the first stage the most, the
+    last one), never more than the step has."""
+    return min(job.pp - stage, job.micro_batches)
 
 
 def activation_bytes(job: Job) -> tuple[int, str]:
@@ -92,11 +102,11 @@ def kv_token_bytes(job: Job) -> int:
         DTYPE_BYTES[job.dtype] // min(job.tp, job.kv_heads)
 
 
-def footprint(job: Job) -> list[Part]:
-    """The parts on the most loaded device (stage 0 of the pipeline, one DP rank)."""
+def footprint(job: Job, stage: int = 0) -> list[Part]:
+    """The parts on a device of pipeline stage `stage`, of one DP rank."""
     out = []
     n, w = job.dp, DTYPE_BYTES[job.dtype]
-    p = stage_params(job)
+    p = stage_params(job, stage)
     optim_host = job.offload != "none"
     if p:
         shard = n if job.zero >= 3 else 1
@@ -128,17 +138,19 @@ def footprint(job: Job) -> list[Part]:
                             f"4 B x stage parameters / tp{note} (fp32, the CPU step's input)"))
     if job.train and job.layers:
         per, formula = activation_bytes(job)
-        in_flight = min(job.pp, job.micro_batches)      # 1F1B: stage 0 holds pp of them
-        held = per * (job.layers // job.pp) * in_flight
+        held_n = in_flight(job, stage)
+        held = per * (job.layers // job.pp) * held_n
         if job.recompute:       # and, in backward, the one layer being recomputed, whole
             held += activation_bytes(dataclasses.replace(job, recompute=False))[0]
             formula += " + one layer's whole set, recomputed in backward"
         out.append(Part("activations", held, "gpu",
-                        f"{formula}; x {job.layers // job.pp} layers x {in_flight} micro-"
-                        f"batch{'es' if in_flight > 1 else ''} in flight (1F1B, stage 0)"))
-        if job.pp == 1:         # the output layer is the last stage's, here stage 0 too
+                        f"{formula}; x {job.layers // job.pp} layers x {held_n} micro-"
+                        f"batch{'es' if held_n > 1 else ''} in flight (1F1B, stage {stage})"))
+        if stage == job.pp - 1:         # the output layer is the last stage's
             per, formula = output_bytes(job)
-            out.append(Part("output activations", per, "gpu", formula))
+            held_n = in_flight(job, stage)
+            out.append(Part("output activations", per * held_n, "gpu", formula + (
+                f"; x {held_n} micro-batches in flight" if held_n > 1 else "")))
     if job.context and job.layers:
         tokens = round(job.context * (job.micro_batch - (job.micro_batch - 1) *
                                       job.prefix_shared))
@@ -165,21 +177,42 @@ def footprint(job: Job) -> list[Part]:
     return out
 
 
+def gpu_bytes(parts: list[Part]) -> int:
+    return sum(x.bytes for x in parts if x.where == "gpu")
+
+
+def heaviest_stage(job: Job) -> int:
+    """The pipeline stage with the most GPU bytes, which decides whether the job fits: the
+    first (the most micro-batches in flight, the input embedding) or the last (the output
+    layer's weights and activations); a stage between holds no more than the first."""
+    ends = sorted({0, job.pp - 1})
+    return max(ends, key=lambda s: (gpu_bytes(footprint(job, s)), -s))
+
+
+def shown_stages(job: Job) -> list[int]:
+    """The stages a per-stage table shows: every one up to 8, else the first three, the
+    middle and the last three (the ends differ; those between change gradually)."""
+    pp = job.pp
+    if pp <= 8:
+        return list(range(pp))
+    return sorted({0, 1, 2, pp // 2, pp - 3, pp - 2, pp - 1})
+
+
 def model_states(job: Job) -> int:
     """Parameters, gradients, master weights and moments on one device."""
     return sum(x.bytes for x in footprint(job) if x.name in (
         "parameters", "gradients", "master weights", "optimizer moments"))
 
 
-def within_bounds(job: Job) -> list[Part]:
-    """The job's parts, where its parameters and each part stay within what any machine
-    could hold; UserError naming the first that does not."""
+def within_bounds(job: Job, stage: int = 0) -> list[Part]:
+    """The parts of stage `stage`, where the job's parameters and each part stay within
+    what any machine could hold; UserError naming the first that does not."""
     n = params(job)
     if n > MAX_PARAMS:
         raise UserError(f"plan: the model has {n / 1e12:.3g} T parameters, past the "
                         f"{MAX_PARAMS / 1e12:g} T a plan takes: check layers, hidden, ffn, "
                         "vocab, experts, tables and table_dim")
-    parts = footprint(job)
+    parts = footprint(job, stage)
     big = [p for p in parts if p.bytes > MAX_BYTES]
     if big:
         raise UserError(f"plan: {big[0].name}: {big[0].bytes:.3g} bytes a device, past the "

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .footprint import Part, within_bounds
+from .footprint import Part, footprint, heaviest_stage, shown_stages, within_bounds
 from .job import Job
 from .timing import Work, host_bytes, works
 from .tiers import Machine
@@ -48,6 +48,8 @@ class Plan:
     timed: list[Timed]
     curve: list[tuple[float, float]] = field(default_factory=list)  # (slow share, ns a step)
     step_slow: float = 0.0      # of the step work's bytes, the share on the slow tier
+    stage: int = 0              # the pipeline stage planned: the one that decides the fit
+    stages: dict[int, list[Part]] = field(default_factory=dict)     # shown_stages' parts
 
     @property
     def gpu_total(self) -> float:
@@ -80,7 +82,8 @@ def _better(work: Work, machine: Machine, share: float, ns: float) -> tuple | No
 
 
 def plan(job: Job, machine: Machine) -> Plan:
-    parts = within_bounds(job)
+    stage = heaviest_stage(job)
+    parts = within_bounds(job, stage)
     items = works(job, parts)
     home = {name: w for w in items for name in w.parts}
     sizes = {p.name: host_bytes(job, p) for p in parts if p.where == "host"}
@@ -135,4 +138,5 @@ def plan(job: Job, machine: Machine) -> Plan:
         steps = [w for w in items if w.per != "checkpoint"]
         curve = [(float(s), sum(w.ns(machine, 1.0 - s) for w in steps)) for s in SHARES]
     return Plan(job, machine, placed, timed, curve,
-                step_bytes[0] / step_bytes[1] if step_bytes[1] else 0.0)
+                step_bytes[0] / step_bytes[1] if step_bytes[1] else 0.0, stage,
+                {s: footprint(job, s) for s in shown_stages(job)} if job.pp > 1 else {})

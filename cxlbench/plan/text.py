@@ -11,7 +11,7 @@ from ..errors import UserError
 from ..tiering import calibration
 from ..tiering.checked import UNTRUSTED
 from ..units import quantity
-from .footprint import params
+from .footprint import gpu_bytes, params
 from .job import Job
 from .place import Plan, ratio
 from .timing import CHECKED_BY, LINK_GBS, LINK_SOURCE
@@ -44,6 +44,47 @@ def shape(job: Job) -> str:
             f"tp {job.tp} pp {job.pp}, batch {job.micro_batch} x context {job.context}"
             + (f", {job.prefix_shared:.0%} of it a shared prefix" if job.prefix_shared else "")
             + (", KV-cache on the host" if job.offload == "kv" else ""))
+
+
+def device(plan: Plan) -> str:
+    """The device the plan's parts are of: the stage that decides the GPU fit."""
+    if plan.job.pp == 1:
+        return "one data-parallel rank"
+    return (f"pipeline stage {plan.stage} of {plan.job.pp}, the one that decides the GPU "
+            "fit, of one data-parallel rank")
+
+
+def imbalance(plan: Plan) -> float | None:
+    """The largest stage's GPU bytes over the smallest's (1F1B leaves the first stage the
+    most micro-batches, the last the output layer)."""
+    totals = [gpu_bytes(parts) for parts in plan.stages.values()]
+    return max(totals) / min(totals) if totals and min(totals) else None
+
+
+def stage_table(plan: Plan) -> list[str]:
+    """Each pipeline stage's GPU parts side by side (the shown ones, where there are many)."""
+    if not plan.stages:
+        return []
+    stages = list(plan.stages)
+    names = [n for n in dict.fromkeys(x.name for parts in plan.stages.values()
+                                      for x in parts if x.where == "gpu")]
+    width = max(len("total, gpu"), *(len(n) for n in names))
+    skipped = plan.job.pp - len(stages)
+    lines = ["", f"Per pipeline stage, GPU GiB (1F1B: stage s holds pp - s micro-batches in "
+             f"flight; equal layers a stage" + (f"; {skipped} stages between not shown"
+                                                if skipped else "") + "):",
+             f"  {'part':<{width}}" + "".join(f"  {'stage ' + str(s):>9}" for s in stages)]
+    for n in names:
+        held = [{x.name: x.bytes for x in plan.stages[s] if x.where == "gpu"}.get(n)
+                for s in stages]
+        lines.append(f"  {n:<{width}}" + "".join(
+            f"  {'-' if b is None else format(b / GIB, '.2f'):>9}" for b in held))
+    lines.append(f"  {'total, gpu':<{width}}" + "".join(
+        f"  {gpu_bytes(plan.stages[s]) / GIB:9.2f}" for s in stages))
+    ratio_ = imbalance(plan)
+    lines.append(f"  stage {plan.stage} decides the GPU fit"
+                 + (f"; largest over smallest {ratio_:.2f}x" if ratio_ else ""))
+    return lines
 
 
 def answer(plan: Plan) -> list[str]:
@@ -118,7 +159,7 @@ def render(plan: Plan) -> str:
     job, m = plan.job, plan.machine
     lines = [shape(job), *("  " + line for line in answer(plan)), ""]
     width = max(len("total, host"), *(len(p.part.name) for p in plan.placed))
-    lines += ["Per device (pipeline stage 0 of one data-parallel rank):",
+    lines += [f"Per device ({device(plan)}):",
               f"  {'part':<{width}}  {'GiB':>8}  where  formula"]
     lines += [f"  {p.part.name:<{width}}  {p.part.bytes / GIB:8.2f}  {p.part.where:<5}  "
               f"{p.part.formula}" for p in plan.placed]
@@ -126,6 +167,7 @@ def render(plan: Plan) -> str:
         total = sum(p.part.bytes for p in plan.placed if p.part.where == where)
         if total:
             lines.append(f"  {'total, ' + where:<{width}}  {total / GIB:8.2f}")
+    lines += stage_table(plan)
     host = sorted((p for p in plan.placed if p.part.where == "host"), key=lambda p: p.order)
     if host:
         lines += ["", f"Placement on one host ({job.host_ranks} rank"
@@ -172,7 +214,11 @@ def as_dict(plan: Plan) -> dict:
     return _finite({
         "shape": shape(job), "answer": answer(plan),
         "job": dataclasses.asdict(job), "parameters": params(job),
-        "device": "pipeline stage 0 of one data-parallel rank",
+        "device": device(plan), "stage": plan.stage,
+        "stages": [{"stage": s, "gpu": gpu_bytes(parts),
+                    "parts": {x.name: x.bytes for x in parts if x.where == "gpu"}}
+                   for s, parts in plan.stages.items()],
+        "imbalance": imbalance(plan),
         "parts": [{**dataclasses.asdict(p.part), "host_bytes": p.total if
                    p.part.where == "host" else 0, "dram": p.fast, "slow": p.slow,
                    "short": p.short, "why": p.reason} for p in plan.placed],
