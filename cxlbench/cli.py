@@ -655,6 +655,11 @@ def topology(as_json, sys_root, proc_root):
 @click.option("--dp", type=int, help="data-parallel degree")
 @click.option("--tp", type=int, help="tensor-parallel degree")
 @click.option("--pp", type=int, help="pipeline-parallel degree")
+@click.option("--schedule", help="the pipeline's schedule: 1f1b (default), gpipe, interleaved")
+@click.option("--chunks", type=int, help="model chunks a device runs (interleaved; default 2)")
+@click.option("--layers-per-stage", "layers_per_stage", metavar="N,N,...",
+              callback=lambda _c, _p, v: None if v is None else v.split(","),
+              help="layers each pipeline stage holds (default: equal)")
 @click.option("--micro-batch", "micro_batch", type=int)
 @click.option("--global-batch", "global_batch", type=int)
 @click.option("--seq", type=int, help="sequence length (training)")

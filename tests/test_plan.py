@@ -153,6 +153,38 @@ def test_plan_prints_each_stage_and_the_one_that_decides(tmp_path):
     assert j["stage"] == 0 and [s["gpu"] for s in j["stages"]] == totals
 
 
+def test_schedules_hold_what_they_hold_in_flight():
+    """GPipe: every micro-batch on every stage; interleaved 1F1B (v chunks): the first
+    stage pp + (pp - 1) / v micro-batches' layers (Korthikanti et al. 2022), the last the
+    output layer's for one."""
+    one = part(plan_job.make("llama-3-8b", pp=4), "activations").bytes      # 8 layers x 1
+    gpipe = plan_job.make("llama-3-8b", pp=4, global_batch=8, schedule="gpipe")
+    assert [next(p.bytes for p in fp.footprint(gpipe, s) if p.name == "activations")
+            for s in range(4)] == [8 * one] * 4
+    assert {p.name: p.bytes for p in fp.footprint(gpipe, 3)}["output activations"] == \
+        8 * fp.output_bytes(gpipe)[0]
+    inter = plan_job.make("llama-3-8b", pp=4, global_batch=8, schedule="interleaved",
+                          chunks=2)
+    first = next(p.bytes for p in fp.footprint(inter, 0) if p.name == "activations")
+    assert first * 2 == (4 * 2 + 3) * one              # (pp + (pp - 1) / v) x 8 layers
+    assert {p.name: p.bytes for p in fp.footprint(inter, 3)}["output activations"] == \
+        fp.output_bytes(inter)[0]
+
+
+def test_a_split_of_ones_own_and_its_bounds():
+    job = plan_job.make("llama-3-8b", pp=4, layers_per_stage=[6, 8, 8, 10])
+    assert [fp.stage_layers(job, s) for s in range(4)] == [6, 8, 8, 10]
+    totals = [fp.gpu_bytes(fp.footprint(job, s)) for s in range(4)]
+    assert fp.heaviest_stage(job) == totals.index(max(totals))
+    for bad, why in (({"layers_per_stage": [8, 8, 8]}, "one count a stage"),
+                     ({"layers_per_stage": [8, 8, 8, 9]}, "adding up to the layers"),
+                     ({"layers_per_stage": [8, 8, 8, 8], "schedule": "interleaved"},
+                      "layers are split equally"),
+                     ({"schedule": "interleaved", "chunks": 3}, "cannot split 32 layers")):
+        with pytest.raises(UserError, match=why):
+            plan_job.make("llama-3-8b", pp=4, **bad)
+
+
 def test_many_stages_show_the_ends_and_the_middle():
     job = plan_job.make("llama-3-70b", pp=16)
     assert fp.shown_stages(job) == [0, 1, 2, 8, 13, 14, 15]

@@ -10,7 +10,7 @@ SGD or Adagrad steps, 8-bit KV) has no case."""
 from __future__ import annotations
 
 from . import timing
-from .footprint import kv_token_bytes
+from .footprint import kv_token_bytes, stage_layers
 from .job import DTYPE_BYTES, Job
 from .place import Plan
 
@@ -33,9 +33,10 @@ def _jobs(job: Job, plan: Plan, node: int, tag: str) -> dict[str, dict]:
     if timing.DECODE in names and job.dtype in ("bf16", "fp16"):
         # the kvcache kernel's tokens are 16-bit, as the plan's are here
         seq = max(job.kv_block, min(job.context,
-                                    CHECK_BYTES // (kv_token_bytes(job) * job.micro_batch)))
+                                    CHECK_BYTES // (kv_token_bytes(job, plan.stage)
+                                                    * job.micro_batch)))
         out[f"kvcache_{tag}"] = {
-            "bench": "kvcache", "preset": "custom", "layers": job.layers // job.pp,
+            "bench": "kvcache", "preset": "custom", "layers": stage_layers(job, plan.stage),
             "kv_heads": max(1, job.kv_heads // min(job.tp, job.kv_heads)),
             "head_dim": job.head_dim, "block": job.kv_block,
             "batch": job.micro_batch, "seq_len": seq, "steps": 2, "mem.cache": bind}

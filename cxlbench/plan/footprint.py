@@ -44,7 +44,7 @@ def stage_params(job: Job, stage: int = 0) -> int:
     """Parameters a device of pipeline stage `stage` holds before ZeRO: its layers (equal
     layers a stage, as the frameworks split them by default), the input embedding on the
     first stage, the output one and the final norm on the last, split by TP."""
-    lm = job.layers // job.pp * layer_params(job)
+    lm = stage_layers(job, stage) * layer_params(job)
     if stage == 0:
         lm += job.vocab * job.hidden
     if stage == job.pp - 1:
@@ -52,11 +52,35 @@ def stage_params(job: Job, stage: int = 0) -> int:
     return -(-lm // job.tp) if job.layers else 0
 
 
+def stage_layers(job: Job, stage: int) -> int:
+    """Layers stage `stage` holds: as --layers-per-stage splits them, else equally."""
+    return job.layers_per_stage[stage] if job.layers_per_stage else job.layers // job.pp
+
+
 def in_flight(job: Job, stage: int) -> int:
-    """Micro-batches whose activations stage `stage` holds at its peak under 1F1B: it
-    runs pp - stage forwards before its first backward (the first stage the most, the
-    last one), never more than the step has."""
-    return min(job.pp - stage, job.micro_batches)
+    """Micro-batches whose activations stage `stage` holds at its peak. 1F1B: it runs
+    pp - stage forwards before its first backward (the first stage the most, the last
+    one); GPipe: every micro-batch's forward before any backward. Never more than the
+    step has. (Interleaved: held_layers counts chunks.)"""
+    m = job.micro_batches
+    return m if job.schedule == "gpipe" else min(job.pp - stage, m)
+
+
+def held_layers(job: Job, stage: int) -> tuple[int, str]:
+    """Layers' worth of one micro-batch's activations stage `stage` holds at its peak,
+    and how. Interleaved 1F1B (Megatron-LM, v chunks of L / (pp v) layers a device):
+    2 (pp - stage - 1) + (v - 1) pp warm-up chunk forwards and one more, at most m v:
+    pp + (pp - 1) / v micro-batches' layers on the first stage (Korthikanti et al. 2022)."""
+    if job.schedule == "interleaved":
+        v = job.chunks
+        chunk = job.layers // (job.pp * v)
+        held = min(2 * (job.pp - stage - 1) + (v - 1) * job.pp + 1, job.micro_batches * v)
+        return chunk * held, (f"{chunk} layers a chunk x {held} chunk forwards in flight "
+                              f"(interleaved 1F1B, {v} chunks, stage {stage})")
+    n, layers = in_flight(job, stage), stage_layers(job, stage)
+    return layers * n, (f"{layers} layers x {n} micro-batch{'es' if n > 1 else ''} in "
+                        f"flight ({'GPipe' if job.schedule == 'gpipe' else '1F1B'}, stage "
+                        f"{stage})")
 
 
 def activation_bytes(job: Job) -> tuple[int, str]:
@@ -95,10 +119,10 @@ def output_bytes(job: Job) -> tuple[int, str]:
         f"s b ({2 * w} h + 4 + {w} vocab / tp): final norm, projection input, log-softmax"
 
 
-def kv_token_bytes(job: Job) -> int:
-    """A token's K and V in every layer of stage 0, on one rank: the KV heads split by tp
-    (past kv_heads ranks, each holds a whole head)."""
-    return 2 * (job.layers // job.pp) * job.kv_heads * job.head_dim * \
+def kv_token_bytes(job: Job, stage: int = 0) -> int:
+    """A token's K and V in every layer of stage `stage`, on one rank: the KV heads split
+    by tp (past kv_heads ranks, each holds a whole head)."""
+    return 2 * stage_layers(job, stage) * job.kv_heads * job.head_dim * \
         DTYPE_BYTES[job.dtype] // min(job.tp, job.kv_heads)
 
 
@@ -138,25 +162,24 @@ def footprint(job: Job, stage: int = 0) -> list[Part]:
                             f"4 B x stage parameters / tp{note} (fp32, the CPU step's input)"))
     if job.train and job.layers:
         per, formula = activation_bytes(job)
-        held_n = in_flight(job, stage)
-        held = per * (job.layers // job.pp) * held_n
+        layers, how = held_layers(job, stage)
+        held = per * layers
         if job.recompute:       # and, in backward, the one layer being recomputed, whole
             held += activation_bytes(dataclasses.replace(job, recompute=False))[0]
             formula += " + one layer's whole set, recomputed in backward"
-        out.append(Part("activations", held, "gpu",
-                        f"{formula}; x {job.layers // job.pp} layers x {held_n} micro-"
-                        f"batch{'es' if held_n > 1 else ''} in flight (1F1B, stage {stage})"))
+        out.append(Part("activations", held, "gpu", f"{formula}; x {how}"))
         if stage == job.pp - 1:         # the output layer is the last stage's
             per, formula = output_bytes(job)
-            held_n = in_flight(job, stage)
+            # interleaved: the last chunk's forward is followed by its backward at once
+            held_n = 1 if job.schedule == "interleaved" else in_flight(job, stage)
             out.append(Part("output activations", per * held_n, "gpu", formula + (
                 f"; x {held_n} micro-batches in flight" if held_n > 1 else "")))
     if job.context and job.layers:
         tokens = round(job.context * (job.micro_batch - (job.micro_batch - 1) *
                                       job.prefix_shared))
-        out.append(Part("KV-cache", kv_token_bytes(job) * -(-tokens // job.kv_block) *
+        out.append(Part("KV-cache", kv_token_bytes(job, stage) * -(-tokens // job.kv_block) *
                         job.kv_block, "host" if job.offload == "kv" else "gpu",
-                        f"2 x {job.layers // job.pp} layers x {job.kv_heads} KV heads x "
+                        f"2 x {stage_layers(job, stage)} layers x {job.kv_heads} KV heads x "
                         f"{job.head_dim} x {w} B / {min(job.tp, job.kv_heads)} (tp) a token, "
                         f"x {tokens} tokens in {job.kv_block}-token blocks"))
     if job.tables:
@@ -182,20 +205,21 @@ def gpu_bytes(parts: list[Part]) -> int:
 
 
 def heaviest_stage(job: Job) -> int:
-    """The pipeline stage with the most GPU bytes, which decides whether the job fits: the
-    first (the most micro-batches in flight, the input embedding) or the last (the output
-    layer's weights and activations); a stage between holds no more than the first."""
-    ends = sorted({0, job.pp - 1})
-    return max(ends, key=lambda s: (gpu_bytes(footprint(job, s)), -s))
+    """The pipeline stage with the most GPU bytes, which decides whether the job fits. Of
+    equal splits, the first (the most micro-batches in flight, the input embedding) or the
+    last (the output layer's weights and activations): a stage between holds no more than
+    the first. A split of one's own: every stage weighed."""
+    candidates = range(job.pp) if job.layers_per_stage else sorted({0, job.pp - 1})
+    return max(candidates, key=lambda s: (gpu_bytes(footprint(job, s)), -s))
 
 
-def shown_stages(job: Job) -> list[int]:
+def shown_stages(job: Job, also: int = 0) -> list[int]:
     """The stages a per-stage table shows: every one up to 8, else the first three, the
-    middle and the last three (the ends differ; those between change gradually)."""
+    middle, the last three and `also` (the one that decides the fit)."""
     pp = job.pp
     if pp <= 8:
         return list(range(pp))
-    return sorted({0, 1, 2, pp // 2, pp - 3, pp - 2, pp - 1})
+    return sorted({0, 1, 2, pp // 2, pp - 3, pp - 2, pp - 1, also})
 
 
 def model_states(job: Job) -> int:

@@ -19,6 +19,7 @@ except ImportError:         # Python 3.10
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 OPTIMIZERS = ("adam", "adamw", "sgd", "adagrad")
 OFFLOADS = ("none", "optimizer", "optimizer+params", "kv")      # kv: serving's KV-cache
+SCHEDULES = ("1f1b", "gpipe", "interleaved")   # pipeline schedules (interleaved: 1F1B's)
 
 
 def _tables(preset: str) -> dict:
@@ -71,6 +72,9 @@ class Job:
     dp: int = 1
     tp: int = 1
     pp: int = 1
+    schedule: str = "1f1b"
+    chunks: int = 2             # interleaved: model chunks a device runs
+    layers_per_stage: tuple = ()    # a split of the layers (default: equal)
     zero: int = 0
     recompute: bool = False
     flash: bool = True
@@ -128,8 +132,19 @@ def _check(job: Job) -> Job:
         bad.append("table_dim: at least 1 for embedding tables")
     if job.pooling and len(job.pooling) != len(job.tables):
         bad.append(f"pooling: one a table ({len(job.tables)}), not {len(job.pooling)}")
-    if job.layers and job.layers % job.pp:
-        bad.append(f"pp: {job.pp} stages cannot split {job.layers} layers evenly")
+    if job.layers_per_stage:
+        if len(job.layers_per_stage) != job.pp or sum(job.layers_per_stage) != job.layers:
+            bad.append(f"layers_per_stage: one count a stage ({job.pp}) adding up to the "
+                       f"layers ({job.layers}), not {list(job.layers_per_stage)}")
+        if job.schedule == "interleaved":
+            bad.append("layers_per_stage: with the interleaved schedule, layers are split "
+                       "equally (chunks of pp x chunks)")
+    elif job.layers and job.layers % job.pp:
+        bad.append(f"pp: {job.pp} stages cannot split {job.layers} layers evenly "
+                   "(--layers-per-stage gives another split)")
+    if job.schedule == "interleaved" and job.layers and job.layers % (job.pp * job.chunks):
+        bad.append(f"chunks: {job.pp} stages x {job.chunks} chunks cannot split "
+                   f"{job.layers} layers evenly")
     if job.heads and job.heads % job.tp:
         bad.append(f"tp: {job.tp} cannot split {job.heads} heads evenly")
     if job.heads and job.kv_heads and job.heads % job.kv_heads:
@@ -189,6 +204,12 @@ OPTIONS = {o.name: o for o in [
     _field("dp", "int", "data-parallel degree", min=1, max=1 << 20),
     _field("tp", "int", "tensor-parallel degree", min=1, max=1 << 16),
     _field("pp", "int", "pipeline-parallel degree", min=1, max=1 << 16),
+    _field("schedule", "choice", "the pipeline's schedule: 1f1b, gpipe or interleaved "
+           "(1F1B over chunks)", choices=SCHEDULES),
+    _field("chunks", "int", "model chunks a device runs (interleaved schedule)", min=2,
+           max=1 << 10),
+    _field("layers_per_stage", "int", "layers each pipeline stage holds, a list (default: "
+           "equal)", min=0, max=1 << 20),
     _field("zero", "int", "ZeRO stage 0-3 (3: FSDP's full sharding)", min=0, max=3),
     _field("recompute", "bool", "full activation recomputation: each layer's input kept "
            "only"),
@@ -203,7 +224,7 @@ OPTIONS = {o.name: o for o in [
     _field("prefix_shared", "float", "share of each sequence's context shared by all (one "
            "copy)", min=0.0, max=1.0),
 ]}
-LISTS = ("tables", "pooling")           # a list of the option's values, one a table
+LISTS = ("tables", "pooling", "layers_per_stage")   # lists: one value a table (a stage)
 MAX_TABLES = 1 << 14
 MAX_NAME = 100                          # name: free text (no option kind), printable
 MAX_PARAMS = 10 ** 15                   # a thousand times the largest dense model's

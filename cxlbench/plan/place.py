@@ -84,7 +84,7 @@ def _better(work: Work, machine: Machine, share: float, ns: float) -> tuple | No
 def plan(job: Job, machine: Machine) -> Plan:
     stage = heaviest_stage(job)
     parts = within_bounds(job, stage)
-    items = works(job, parts)
+    items = works(job, parts, stage)
     home = {name: w for w in items for name in w.parts}
     sizes = {p.name: host_bytes(job, p) for p in parts if p.where == "host"}
 
@@ -139,4 +139,4 @@ def plan(job: Job, machine: Machine) -> Plan:
         curve = [(float(s), sum(w.ns(machine, 1.0 - s) for w in steps)) for s in SHARES]
     return Plan(job, machine, placed, timed, curve,
                 step_bytes[0] / step_bytes[1] if step_bytes[1] else 0.0, stage,
-                {s: footprint(job, s) for s in shown_stages(job)} if job.pp > 1 else {})
+                {s: footprint(job, s) for s in shown_stages(job, stage)} if job.pp > 1 else {})

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..tiering import model
 from ..workloads.epochs import Demand
-from .footprint import MOMENTS, Part, kv_token_bytes
+from .footprint import MOMENTS, Part, kv_token_bytes, stage_layers
 from .job import DTYPE_BYTES, Job
 from .tiers import Machine
 
@@ -103,8 +103,9 @@ def host_bytes(job: Job, part: Part) -> float:
     return part.bytes if part.name == "embedding tables" else part.bytes * job.host_ranks
 
 
-def works(job: Job, parts: list[Part]) -> list[Work]:
-    """The host's memory-bound work for the host-side parts, for one host (its ranks')."""
+def works(job: Job, parts: list[Part], stage: int = 0) -> list[Work]:
+    """The host's memory-bound work for the host-side parts (of pipeline stage `stage`),
+    for one host (its ranks')."""
     host = {p.name: host_bytes(job, p) for p in parts if p.where == "host"}
     r = job.host_ranks
     out = []
@@ -142,12 +143,11 @@ def works(job: Job, parts: list[Part]) -> list[Work]:
                         _gathers(passes * lookups, row, lookups * row if job.train else 0,
                                  on_fast)))
     if "KV-cache" in host:
-        token = kv_token_bytes(job)
-        block = token // (2 * (job.layers // job.pp)) * job.kv_block   # a layer's K or V
+        token, layers = kv_token_bytes(job, stage), stage_layers(job, stage)
+        block = token // (2 * layers) * job.kv_block   # a layer's K or V
         # every sequence reads all its blocks, a shared prefix's too (their one copy is
         # read once a sequence)
-        reads = r * job.micro_batch * -(-job.context // job.kv_block) * 2 * \
-            (job.layers // job.pp)
+        reads = r * job.micro_batch * -(-job.context // job.kv_block) * 2 * layers
         out.append(Work(DECODE, ("KV-cache",), "decode step",
                         f"{reads:,} blocks of {block} B read a step, every block of each of "
                         f"the {job.micro_batch} sequence{'s' if job.micro_batch > 1 else ''}"
