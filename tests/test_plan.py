@@ -185,6 +185,57 @@ def test_a_split_of_ones_own_and_its_bounds():
             plan_job.make("llama-3-8b", pp=4, **bad)
 
 
+def test_the_balanced_split_is_the_best_split():
+    """Every split of 32 layers into 4 stages of one or more, tried: none has a lighter
+    heaviest stage than the one the plan offers, which holds all the layers."""
+    import itertools
+    from cxlbench.plan import balance
+    job = plan_job.make("llama-3-8b", pp=4, global_batch=8)
+    offered = balance.balanced_split(job)
+    assert sum(offered.layers_per_stage) == 32 and min(offered.layers_per_stage) >= 1
+    best = min(max(fp.gpu_bytes(fp.footprint(
+        plan_job.make("llama-3-8b", pp=4, global_batch=8, layers_per_stage=[a, b - a, c - b,
+                                                                            32 - c]), s))
+        for s in range(4))
+        for a, b, c in itertools.combinations(range(1, 32), 3))
+    assert max(offered.stages_gpu) == best
+    assert offered.step == max(offered.layers_per_stage) / 8
+    # a split already balanced is offered nothing better; nor is interleaving, whose
+    # split is fixed, or one stage
+    assert balance.balanced_split(plan_job.make(
+        "llama-3-8b", pp=4, global_batch=8, layers_per_stage=offered.layers_per_stage)) is None
+    assert balance.balanced_split(plan_job.make("llama-3-8b", pp=4, schedule="interleaved")) \
+        is None
+    assert balance.balanced_split(plan_job.make("llama-3-8b")) is None
+
+
+def test_a_first_stage_that_does_not_fit_and_the_split_that_does(tmp_path):
+    """README's example: at 48 GiB a GPU stage 0 is over; the split the plan names fits,
+    as the plan of that split says."""
+    args = ["plan", "--model", "llama-3-8b", "--pp", "4", "--global-batch", "8",
+            "--gpu-mem", "48G", "--results-dir", str(tmp_path)]
+    out = cxlbench(*args).stdout
+    assert "does NOT fit" in out
+    split = re.search(r"so would --layers-per-stage ([\d,]+), which fits", out).group(1)
+    assert f"memory-balanced split (--layers-per-stage {split})" in out
+    again = cxlbench(*args, "--layers-per-stage", split).stdout
+    assert "fits in its 48.0 GiB" in again.splitlines()[1]
+    j = json.loads(cxlbench(*args, "--json").stdout)
+    assert j["balance"][0]["layers_per_stage"] == [int(x) for x in split.split(",")]
+
+
+def test_serving_stages_hold_their_layers_weights_and_kv_cache(tmp_path):
+    """--serve --pp: each stage's weights and its layers' share of the KV-cache, the
+    embeddings at the ends."""
+    job = plan_job.make("llama-3-70b", train=False, context=32768, tp=8, pp=4, micro_batch=4)
+    kv = [next(p.bytes for p in fp.footprint(job, s) if p.name == "KV-cache") for s in range(4)]
+    assert kv == [kv[0]] * 4 and kv[0] == fp.kv_token_bytes(job) * 4 * 32768
+    assert fp.kv_token_bytes(job) == 2 * 20 * 8 * 128 * 2 // 8      # 20 layers a stage
+    out = cxlbench("plan", "--model", "llama-3-70b", "--serve", "--context", "32768", "--tp",
+                   "8", "--pp", "4", "--micro-batch", "4", "--results-dir", str(tmp_path)).stdout
+    assert "(serving: each stage its layers' weights and KV-cache; equal layers a stage)" in out
+
+
 def test_many_stages_show_the_ends_and_the_middle():
     job = plan_job.make("llama-3-70b", pp=16)
     assert fp.shown_stages(job) == [0, 1, 2, 8, 13, 14, 15]

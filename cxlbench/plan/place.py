@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .balance import Option, balanced_split
 from .footprint import Part, footprint, heaviest_stage, shown_stages, within_bounds
 from .job import Job
 from .timing import Work, host_bytes, works
@@ -50,6 +51,7 @@ class Plan:
     step_slow: float = 0.0      # of the step work's bytes, the share on the slow tier
     stage: int = 0              # the pipeline stage planned: the one that decides the fit
     stages: dict[int, list[Part]] = field(default_factory=dict)     # shown_stages' parts
+    balanced: Option | None = None  # a split of the layers that evens the stages out
 
     @property
     def gpu_total(self) -> float:
@@ -139,4 +141,5 @@ def plan(job: Job, machine: Machine) -> Plan:
         curve = [(float(s), sum(w.ns(machine, 1.0 - s) for w in steps)) for s in SHARES]
     return Plan(job, machine, placed, timed, curve,
                 step_bytes[0] / step_bytes[1] if step_bytes[1] else 0.0, stage,
-                {s: footprint(job, s) for s in shown_stages(job, stage)} if job.pp > 1 else {})
+                {s: footprint(job, s) for s in shown_stages(job, stage)} if job.pp > 1 else {},
+                balanced_split(job))

@@ -70,9 +70,15 @@ def stage_table(plan: Plan) -> list[str]:
                                       for x in parts if x.where == "gpu")]
     width = max(len("total, gpu"), *(len(n) for n in names))
     skipped = plan.job.pp - len(stages)
-    lines = ["", f"Per pipeline stage, GPU GiB (1F1B: stage s holds pp - s micro-batches in "
-             f"flight; equal layers a stage" + (f"; {skipped} stages between not shown"
-                                                if skipped else "") + "):",
+    job = plan.job
+    held = {"1f1b": "1F1B: stage s holds pp - s micro-batches in flight",
+            "gpipe": "GPipe: every stage holds every micro-batch",
+            "interleaved": f"interleaved 1F1B over {job.chunks} chunks a device"}[job.schedule] \
+        if job.train else "serving: each stage its layers' weights and KV-cache"
+    split = "layers " + ",".join(map(str, job.layers_per_stage)) if job.layers_per_stage \
+        else "equal layers a stage"
+    lines = ["", f"Per pipeline stage, GPU GiB ({held}; {split}"
+             + (f"; {skipped} stages between not shown" if skipped else "") + "):",
              f"  {'part':<{width}}" + "".join(f"  {'stage ' + str(s):>9}" for s in stages)]
     for n in names:
         held = [{x.name: x.bytes for x in plan.stages[s] if x.where == "gpu"}.get(n)
@@ -84,7 +90,22 @@ def stage_table(plan: Plan) -> list[str]:
     ratio_ = imbalance(plan)
     lines.append(f"  stage {plan.stage} decides the GPU fit"
                  + (f"; largest over smallest {ratio_:.2f}x" if ratio_ else ""))
-    return lines
+    return lines + balance_lines(plan)
+
+
+def balance_lines(plan: Plan) -> list[str]:
+    """The ways to even the stages out, each with its stages' peaks and its cost."""
+    o = plan.balanced
+    if o is None:
+        return []
+    now, gpu = gpu_bytes(plan.stages[plan.stage]), plan.machine.gpu
+    peak = max(o.stages_gpu)
+    fit = "" if gpu is None else (f"; fits in the GPU's {_gib(gpu)}" if peak <= gpu else
+                                  f"; still over the GPU's {_gib(gpu)}")
+    return ["", "To even the stages out:",
+            f"  {o.name} (--layers-per-stage {','.join(map(str, o.layers_per_stage))}): "
+            f"stages {', '.join(f'{b / GIB:.1f}' for b in o.stages_gpu)} GiB, the largest "
+            f"{_gib(peak)} against {_gib(now)} now{fit}; {o.cost}"]
 
 
 def answer(plan: Plan) -> list[str]:
@@ -98,7 +119,10 @@ def answer(plan: Plan) -> list[str]:
             f"fits in its {_gib(m.gpu)} ({m.gpu_source})" if fit else
             f"does NOT fit in its {_gib(m.gpu)} ({m.gpu_source}): over by "
             f"{_gib(plan.gpu_total - m.gpu)}; --zero 3, --offload, --recompute or a smaller "
-            "micro-batch would lower it"))
+            "micro-batch would lower it" + (
+                f"; so would --layers-per-stage "
+                f"{','.join(map(str, plan.balanced.layers_per_stage))}, which fits (below)"
+                if plan.balanced and max(plan.balanced.stages_gpu) <= m.gpu else "")))
     short, slow = plan.host("short"), plan.host("slow")
     host = plan.host("DRAM") + slow + short
     if host:
@@ -219,6 +243,9 @@ def as_dict(plan: Plan) -> dict:
                     "parts": {x.name: x.bytes for x in parts if x.where == "gpu"}}
                    for s, parts in plan.stages.items()],
         "imbalance": imbalance(plan),
+        "balance": [{"option": o.name, "layers_per_stage": list(o.layers_per_stage),
+                     "stages_gpu": list(o.stages_gpu), "step_time": o.step, "cost": o.cost}
+                    for o in [plan.balanced] if o],
         "parts": [{**dataclasses.asdict(p.part), "host_bytes": p.total if
                    p.part.where == "host" else 0, "dram": p.fast, "slow": p.slow,
                    "short": p.short, "why": p.reason} for p in plan.placed],
