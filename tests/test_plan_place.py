@@ -3,6 +3,7 @@ byte loses on the slow tier, bytes conserved, each work's prediction against the
 model's own arithmetic and the workloads' own demands, and the plan's words."""
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -283,3 +284,65 @@ def test_a_split_faster_than_all_dram_is_named():
     assert share < 1 and ns < t.ns * (1 - place.BETTER)
     assert ns == pytest.approx(t.work.ns(m, share))
     assert "both tiers' bandwidth at once" in render(place.plan(offload(), m))
+
+
+# ---- evening out the pipeline's stages (issue 50) ------------------------------------------
+
+def stage_totals(job):
+    from cxlbench.plan import footprint as fp
+    return [fp.gpu_bytes(fp.footprint(job, s)) for s in range(job.pp)]
+
+
+def test_bpipe_pairs_even_out_by_whole_micro_batches():
+    """Llama 3 8B, pp 4, 8 micro-batches: stage 0 (4 in flight, 5.1 GiB each) is 14.3 GiB
+    over stage 3, so one micro-batch moves to it; stages 1 and 2 differ by less than two
+    micro-batches' and stay; 8 x 1 / 3 of the step's micro-batches make the trip."""
+    from cxlbench.plan import balance
+    job = plan_job.make("llama-3-8b", pp=4, global_batch=8)
+    now = stage_totals(job)
+    a = next(p.bytes for p in balance.footprint(job, 0) if p.name == "activations") // 4
+    o = balance.bpipe(job)
+    assert list(o.stages_gpu) == [now[0] - a, now[1], now[2], now[3] + a]
+    assert o.moved == pytest.approx(2 * a * 8 * 1 / 3)
+    assert sum(o.stages_gpu) == sum(now)                # moved, not lost
+    assert balance.bpipe(plan_job.make("llama-3-8b", pp=4, schedule="interleaved")) is None
+
+
+def test_offload_moves_as_few_micro_batches_as_bring_the_stage_under():
+    from cxlbench.plan import balance
+    job = plan_job.make("llama-3-8b", pp=4, global_batch=8)
+    now = stage_totals(job)
+    a = next(p.bytes for p in balance.footprint(job, 0) if p.name == "activations") // 4
+    gpu = 48 * GIB
+    o = balance.offload(job, machine(gpu=gpu, calibrated=False))
+    m = -(-(now[0] - gpu) // a)                          # 2: one would leave it over
+    assert m == 2 and now[0] - (m - 1) * a > gpu >= o.stages_gpu[0] == now[0] - m * a
+    assert list(o.stages_gpu[1:]) == now[1:]
+    assert o.moved == pytest.approx(2 * a * 8 * m / 3)
+    assert f"{o.moved / 53e9 * 1e3:.0f} ms at 53 GB/s (assumed)" in o.cost
+    assert "not calibrated here" in o.cost
+    # calibrated: the host takes and gives back the same bytes as a stream would, faster
+    # in DRAM than on the slow tier
+    timed = balance.offload(job, machine(gpu=gpu))
+    ms = [float(x) for x in re.findall(r"in (\d+) ms in DRAM, (\d+) ms on the slow", timed.cost)[0]]
+    want = [timing.Work("x", (), "step", "", lambda s: timing._streamed(
+        o.moved / 2, o.moved / 2, s)).ns(machine(gpu=gpu), share) * 1e-6 for share in (1.0, 0.0)]
+    assert ms == [round(w) for w in want] and ms[0] < ms[1]
+    # without a GPU size, down to the next heaviest stage
+    loose = balance.offload(job, machine(calibrated=False))
+    assert max(loose.stages_gpu) <= sorted(now)[-2] + a
+
+
+def test_the_plan_prints_each_way_and_whether_it_fits(tmp_path):
+    out = cxlbench("plan", "--model", "llama-3-8b", "--pp", "4", "--global-batch", "8",
+                   "--gpu-mem", "48G", "--results-dir", str(tmp_path)).stdout
+    ways = out.split("To even the stages out (each alone):")[1].strip().splitlines()[:3]
+    assert [w.split(" (")[0].strip() for w in ways] == [
+        "memory-balanced split", "BPipe pairing", "activation offload to the host"]
+    assert "fits in the GPU's 48.0 GiB" in ways[0] and "still over" in ways[1] and \
+        "fits in the GPU's 48.0 GiB" in ways[2]
+    j = json.loads(cxlbench("plan", "--model", "llama-3-8b", "--pp", "4", "--global-batch",
+                            "8", "--gpu-mem", "48G", "--json", "--results-dir",
+                            str(tmp_path)).stdout)
+    assert [b["option"] for b in j["balance"]] == ["memory-balanced split", "BPipe pairing",
+                                                   "activation offload to the host"]

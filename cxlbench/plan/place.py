@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .balance import Option, balanced_split
+from .balance import Option, options
 from .footprint import Part, footprint, heaviest_stage, shown_stages, within_bounds
 from .job import Job
 from .timing import Work, host_bytes, works
@@ -51,7 +51,7 @@ class Plan:
     step_slow: float = 0.0      # of the step work's bytes, the share on the slow tier
     stage: int = 0              # the pipeline stage planned: the one that decides the fit
     stages: dict[int, list[Part]] = field(default_factory=dict)     # shown_stages' parts
-    balanced: Option | None = None  # a split of the layers that evens the stages out
+    balancing: list[Option] = field(default_factory=list)   # ways to even the stages out
 
     @property
     def gpu_total(self) -> float:
@@ -142,4 +142,4 @@ def plan(job: Job, machine: Machine) -> Plan:
     return Plan(job, machine, placed, timed, curve,
                 step_bytes[0] / step_bytes[1] if step_bytes[1] else 0.0, stage,
                 {s: footprint(job, s) for s in shown_stages(job, stage)} if job.pp > 1 else {},
-                balanced_split(job))
+                options(job, machine))

@@ -95,17 +95,25 @@ def stage_table(plan: Plan) -> list[str]:
 
 def balance_lines(plan: Plan) -> list[str]:
     """The ways to even the stages out, each with its stages' peaks and its cost."""
-    o = plan.balanced
-    if o is None:
+    if not plan.balancing:
         return []
     now, gpu = gpu_bytes(plan.stages[plan.stage]), plan.machine.gpu
-    peak = max(o.stages_gpu)
-    fit = "" if gpu is None else (f"; fits in the GPU's {_gib(gpu)}" if peak <= gpu else
-                                  f"; still over the GPU's {_gib(gpu)}")
-    return ["", "To even the stages out:",
-            f"  {o.name} (--layers-per-stage {','.join(map(str, o.layers_per_stage))}): "
-            f"stages {', '.join(f'{b / GIB:.1f}' for b in o.stages_gpu)} GiB, the largest "
-            f"{_gib(peak)} against {_gib(now)} now{fit}; {o.cost}"]
+    lines = ["", "To even the stages out (each alone):"]
+    for o in plan.balancing:
+        peak = max(o.stages_gpu)
+        fit = "" if gpu is None else (f"; fits in the GPU's {_gib(gpu)}" if peak <= gpu
+                                      else f"; still over the GPU's {_gib(gpu)}")
+        shown = o.stages_gpu if len(o.stages_gpu) <= 8 else \
+            [o.stages_gpu[s] for s in plan.stages]
+        lines.append(f"  {o.name} ({o.how}): stages {', '.join(f'{b / GIB:.1f}' for b in shown)}"
+                     f" GiB, the largest {_gib(peak)} against {_gib(now)} now{fit}; {o.cost}")
+    return lines
+
+
+def _fitting_split(plan: Plan) -> Option | None:
+    """The balanced split, where it makes the job fit the GPU."""
+    return next((o for o in plan.balancing if o.layers_per_stage and plan.machine.gpu
+                 is not None and max(o.stages_gpu) <= plan.machine.gpu), None)
 
 
 def answer(plan: Plan) -> list[str]:
@@ -120,9 +128,8 @@ def answer(plan: Plan) -> list[str]:
             f"does NOT fit in its {_gib(m.gpu)} ({m.gpu_source}): over by "
             f"{_gib(plan.gpu_total - m.gpu)}; --zero 3, --offload, --recompute or a smaller "
             "micro-batch would lower it" + (
-                f"; so would --layers-per-stage "
-                f"{','.join(map(str, plan.balanced.layers_per_stage))}, which fits (below)"
-                if plan.balanced and max(plan.balanced.stages_gpu) <= m.gpu else "")))
+                f"; so would {split.how}, which fits (below)"
+                if (split := _fitting_split(plan)) else "")))
     short, slow = plan.host("short"), plan.host("slow")
     host = plan.host("DRAM") + slow + short
     if host:
@@ -243,9 +250,9 @@ def as_dict(plan: Plan) -> dict:
                     "parts": {x.name: x.bytes for x in parts if x.where == "gpu"}}
                    for s, parts in plan.stages.items()],
         "imbalance": imbalance(plan),
-        "balance": [{"option": o.name, "layers_per_stage": list(o.layers_per_stage),
-                     "stages_gpu": list(o.stages_gpu), "step_time": o.step, "cost": o.cost}
-                    for o in [plan.balanced] if o],
+        "balance": [{"option": o.name, "how": o.how, "stages_gpu": list(o.stages_gpu),
+                     "layers_per_stage": list(o.layers_per_stage), "step_time": o.step,
+                     "moved": o.moved, "cost": o.cost} for o in plan.balancing],
         "parts": [{**dataclasses.asdict(p.part), "host_bytes": p.total if
                    p.part.where == "host" else 0, "dram": p.fast, "slow": p.slow,
                    "short": p.short, "why": p.reason} for p in plan.placed],
