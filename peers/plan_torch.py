@@ -24,6 +24,17 @@ nn.RMSNorm, an untied output nn.Linear and F.cross_entropy. Parameters in job.dt
                       loss save (and the token ids) vs the plan's
                       "output activations"                             within 20 %
 
+Then every pipeline stage at pp 2 and 4 (the model given 4 layers, 4 micro-batches a
+step): each stage built from the same modules (the embedding on the first, the final
+norm, output Linear and loss on the last, a hidden state received from the stage before
+elsewhere), its forwards run as 1F1B holds them in flight at that stage (pp - s before
+the first backward), and what autograd saves counted:
+
+  stage s activations    its layers' saved bytes, all forwards in flight,
+                         vs the plan's "activations" of stage s          to the byte
+  stage s output layer   the last stage's outside-layer bytes vs the
+                         plan's "output activations" (token ids beside)  within 1 %
+
 Attribution: a layer's bytes include its input (saved by its first norm: the embedding's
 output for layer 0, the previous layer's output after), so each layer counts the same;
 the last layer's output, saved by the final norm, is counted outside the layers in place
@@ -71,6 +82,10 @@ CONFIGS = {
 DEFAULT_CONFIGS = ("default", "mha", "mb4-s256", "recompute")
 STATE_TARGET = 0.05         # parameters, gradients, master weights, moments: exact formulas
 ACT_TARGET = 0.20           # activations
+STAGE_TARGET = 0.0          # a stage's layers' activations: to the byte
+OUTPUT_TARGET = 0.01        # the last stage's output layer (the token ids and targets beside)
+PIPELINES = (2, 4)          # pp of the stage check, over STAGE_LAYERS layers
+STAGE_LAYERS = 4
 
 
 def make_job(name: str, **extra):
@@ -388,6 +403,87 @@ def compare(name: str, job, m: Measured) -> list[Row]:
     return rows
 
 
+def measure_stage(job, stage: int, norm: str = "fused") -> tuple[int, int]:
+    """Stage `stage` of job.pp run as 1F1B holds it: in_flight forwards of micro-batches
+    whose backwards have not run, what autograd saves counted once a storage, parameters
+    and buffers left out: (its layers' bytes, the bytes outside them)."""
+    import torch
+    import torch.nn.functional as F
+
+    model = build(job, norm)
+    per = job.layers // job.pp
+    mine = list(model.layers)[stage * per:(stage + 1) * per]
+    first, last = stage == 0, stage == job.pp - 1
+    excluded = {t.untyped_storage().data_ptr() for t in
+                (*model.parameters(), *model.buffers())}
+    inside: list = []           # the stage's layers whose forward is running
+
+    def enter(mod, _args):
+        inside.append(mod)
+
+    def leave(mod, _args, _out):        # returns None: the output stays the layer's
+        inside.pop()
+
+    handles = [m.register_forward_pre_hook(enter) for m in mine]
+    handles += [m.register_forward_hook(leave) for m in mine]
+    seen: dict = {}             # storage -> (in a layer, bytes)
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() and st.data_ptr() not in excluded:
+            seen.setdefault(st.data_ptr(), (bool(inside), st.nbytes()))
+        return t
+
+    gen = torch.Generator().manual_seed(stage)
+    dtype = model.embed.weight.dtype
+    b, s = job.micro_batch, job.seq
+    cos, sin = model.cos[:s], model.sin[:s]
+    kept = []                   # the forwards' outputs: their graphs, and what they saved, alive
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            for _ in range(fp.in_flight(job, stage)):
+                if first:
+                    x = model.embed(torch.randint(0, job.vocab, (b, s), generator=gen))
+                else:           # what the stage before sent
+                    x = torch.randn(b, s, job.hidden, generator=gen).to(dtype)
+                    x.requires_grad_(True)
+                for layer in mine:
+                    x = layer(x, cos, sin)
+                if last:
+                    targets = torch.randint(0, job.vocab, (b, s), generator=gen)
+                    x = F.cross_entropy(model.lm_head(model.norm(x)).view(-1, job.vocab),
+                                        targets.view(-1))
+                kept.append(x)
+    finally:
+        for h in handles:
+            h.remove()
+    layers = sum(n for in_layer, n in seen.values() if in_layer)
+    return layers, sum(n for in_layer, n in seen.values() if not in_layer)
+
+
+def compare_stages(name: str, norm: str = "fused") -> list[Row]:
+    """Every stage's activations at each pipeline depth against the plan's."""
+    rows = []
+    for pp in PIPELINES:
+        mb = CONFIGS[name].get("micro_batch", BASE["micro_batch"])
+        job = make_job(name, layers=STAGE_LAYERS, pp=pp, global_batch=mb * 4)
+        for stage in range(pp):
+            layers, outside = measure_stage(job, stage, norm)
+            parts = {p.name: p.bytes for p in fp.footprint(job, stage)}
+            again = fp.activation_bytes(dataclasses.replace(job, recompute=False))[0] \
+                if job.recompute else 0
+            n = fp.in_flight(job, stage)
+            rows.append(Row(name, f"pp {pp} stage {stage} activations",
+                            parts["activations"] - again, layers, STAGE_TARGET,
+                            f"{job.layers // pp} layers x {n} micro-batches in flight"
+                            + (" (less the layer recomputed in backward)" if again else "")))
+            if stage == pp - 1:
+                rows.append(Row(name, f"pp {pp} stage {stage} output layer",
+                                parts["output activations"], outside, OUTPUT_TARGET,
+                                "final norm, lm_head input, loss; token ids, targets"))
+    return rows
+
+
 def print_table(rows: list[Row]) -> None:
     head = ("config", "part", "planned B", "torch B", "ratio", "target", "", "note")
     cells = [head]
@@ -451,6 +547,7 @@ def main(argv=None) -> int:
                   f"dtype={job.dtype} recompute={job.recompute}; {fp.params(job):,} params")
             m = measure(job, args.norm, detail=args.detail and i == 0)
             rows += compare(name, job, m)
+            rows += compare_stages(name, args.norm)
             if args.detail and i == 0:
                 print_detail(name, job, m)
     except Exception:       # no verdict: not exit 1, which says a target was missed

@@ -82,3 +82,30 @@ def test_main_writes_rows(pt, tmp_path, capsys):
                                          "optimizer moments", "activations/layer",
                                          "outside layers"}
     assert "activations/layer" in capsys.readouterr().out
+
+
+def test_every_pipeline_stage_to_the_byte(pt):
+    """Each stage at pp 2 and 4, its forwards in flight as 1F1B holds them: the layers'
+    saved bytes are the plan's to the byte, the last stage's output layer within 1 %."""
+    rows = pt.compare_stages("default")
+    assert [r.part for r in rows] == [
+        "pp 2 stage 0 activations", "pp 2 stage 1 activations", "pp 2 stage 1 output layer",
+        *(f"pp 4 stage {s} activations" for s in range(4)), "pp 4 stage 3 output layer"]
+    assert all(r.verdict() == "ok" for r in rows), [(r.part, r.ratio) for r in rows]
+    acts = [r.torch for r in rows if r.part.startswith("pp 4") and "activations" in r.part]
+    assert acts == [4 * acts[3], 3 * acts[3], 2 * acts[3], acts[3]]     # 4 - s in flight
+
+
+def test_a_wrong_schedule_is_caught(pt, monkeypatch):
+    """Planned as GPipe holds them (every micro-batch on every stage), measured as 1F1B
+    runs them: the stages after the first miss, and the last one's output layer too."""
+    real = pt.fp.footprint
+
+    def gpipe(job, stage=0):
+        import dataclasses
+        return real(dataclasses.replace(job, schedule="gpipe"), stage)
+    monkeypatch.setattr(pt.fp, "footprint", gpipe)
+    monkeypatch.setattr(pt, "PIPELINES", (4,))
+    rows = pt.compare_stages("default")
+    assert [r.part for r in rows if r.missed] == [
+        *(f"pp 4 stage {s} activations" for s in (1, 2, 3)), "pp 4 stage 3 output layer"]
