@@ -63,10 +63,11 @@ class Grid:
         """A panel's title, each of its lines wrapped to the panel's width."""
         ax.set_title("\n".join(wrap(line, self.panel_width) for line in text.splitlines()))
 
-    def legend(self) -> None:
+    def legend(self, orders: list[list[str]] | None = None) -> None:
         """The legends, from each panel's labelled artists, outside the plots: where shared,
         one beside the first row's last panel (the layout keeps that column's right margin
-        for it), else one beside each panel; none of only unnamed series."""
+        for it), else one beside each panel (in `orders`' order of that panel's names, where
+        given); none of only unnamed series."""
         seen: dict = {}
         for ax in self.axes:
             for handle, label in zip(*ax.get_legend_handles_labels()):
@@ -77,8 +78,14 @@ class Grid:
             _beside(self.axes[min(self.cols, len(self.axes)) - 1],
                     [seen[n] for n in labels], labels)
         elif not self.shared:
-            for ax in self.axes:
-                _beside(ax, *ax.get_legend_handles_labels())
+            for i, ax in enumerate(self.axes):
+                handles, labels = ax.get_legend_handles_labels()
+                if orders and i < len(orders):
+                    own = dict(zip(labels, handles))
+                    labels = [n for n in orders[i] if n in own] + \
+                        [n for n in labels if n not in orders[i]]
+                    handles = [own[n] for n in labels]
+                _beside(ax, handles, labels)
 
 
 def _beside(ax, handles, labels) -> None:
