@@ -116,20 +116,16 @@ def problem(value, shape, where: str = "") -> str | None:
             if found:
                 return found
         return None
-    if isinstance(shape, Map):
-        if not isinstance(value, dict):
-            return f"{where}: {_show(value)} is not an object"
+    if isinstance(shape, (Map, Rows)):          # an object's values, or a list's rows
+        kind, what = (dict, "an object") if isinstance(shape, Map) else (list, "a list")
+        if not isinstance(value, kind):
+            return f"{where}: {_show(value)} is not {what}"
         if len(value) > shape.most:
             return f"{where}: {len(value)} entries, more than the {shape.most} a report takes"
-        return next(filter(None, (problem(v, shape.value, f"{where}[{_show(k)}]")
-                                  for k, v in value.items())), None)
-    if isinstance(shape, Rows):
-        if not isinstance(value, list):
-            return f"{where}: {_show(value)} is not a list"
-        if len(value) > shape.most:
-            return f"{where}: {len(value)} entries, more than the {shape.most} a report takes"
-        return next(filter(None, (problem(v, shape.row, f"{where}[{i}]")
-                                  for i, v in enumerate(value))), None)
+        items = ((_show(k), v) for k, v in value.items()) if isinstance(shape, Map) \
+            else enumerate(value)
+        inner = shape.value if isinstance(shape, Map) else shape.row
+        return next(filter(None, (problem(v, inner, f"{where}[{k}]") for k, v in items)), None)
     if isinstance(shape, Num):
         if value is None and shape.null:
             return None
