@@ -22,8 +22,11 @@ struct loaded {
 };
 
 /* One batch of lines at `line` in a CXB_LOAD_* mode. What is read is summed and what is
- * written is value + the line's index, so Python can check both afterwards. */
-static uint64_t batch(char *base, size_t line, int mode, uint64_t value, uint64_t *sum)
+ * written is value + the line's index, so Python can check both afterwards. Aligned:
+ * where the linker put this loop moved the generators' rate by 20 % (26 -> 21 GB/s on
+ * the EPYC VM when it landed 32 bytes off a line), which no change to it asked for. */
+static __attribute__((aligned(64))) uint64_t batch(char *base, size_t line, int mode,
+                                                   uint64_t value, uint64_t *sum)
 {
     static const int reads_of[CXB_LOAD_WRITE] = {
         [CXB_LOAD_READ] = 1, [CXB_LOAD_RW_3_1] = 3, [CXB_LOAD_RW_2_1] = 2, [CXB_LOAD_RW_1_1] = 1};
