@@ -24,10 +24,14 @@ from .placement import Placement
 from .suite import Case
 from .units import MAX_NODES, duration as _words
 
-# A case's worker started, the case's buffers placed and freed, the worker gone: 0.45 to
-# 0.79 s a case (median 0.52) for ten 16 KiB-8 MiB chase cases on the 2-vCPU EPYC VM.
-# Where the start is timed (Figures.start_s), that is taken instead.
-CASE_S = 0.55
+# The cases' server started (Python, numpy and cxlbench imported), once a run: 0.55-0.66 s
+# on the 2-vCPU EPYC VM. Where it is timed (Figures.start_s), that is taken instead; it is
+# also the yardstick of how fast this machine runs Python (Figures.cpu).
+SERVER_S = 0.55
+# A case's process forked from that server, its buffers placed and freed, the process gone:
+# 0.03-0.15 s a case (median 0.05) for ten 16 KiB-8 MiB chase cases on the 2-vCPU EPYC VM
+# (0.36-0.58 s when each case imported everything itself). Scaled by Figures.cpu.
+CASE_S = 0.05
 # A GPU case's CUDA context and the library's load on top (assumed: 0.3-1.5 s on
 # published H100/H200 figures, the slow end taken).
 GPU_CASE_S = 1.5
@@ -65,15 +69,20 @@ class NodeFigures:
 class Figures:
     source: str                     # where they came from
     nodes: dict[int, NodeFigures]
-    start_s: float = CASE_S         # a worker's start: Python, numpy and cxlbench imported
+    start_s: float = SERVER_S        # the server's start: Python, numpy and cxlbench imported
     fill_bps: float = 0.0           # numpy's random fill, B/s (0: not probed)
 
     @property
     def cpu(self) -> float:
         """How much slower than the VM this machine's CPU runs Python, numpy and kernels'
-        own work (a worker's start against CASE_S; about 25 under TCG): memory costs are
-        measured per node, CPU costs are scaled by this."""
-        return max(1.0, self.start_s / CASE_S)
+        own work (the server's start against SERVER_S; about 15 under TCG): memory costs
+        are measured per node, CPU costs are scaled by this."""
+        return max(1.0, self.start_s / SERVER_S)
+
+    @property
+    def case_s(self) -> float:
+        """A case's own start: its process forked, placed and gone."""
+        return CASE_S * self.cpu
 
     @property
     def fill(self) -> float:
@@ -224,7 +233,7 @@ def figures(nodes, probe=_probe_node, start=_probe_start, fill=_probe_fill) -> F
         f = {k: v for k, v in fresh[node].items() if k != "when"}
         found[node] = NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
     cpu = {}
-    for key, measure, fallback in (("start", start, CASE_S), ("fill", fill, 0.0)):
+    for key, measure, fallback in (("start", start, SERVER_S), ("fill", fill, 0.0)):
         if kept[key] is not None and _fresh(kept[key]):
             cpu[key] = kept[key]
             continue
@@ -372,7 +381,7 @@ def case_seconds(case, fig: Figures | None, skipped: bool = False) -> float | No
     """The case's start and its work; a case this machine skips only starts. None where
     its benchmark has no estimate, or a CPU one has no figures here."""
     bench = benchmarks.get(case.bench)
-    start = fig.start_s if fig else CASE_S
+    start = fig.case_s if fig else CASE_S
     if skipped:
         return start
     gpu_case = case.bench.startswith("gpu_")
@@ -397,15 +406,26 @@ class Estimate:
         """What run.json keeps: the source, the figures and each case's seconds, so the
         estimate can be made again from them and set beside what the cases took."""
         return {"source": self.source,
-                "case_start_s": self.figures.start_s if self.figures else CASE_S,
+                "start_s": self.start_s, "case_start_s": self.case_start_s,
                 "fill_bps": self.figures.fill_bps if self.figures else 0.0,
                 "figures": {str(n): asdict(f) for n, f in self.figures.nodes.items()}
                 if self.figures else {},
                 "cases": {k: None if v is None else round(v, 3) for k, v in self.cases.items()}}
 
     @property
+    def start_s(self) -> float:
+        """The cases' server's start, paid once a run."""
+        return self.figures.start_s if self.figures else SERVER_S
+
+    @property
+    def case_start_s(self) -> float:
+        return self.figures.case_s if self.figures else CASE_S
+
+    @property
     def seconds(self) -> float:
-        return sum(s for _, s, _ in self.jobs.values())
+        """Every case's, and the server's start where any case runs."""
+        cases = sum(s for _, s, _ in self.jobs.values())
+        return cases + (self.start_s if cases else 0.0)
 
     @property
     def unestimated(self) -> int:
@@ -420,8 +440,8 @@ class Estimate:
         total = f"estimated time: ~{duration(self.seconds)}"
         if self.unestimated:
             total += f", and {self.unestimated} cases with no estimate"
-        start = self.figures.start_s if self.figures else CASE_S
-        sources = [f"a case's start {start:.2f} s" +
+        sources = [f"a case's start {self.case_start_s:.2g} s and its server's "
+                   f"{self.start_s:.2g} s, once" +
                    (", timed here" if self.figures else ", as on the 2-vCPU VM")]
         if self.source:
             sources.append(f"memory figures {self.source}")
@@ -450,7 +470,9 @@ def recorded_figures(meta: dict) -> Figures | None:
     return Figures(meta["estimates"]["source"],
                    {int(n): NodeFigures(**{**f, "sweep": [tuple(p) for p in f["sweep"]]})
                     for n, f in kept.items()},
-                   meta["estimates"].get("case_start_s", CASE_S),
+                   # before the server: a case's start, the same import
+                   meta["estimates"].get("start_s", meta["estimates"].get("case_start_s",
+                                                                          SERVER_S)),
                    meta["estimates"].get("fill_bps", 0.0))
 
 
@@ -527,6 +549,7 @@ def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = 
     params = {c.id: dict(c.params) for c in cases}
     est = {c.id: case_seconds(c, fig, c.id in skipped) for c in cases}
     was = dict(est)
+    server = fig.start_s if fig else SERVER_S
     movable = [c for c in cases
                if est[c.id] is not None and c.id not in skipped and not _two_hosts(c)]
     stuck: set[str] = set()
@@ -546,7 +569,7 @@ def fit(cases, fig: Figures | None, skipped=frozenset(), budget: float | None = 
         if late:
             case = max(late, key=past)
         elif free and budget is not None and \
-                sum(t or 0.0 for t in est.values()) > FIT_SHARE * budget:
+                server + sum(t or 0.0 for t in est.values()) > FIT_SHARE * budget:
             case = max(free, key=lambda c: est[c.id])
         else:
             break

@@ -21,14 +21,18 @@ def child_env() -> dict[str, str]:
 
 def die_with_parent() -> None:
     """Called first thing in a worker: SIGKILL when the parent named in the environment
-    ends. A parent gone before the request was made is caught by comparing the parent's
-    pid (the worker then belongs to another process). Nothing when run by hand."""
+    ends. Nothing when run by hand."""
     parent = os.environ.get(PARENT_ENV)
-    if not parent:
-        return
+    if parent:
+        die_with(int(parent))
+
+
+def die_with(parent: int) -> None:
+    """SIGKILL when `parent` ends. A parent gone before the request was made is caught by
+    comparing the parent's pid (the process then belongs to another)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != int(parent):
+    if os.getppid() != parent:
         os._exit(1)
 
 

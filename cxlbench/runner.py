@@ -7,10 +7,14 @@ from __future__ import annotations
 import collections
 import json
 import math
+import os
+import select
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -82,34 +86,150 @@ def record_resume(run: Run) -> None:
 HEARTBEAT_S = 60.0
 
 
-def run_worker(case: Case, tick: Callable[[float], None] | None = None) -> dict:
-    """The case's Measurement as a dict, or a failure saying how the worker died; while
-    it runs, tick(seconds so far) every HEARTBEAT_S."""
+class Workers:
+    """The process each case is forked from (`python -m cxlbench.worker --serve`: its
+    imports paid once a run, not once a case), started before the first case and again
+    after one is lost. A case past its timeout, or a run interrupted, ends the server, and
+    the case's process with it (it dies with its parent)."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.started_s = 0.0        # what starting the server took in the last run()
+        self.case_pid: int | None = None     # the last case's process
+        self.dir = tempfile.mkdtemp(prefix="cxlbench-case-")
+        self.pending = b""
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """The server, waited for until it has imported."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        t0 = time.monotonic()
+        with open(os.path.join(self.dir, "server.err"), "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "cxlbench.worker", "--serve"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, cwd=PACKAGE_PARENT,
+                env=lifetime.child_env())                       # it dies with us
+        self.pending = b""
+        self._reply(math.inf)
+        self.started_s = time.monotonic() - t0
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run(self, case: Case, timeout: float, tick=None) -> tuple[int | None, str, str]:
+        """The case's exit code (None: it ran past `timeout`, and was killed), its stdout
+        and the tail of its stderr; tick(seconds so far) every HEARTBEAT_S meanwhile."""
+        out, err = (os.path.join(self.dir, f"case.{s}") for s in ("out", "err"))
+        for path in (out, err):
+            if os.path.exists(path):
+                os.unlink(path)
+        self.started_s = 0.0
+        try:
+            self.start()
+            request = {"case": case.to_dict(), "out": out, "err": err}
+            t0 = time.monotonic()
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            started = self._reply(timeout, t0) or ""
+            self.case_pid = int(started.split()[1]) if started.startswith("started ") else None
+            ended = self._reply(timeout, t0, tick) if started.startswith("started ") \
+                else started
+        except OSError:             # a broken pipe: the server is gone
+            ended = ""
+        except BaseException:       # interrupted: the case goes with the server
+            self.stop()
+            raise
+        if ended is None:
+            self.stop()
+            _wait_gone(self.case_pid)
+            return None, "", ""
+        if not ended.startswith("ended "):   # the server itself is gone
+            self.stop()
+            return 1, "", _tail(os.path.join(self.dir, "server.err"), 4000) or \
+                "the worker's server ended"
+        return int(ended.split()[1]), _read(out), _tail(err, 8000)
+
+    def _reply(self, timeout: float, t0: float | None = None, tick=None) -> str | None:
+        """The server's next line ('' where it ended); None once `timeout` s have passed
+        since t0."""
+        t0 = time.monotonic() if t0 is None else t0
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            so_far = time.monotonic() - t0
+            if so_far >= timeout:
+                return None
+            ready, _, _ = select.select([fd], [], [], min(HEARTBEAT_S, timeout - so_far))
+            if not ready:
+                if tick and time.monotonic() - t0 < timeout:
+                    tick(time.monotonic() - t0)
+                continue
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return ""
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+
+def _wait_gone(pid: int | None, wait: float = 5.0) -> None:
+    """Until the case's process, killed with its server, has gone (or is a zombie): the
+    next case must not share the machine with it."""
+    deadline = time.monotonic() + wait
+    while pid and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _tail(path: str, size: int) -> str:
+    """The last `size` bytes of a file (a case's stderr may be long)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - size))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def run_worker(case: Case, tick: Callable[[float], None] | None = None,
+               workers: Workers | None = None) -> dict:
+    """The case's Measurement as a dict, or a failure saying how its process died; while
+    it runs, tick(seconds so far) every HEARTBEAT_S. Forked from `workers`' server, or
+    from one of its own."""
+    if workers is None:
+        with Workers() as own:
+            return run_worker(case, tick, own)
     timeout = case.params.get("timeout", 600)
     ooms = oom_kills()
-    with subprocess.Popen([sys.executable, "-m", "cxlbench.worker"], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          cwd=PACKAGE_PARENT, env=lifetime.child_env()) as proc:  # dies with us
-        t0, data = time.monotonic(), json.dumps(case.to_dict())
-        try:
-            while True:
-                so_far = time.monotonic() - t0
-                try:
-                    out, err = proc.communicate(data, timeout=max(0.0, min(HEARTBEAT_S,
-                                                                           timeout - so_far)))
-                    break
-                except subprocess.TimeoutExpired:
-                    data = None         # handed over already; the wait goes on
-                    if time.monotonic() - t0 >= timeout:
-                        _stop(proc)
-                        return {"status": "failed", "error": f"timed out after {timeout:g} s"}
-                    if tick:
-                        tick(time.monotonic() - t0)
-        except BaseException:       # interrupted: the worker goes with us
-            _stop(proc)
-            raise
-    if proc.returncode < 0:
-        sig = signal.Signals(-proc.returncode).name
+    code, out, err = workers.run(case, timeout, tick)
+    if code is None:
+        return {"status": "failed", "error": f"timed out after {timeout:g} s"}
+    if code < 0:
+        sig = signal.Signals(-code).name
         oom = sig == "SIGKILL" and oom_kills() != ooms
         hint = " (the kernel's OOM killer ran meanwhile: out of memory)" if oom else ""
         tail = err.strip().splitlines()[-16:]    # with PYTHONFAULTHANDLER=1: where
@@ -119,13 +239,11 @@ def run_worker(case: Case, tick: Callable[[float], None] | None = None) -> dict:
         return finite_or_failed(json.loads(out))
     except json.JSONDecodeError:
         tail = err.strip().splitlines()[-5:]
-        return {"status": "failed",
-                "error": f"worker exited {proc.returncode}: " + " | ".join(tail)}
+        return {"status": "failed", "error": f"worker exited {code}: " + " | ".join(tail)}
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """The worker killed and reaped; its pipes drained for a moment only (a child it left
-    holding them must not hold the run)."""
+    """The process killed and reaped."""
     proc.kill()
     try:
         proc.communicate(timeout=5)
@@ -224,29 +342,31 @@ def execute(run: Run, echo: Callable[[str], None],
             took.setdefault(c.job, []).append(done[c.id]["seconds"])
             if guess.get(c.id):
                 pairs.append((guess[c.id], done[c.id]["seconds"]))
-    width, job = len(str(len(cases))), None
-    for position, case in enumerate(cases, 1):
-        if case.id in done:
-            continue
-        if case.job != job:
-            job = case.job
-            echo(job_title(job, jobs[job]))
-        echo(" ".join(filter(None, (f"[{position:>{width}}/{len(cases)}]", case.id,
-                                    labels[case.id], "..."))))
-        t0, expected = time.monotonic(), guess.get(case.id)
-        m = run_worker(case, lambda so_far, expected=expected: echo(
-            f"    still running: {duration(so_far)} so far" +
-            (f", estimated {duration(expected)}" if expected else "")))
-        seconds = time.monotonic() - t0
-        entry = journal_entry(case, m, seconds, guess.get(case.id))
-        run.append(case.id, rows_for(run, case, m), entry)
-        took.setdefault(case.job, []).append(seconds)
-        if guess.get(case.id):
-            pairs.append((guess[case.id], seconds))
-        left[case.job] -= 1
-        pending = [c for c in cases[position:] if c.id not in done]
-        eta = seconds_left(left, took, pending, guess, pairs) if sum(left.values()) else None
-        echo("    " + describe(entry) + (f"; {eta_text(eta)}" if eta is not None else ""))
+    with Workers() as workers:
+        width, job = len(str(len(cases))), None
+        for position, case in enumerate(cases, 1):
+            if case.id in done:
+                continue
+            if case.job != job:
+                job = case.job
+                echo(job_title(job, jobs[job]))
+            echo(" ".join(filter(None, (f"[{position:>{width}}/{len(cases)}]", case.id,
+                                        labels[case.id], "..."))))
+            t0, expected = time.monotonic(), guess.get(case.id)
+            m = run_worker(case, lambda so_far, expected=expected: echo(
+                f"    still running: {duration(so_far)} so far" +
+                (f", estimated {duration(expected)}" if expected else "")), workers)
+            seconds = time.monotonic() - t0 - workers.started_s   # the imports: no case's
+            entry = journal_entry(case, m, seconds, guess.get(case.id))
+            run.append(case.id, rows_for(run, case, m), entry)
+            took.setdefault(case.job, []).append(seconds)
+            if guess.get(case.id):
+                pairs.append((guess[case.id], seconds))
+            left[case.job] -= 1
+            pending = [c for c in cases[position:] if c.id not in done]
+            eta = seconds_left(left, took, pending, guess, pairs) \
+                if sum(left.values()) else None
+            echo("    " + describe(entry) + (f"; {eta_text(eta)}" if eta is not None else ""))
     try:
         record_load(run, "end", read_load, read_siblings)
     except StorageError:        # every case is in: a full disk costs only this reading

@@ -307,12 +307,13 @@ def _children(pid: int) -> list[int]:
 
 
 def _workers(pid: int) -> list[int]:
-    """Children of pid that are case workers (not git describe or nvidia-smi)."""
+    """The case processes of the run pid: children of its worker server (the child of
+    pid that runs cxlbench.worker, not git describe or nvidia-smi)."""
     out = []
     for child in _children(pid):
         try:
             if b"cxlbench.worker" in Path(f"/proc/{child}/cmdline").read_bytes():
-                out.append(child)
+                out += _children(child)
         except OSError:
             pass
     return out
@@ -355,27 +356,11 @@ def test_a_killed_worker_is_not_called_out_of_memory(tmp_path):
     assert "FAILED: worker killed by SIGKILL" in err and "out of memory" not in err
 
 
-class _KilledWorker:
-    """A worker the kernel killed (SIGKILL) as soon as it started."""
-    returncode = -9
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def communicate(self, data=None, timeout=None):
-        return "", ""
-
-
 def test_oom_is_named_only_when_the_counters_moved(monkeypatch):
     counts = iter([(5, 0), (6, 0)])
     monkeypatch.setattr(runner, "oom_kills", lambda: next(counts))
-    monkeypatch.setattr(runner.subprocess, "Popen", _KilledWorker)
+    # a case process the kernel killed (SIGKILL) as soon as it started
+    monkeypatch.setattr(runner.Workers, "run", lambda self, case, timeout, tick: (-9, "", ""))
     case = runner.Case("x/000", "x", "chase", {"timeout": 10})
     assert "OOM killer" in runner.run_worker(case)["error"]
     counts = iter([(5, 1), (5, 1)])

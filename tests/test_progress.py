@@ -139,7 +139,7 @@ def test_progress_names_each_job_each_case_and_what_is_left(tmp_path, monkeypatc
     cs = cases()
     run, said = new_run(tmp_path, cs), []
 
-    def worker(case, tick=None):
+    def worker(case, tick=None, workers=None):
         return {"status": "ok", "kernel": "chase", "isa": "scalar", "cpus": [0],
                 "units": {"latency": "ns"}, "reps": [{"latency": 80.0}, {"latency": 90.0}]}
     monkeypatch.setattr(runner, "run_worker", worker)
@@ -156,7 +156,7 @@ def test_progress_names_each_job_each_case_and_what_is_left(tmp_path, monkeypatc
 def test_a_resume_titles_the_job_it_starts_in(tmp_path, monkeypatch):
     cs = cases()
     run, said = new_run(tmp_path, cs), []
-    monkeypatch.setattr(runner, "run_worker", lambda case, tick=None: {
+    monkeypatch.setattr(runner, "run_worker", lambda case, tick=None, workers=None: {
         "status": "ok", "units": {"latency": "ns"}, "reps": [{"latency": 80.0}]})
     for c in cs[:2]:
         run.append(c.id, [], runner.journal_entry(c, {"status": "ok"}, 30.0))

@@ -738,7 +738,7 @@ def test_any_run_folder_resumes_or_is_refused_measuring_nothing(place, runs, mon
                                                                 base):
     """Resumed for real (repaired, upgraded, summarised), its cases left to a stand-in
     worker that measures nothing."""
-    monkeypatch.setattr(runner, "run_worker", lambda case, tick=None: {
+    monkeypatch.setattr(runner, "run_worker", lambda case, tick=None, workers=None: {
         "status": "unsupported", "error": "(this test measures nothing)"})
     where = place()
     shutil.copytree(runs[base], where.work / "run")
