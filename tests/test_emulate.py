@@ -59,8 +59,8 @@ def failed_cases(cwd: Path) -> str:
 
 @pytest.fixture(scope="module")
 def cxl(tmp_path_factory):
-    # ci-full under TCG on a 2-core machine: 13 minutes when quiet; the 36-case suite it
-    # came from took 25 with other tests loading the machine.
+    # ci-full under TCG on a 2-core machine: 6 minutes when quiet, boot included (13 when
+    # each case started its own Python); twice that with other tests loading the machine.
     return guest_run(tmp_path_factory, "cxl", ["--timeout", "2400", "--", "run", "ci-full",
                                                "--json"])
 
