@@ -142,10 +142,12 @@ class Workers:
             t0 = time.monotonic()
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
-            started = self._reply(timeout, t0) or ""
-            self.case_pid = int(started.split()[1]) if started.startswith("started ") else None
-            ended = self._reply(timeout, t0, tick) if started.startswith("started ") \
-                else started
+            started = self._reply(timeout, t0)
+            if started and started.startswith("started "):
+                self.case_pid = int(started.split()[1])
+                ended = self._reply(timeout, t0, tick)
+            else:                   # past the timeout (None), or the server gone
+                self.case_pid, ended = None, started
         except OSError:             # a broken pipe: the server is gone
             ended = ""
         except BaseException:       # interrupted: the case goes with the server

@@ -155,7 +155,7 @@ def test_copy_with_source_and_destination_on_two_nodes(cxl):
     rows = cxl["df"][cxl["df"]["job"] == "split"]
     assert len(rows) and rows["placement_ok"].all() and set(rows["kernel"]) == {"copy"}
     assert (rows["mem.src"] == "bind:0").all() and (rows["mem.dst"] == "bind:1").all()
-    pages = 4 << 20 >> 12
+    pages = 16 << 20 >> 12
     for v in set(rows["verified"]):
         assert results.verified_counts(v) == {"dst": {"1": pages}, "src": {"0": pages}}
     (entry,) = [e for e in cxl["df"].attrs["journal"].values()

@@ -28,7 +28,6 @@ import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pandas as pd
 
 try:
     import tomllib
@@ -36,9 +35,12 @@ except ModuleNotFoundError:         # Python 3.10
     import tomli as tomllib
 
 from .. import results
+from ..atfirstuse import AtFirstUse
 from ..errors import CxlbenchError, ResultsWarning, UserError
 from ..units import format_size, parse_list
 from .policies.base import TierFigures
+
+pd = AtFirstUse("pandas")
 
 SUITE = "calibrate"
 GRANULARITIES = (64, 256, 4096)     # random_bw's blocks

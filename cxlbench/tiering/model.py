@@ -19,14 +19,16 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pandas as pd
 
 from .. import results
+from ..atfirstuse import AtFirstUse
 from ..errors import UserError
 from ..topology import Topology
 from ..workloads.epochs import BASE_PAGE
 from .calibration import default_profile, hmat_figures, loaded_curve, profiles
 from .policies.base import TierFigures
+
+pd = AtFirstUse("pandas")
 
 # Where no HMAT and no option says: local DDR and a CXL expander. Liu et al., "Exploring
 # and Evaluating Real-world CXL" (arXiv 2405.14209), measured three expanders at 2-5x
