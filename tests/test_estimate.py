@@ -113,7 +113,7 @@ def test_python_s_start_here_is_paid_once_a_run_and_scales_each_case_s():
     assert estimate.case_seconds(case, slow, skipped=True) == slow.case_s
     found = estimate.of([case], slow)
     assert found.seconds == pytest.approx(estimate.case_seconds(case, slow) + 7.0)
-    assert found.lines()[-1].endswith("(a case's start 1.1 s and its server's 7 s, once, "
+    assert found.lines()[-1].endswith("(a case's start 1.4 s and its server's 7 s, once, "
                                       "timed here; memory figures a guest's)")
     assert estimate.of([], slow).seconds == 0
 
