@@ -23,6 +23,9 @@ from .test_fleet import GANG, NO_SLURM_ENV, sbatch_lines
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
+# Cases of a few tenths of a second each: the tests stop a run after its first case, and
+# cases forked from the run's server start in 0.05 s, so with 20000 loads a run was over
+# before the test could stop it.
 SUITE = """
 [global]
 repeat = 2
@@ -30,7 +33,7 @@ warmup = 0
 [lat]
 bench = "chase"
 size = ["64K", "128K", "256K", "512K"]
-loads = 20000
+loads = 100000000
 """
 
 NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel",

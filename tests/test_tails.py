@@ -181,6 +181,8 @@ def test_tails_suite_runs_and_heads_with_the_tail(tmp_path):
         if threads + 1 > cpus:
             assert f"UNSUPPORTED: threads={threads} needs {threads + 1} CPUs" in out
     rows = {line.strip().split("  ")[0]: line for line in out.split("HEADLINE")[1].splitlines()}
-    for row, unit in (("p99.9 latency, idle", " ns"), ("p99.9 latency, loaded", " ns"),
-                      ("bandwidth lost to other traffic", " %")):
-        assert unit in rows[row], rows.get(row)
+    # a tail past a microsecond reads in µs (1.68 µs idle was seen on the noisy VM)
+    for row, units in (("p99.9 latency, idle", (" ns", " µs")),
+                       ("p99.9 latency, loaded", (" ns", " µs")),
+                       ("bandwidth lost to other traffic", (" %",))):
+        assert any(unit in rows[row] for unit in units), rows.get(row)
