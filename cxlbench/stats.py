@@ -5,7 +5,10 @@ import functools
 import statistics
 
 import numpy as np
-import pandas as pd
+
+from .atfirstuse import AtFirstUse
+
+pd = AtFirstUse("pandas")     # only summarize_groups needs it: every CLI command imports this
 
 NOISY_CV = 0.05     # a case whose coefficient of variation exceeds this is flagged
 
