@@ -367,6 +367,7 @@ def test_oom_is_named_only_when_the_counters_moved(monkeypatch):
     assert runner.run_worker(case)["error"] == "worker killed by SIGKILL"
 
 
+@pytest.mark.serial      # it counts heartbeats a second apart
 def test_a_long_case_says_it_is_still_running_until_its_timeout_kills_it(monkeypatch):
     """A case that runs past HEARTBEAT_S says so each time (a long case is not a hung
     one: the run's progress line goes quiet otherwise), and its timeout still holds."""

@@ -61,6 +61,7 @@ def test_the_library_builds_loads_and_lists_the_options_kernels():
 
 
 @needs_nvcc
+@pytest.mark.slow      # nvcc's builds are its cost
 def test_a_build_is_cached_by_its_sources_and_a_failed_one_says_why(private_sources):
     compiler = gpu.nvcc()
     first = gpu.build(compiler)

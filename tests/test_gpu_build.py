@@ -129,6 +129,7 @@ def test_a_library_is_named_by_its_sources_then_its_nvcc_and_found_by_its_source
 
 
 @needs_nvcc
+@pytest.mark.slow      # nvcc's builds are its cost
 def test_the_install_step_builds_beside_the_package_and_clears_older_builds(tmp_path):
     said = []
     package = tmp_path / "pkg"
@@ -182,6 +183,7 @@ def test_a_built_library_loads_with_no_nvcc_anywhere(tmp_path, monkeypatch):
 
 
 @needs_nvcc
+@pytest.mark.slow      # nvcc's builds are its cost
 def test_an_installed_library_is_found_beside_the_package(tmp_path, monkeypatch):
     monkeypatch.setenv("CXLBENCH_CACHE", str(tmp_path))
     beside = gpu_build.find(gpu.source_dir(), [Path(gpu.__file__).resolve().parent])
