@@ -87,3 +87,17 @@ def test_tests_run_runs_each_phase_and_prints_its_time():
     for name in ("host, serial", "host, parallel", "guests"):
         assert re.search(rf"{name}\s+\d+ s  exit 0", times), times
     assert re.search(r"tests in all\s+\d+ s", times)
+
+
+def test_tests_run_fast_is_the_host_phases_without_slow_tests():
+    """`tests/run --fast`, README's local loop: both host phases select `not slow` and no
+    guest phase runs."""
+    r = subprocess.run([str(REPO / "tests" / "run"), "--fast", "-q", "-p", "no:cacheprovider",
+                        "tests/test_readme.py", "-k", "test_readme_shows_run_commands"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600,
+                       env={**os.environ,
+                            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "== host, serial: pytest -m serial and not slow" in r.stdout
+    assert "== host, parallel: pytest -m not serial and not slow -n" in r.stdout
+    assert "1 passed" in r.stdout and "guests" not in r.stdout
