@@ -89,7 +89,8 @@ class Option:
     def show(self, value) -> str:
         return format_size(int(value)) if self.kind == "size" else str(value)
 
-    def describe(self) -> str:
+    def kind_text(self) -> str:
+        """What values it takes: its kind (or choices), unit and bounds ("size, bytes, >= 4K")."""
         parts = [self.kind if self.kind != "choice" else "|".join(map(str, self.allowed() or ()))]
         if self.words:
             parts[0] += "|" + "|".join(self.words)
@@ -97,9 +98,13 @@ class Option:
             parts.append(self.unit)
         bounds = [f">= {self.show(self.min)}" if self.min is not None else "",
                   f"<= {self.show(self.max)}" if self.max is not None else ""]
-        parts += [b for b in bounds if b]
-        default = self.show(self.default) if self.default not in ("", None) else "-"
-        return f"{self.name:<10} {', '.join(parts):<34} default {default:<8} {self.help}"
+        return ", ".join(parts + [b for b in bounds if b])
+
+    def default_text(self) -> str:
+        return self.show(self.default) if self.default not in ("", None) else "-"
+
+    def describe(self) -> str:
+        return f"{self.name:<10} {self.kind_text():<34} default {self.default_text():<8} {self.help}"
 
 
 def _control(c: str) -> bool:

@@ -17,6 +17,7 @@ from cxlbench import emulate, headline, results, suite
 from cxlbench.errors import CxlbenchError, UserError
 from cxlbench.emulate import guest_image, tools, topologies
 
+from . import manual
 from .conftest import cxlbench
 
 REPO = Path(__file__).resolve().parent.parent
@@ -956,7 +957,7 @@ def test_the_guest_relays_the_probes_line_before_the_commands_progress():
 
 def readme_tiering_in_a_guest() -> list[str]:
     """README's `cxlbench emulate --topology cxl -- tiering ...` line, as its arguments."""
-    text = (REPO / "README.md").read_text()
+    text = manual.text()
     (line,) = [x for x in text.splitlines()
                if x.startswith("cxlbench emulate --topology cxl -- tiering")]
     return line.split()[2:]

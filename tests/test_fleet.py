@@ -18,6 +18,7 @@ from cxlbench import PACKAGE_PARENT, results
 from cxlbench.errors import ResultsError, ResultsWarning, UserError
 from cxlbench.fleet import collect, record, script, slurm, status, submit
 
+from . import manual
 from .conftest import cxlbench
 
 TINY = """
@@ -754,8 +755,8 @@ def test_readmes_fleet_commands_as_written(tmp_path):
     """README's fleet block, word for word: each submit line's script (--dry-run, no SLURM
     here: lab[1-4] expanded by cxlbench itself), and the other commands' options parsed
     as far as finding no fleet of job 4242."""
-    text = (Path(PACKAGE_PARENT) / "README.md").read_text()
-    block = text.split("## Fleets: one suite on every machine of a SLURM cluster")[1]
+    text = manual.page("fleets.md")
+    block = text.split("# Fleets: one suite on every machine of a SLURM cluster")[1]
     block = block.split("```")[1]
     lines = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert len(lines) == 5 and all(line.startswith("cxlbench fleet ") for line in lines)

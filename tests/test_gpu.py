@@ -17,6 +17,7 @@ from cxlbench.benchmarks import (gpu_chase, gpu_copy, gpu_embedding, gpu_kv_swap
 from cxlbench.errors import CheckError, UserError
 from cxlbench.topology import Topology
 
+from . import manual
 from .conftest import cxlbench
 from .test_run import run_dirs
 
@@ -906,9 +907,8 @@ def test_the_dry_run_gives_each_jobs_estimate_and_the_total_with_its_source(tmp_
 
 def readme_gpu_recipe() -> list[str]:
     """The commands of README's "A new GPU machine, first" block."""
-    from .conftest import REPO
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### A new GPU machine, first"):]
+    text = manual.page("gpu.md")
+    section = text[text.index("## A new GPU machine, first"):]
     return re.search(r"```\n(.*?)```", section, re.S).group(1).strip().splitlines()
 
 

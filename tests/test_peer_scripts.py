@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from . import manual
 from .conftest import REPO
 
 SMALL = {"compare_ml.py": ["--threads", "1", "all", "--rounds", "1", "--table-bytes", str(8 << 20),
@@ -23,9 +24,9 @@ SMALL = {"compare_ml.py": ["--threads", "1", "all", "--rounds", "1", "--table-by
 
 
 def readme_command(script: str) -> list[str]:
-    found = re.findall(rf"^(python peers/{re.escape(script)}[^\n#]*)", (REPO / "README.md")
-                       .read_text(), re.M)
-    assert found, f"README shows no `python peers/{script}` command"
+    found = re.findall(rf"^(python peers/{re.escape(script)}[^\n#]*)", manual.text(),
+                       re.M)
+    assert found, f"the manual shows no `python peers/{script}` command"
     return shlex.split(found[0])[1:]
 
 

@@ -9,7 +9,8 @@ from cxlbench.errors import UserError
 from cxlbench.plan import footprint as fp
 from cxlbench.plan import job as plan_job
 
-from .conftest import REPO, cxlbench
+from . import manual
+from .conftest import cxlbench
 
 
 def part(job, name):
@@ -280,7 +281,7 @@ def test_bad_jobs_are_refused_with_the_reason(tmp_path):
 
 def readme_plans(check: bool = False) -> list[str]:
     """README's plan commands; with --check (they need a calibration) or without."""
-    found = re.findall(r"^\s*(cxlbench plan [^\n#]*)", (REPO / "README.md").read_text(), re.M)
+    found = re.findall(r"^\s*(cxlbench plan [^\n#]*)", manual.text(), re.M)
     return [c.strip() for c in found if ("--check" in c) == check]
 
 

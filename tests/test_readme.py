@@ -13,6 +13,7 @@ import pytest
 
 from cxlbench.options import to_int
 
+from . import manual
 from .conftest import REPO, cxlbench
 
 # What README's examples assume of a lab machine that this one may not have.
@@ -22,9 +23,9 @@ MACHINE_REASONS = (r"node \d+ does not exist", r"path=/mnt/\S+ is not a director
 def readme_runs() -> list[str]:
     """The `cxlbench run` lines of README's code blocks, continuations joined and
     comments cut; those with placeholders (<run>, [SUITE]) left out."""
-    text = (REPO / "README.md").read_text()
+    text = manual.text()
     out = []
-    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+    for block in re.findall(r"```[^\n]*\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             command = re.split(r"\s+#", line.strip())[0].strip()
             if command.startswith("cxlbench run") and not re.search(r"[<\[]", command):

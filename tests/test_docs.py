@@ -1,0 +1,82 @@
+"""The manual (docs/, Sphinx) builds with every warning an error, as CI builds it; its
+generated references hold every benchmark, option, kernel, suite and command the code
+has; and README's links land on pages that exist."""
+import re
+import subprocess
+import sys
+
+import click
+import pytest
+
+from cxlbench import benchmarks, cli, suite
+
+from . import manual
+
+pytest.importorskip("sphinx", reason="the docs extra is not installed: "
+                                     "pip install -e '.[test,docs]'")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    r = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b",
+                        "html", str(manual.REPO / "docs"), str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr[-5000:]
+    return out
+
+
+def test_every_page_is_built_and_the_front_page_leads_to_getting_started(site):
+    pages = {p.relative_to(manual.REPO / "docs").with_suffix(".html")
+             for p in (manual.REPO / "docs").rglob("*.md") if "_build" not in p.parts}
+    assert pages and all((site / p).is_file() for p in pages)
+    assert 'href="getting-started.html"' in (site / "index.html").read_text()
+
+
+def test_the_benchmark_reference_has_every_benchmark_option_kernel_and_suite(site):
+    html = (site / "reference" / "benchmarks.html").read_text()
+    for name, b in benchmarks.available().items():
+        section = html.split(f'id="{name.replace("_", "-")}"', 1)
+        assert len(section) == 2, f"{name} has no section"
+        body = section[1].split("<section", 1)[0]
+        for option in b.options:
+            assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">" \
+                   f"{option}</span></code>" in body, (name, option)
+    for kernel in ("chase", "copy_nt", "triad"):
+        assert f"Kernel <code class=\"docutils literal notranslate\"><span class=\"pre\">" \
+               f"{kernel}</span></code>" in html
+    for name in suite.shipped_names():
+        assert f"<span class=\"pre\">{name}</span></code></strong>" in html, name
+
+
+def test_the_cli_reference_has_every_command_and_option(site):
+    html = (site / "reference" / "cli.html").read_text()
+
+    def walk(command, path):
+        if command.hidden:
+            return
+        assert f'id="{"-".join(path)}"' in html, " ".join(path)
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("--"):
+                    assert f"<span class=\"pre\">{opt}</span>" in html, (path, opt)
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, path + [name])
+    walk(cli.main, ["cxlbench"])
+    assert isinstance(cli.main, click.Group)
+
+
+def test_readmes_links_land_on_files_that_exist():
+    text = (manual.REPO / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert any(link.startswith("docs/") for link in links)
+    for link in links:
+        assert (manual.REPO / link).exists(), link
+
+
+def test_readme_is_the_front_door():
+    """Under 200 lines, the two commands in it, the manual named as where to read on."""
+    text = (manual.REPO / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    assert "pip install . && cxlbench run" in text and "tests/run" in text
+    assert "docs/getting-started.md" in text
