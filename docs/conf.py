@@ -12,7 +12,8 @@ project = "cxlbench"
 author = "the cxlbench developers"
 copyright = "2026, the cxlbench developers"
 
-extensions = ["myst_parser", "sphinx_click", "cxlbench_reference"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx_click", "cxlbench_reference"]
+autodoc_typehints = "none"      # the docstrings say what each argument is
 source_suffix = {".md": "markdown"}
 exclude_patterns = ["_build"]
 myst_enable_extensions = ["colon_fence"]
@@ -20,6 +21,4 @@ myst_heading_anchors = 4        # README's #section links, as GitHub makes them
 html_theme = "furo"
 html_title = "cxlbench"
 html_static_path = []
-# The run folders' figures and reports the pages point at live outside docs/.
-suppress_warnings = []
 nitpicky = True

@@ -80,3 +80,20 @@ def test_readme_is_the_front_door():
     assert len(text.splitlines()) < 200
     assert "pip install . && cxlbench run" in text and "tests/run" in text
     assert "docs/getting-started.md" in text
+
+
+def test_measurements_has_a_row_per_job_of_every_committed_run(site):
+    """docs/measurements.md's last table is made from the committed runs as the site is
+    built: each run's folder and each of its jobs is there, with the date it started."""
+    from cxlbench import results
+    html = (site / "measurements.html").read_text()
+    committed = sorted({p.parent for pattern in ("results/*/*/run.json",
+                                                 "tests/data/first-look/*/*/run.json")
+                        for p in manual.REPO.glob(pattern)})
+    assert committed
+    for folder in committed:
+        where = str(folder.relative_to(manual.REPO))
+        meta = results.read_meta(folder)
+        assert where in html and meta["started"][:10] in html, where
+        for job in results.load(folder)["job"].unique():
+            assert f"<td><p>{job} (" in html, job

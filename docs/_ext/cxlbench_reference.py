@@ -1,13 +1,22 @@
-"""The benchmark reference, made from the code as the site is built: every benchmark the
-registry finds, with its buffers, the kernels of native/kernels.c that run it and every
-option of its table (kind, bounds, default, help), and every shipped suite. Nothing here
-is written by hand, so a new option or kernel is in the manual the next time it is built.
+"""The manual's pages made from the code and the repository as the site is built:
 
-The page reference/benchmarks.md holds one line, the marker below; the source-read event
-replaces it with the generated Markdown."""
+- the benchmark reference: every benchmark the registry finds, with its buffers, the
+  kernels of native/kernels.c that run it and every option of its table (kind, bounds,
+  default, help), and every shipped suite;
+- the committed runs' figures (measurements.md): each job of each run committed to the
+  repository, with the command, machine, CPU and date its run.json records.
+
+Nothing here is written by hand, so a new option, kernel or committed run is in the manual
+the next time it is built. A page holds a marker line; the source-read event replaces it
+with the generated Markdown."""
 from __future__ import annotations
 
-MARKER = "<!-- generated: benchmarks -->"
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# Runs committed as real measurements (not the estimate fixtures, which hold no rows).
+COMMITTED = ["results/*/*/run.json", "tests/data/first-look/*/*/run.json",
+             "tests/data/runs/*/*/run.json"]
 
 
 def markdown() -> str:
@@ -44,6 +53,39 @@ def markdown() -> str:
     return "\n".join(out) + "\n"
 
 
+def committed_runs() -> str:
+    """A table row per job of each committed run: what, command, machine and CPU, date, and
+    the range of its cases' medians for each metric (the figures its report shows)."""
+    from cxlbench import results
+    from cxlbench.units import quantity
+
+    out = ["| what | command | machine and CPU | date | figure |", "|---|---|---|---|---|"]
+    folders = sorted({p.parent for pattern in COMMITTED for p in REPO.glob(pattern)})
+    for folder in folders:
+        meta = results.read_meta(folder)
+        df = results.load(folder)
+        cpu = (meta.get("topology") or {}).get("cpu") or {}
+        machine = f"{meta.get('machine_id')}: {cpu.get('model', 'CPU not recorded')}"
+        if meta.get("emulated"):
+            e = meta["emulated"]
+            machine += f", a QEMU {e.get('accel', '')} guest of topology {e.get('topology')}"
+        command = "cxlbench " + " ".join(meta.get("command", [])[1:])
+        where = folder.relative_to(REPO)
+        medians = df.groupby(["job", "benchmark", "case", "metric", "unit"],
+                             sort=False)["value"].median().reset_index()
+        for (job, bench), rows in medians.groupby(["job", "benchmark"], sort=False):
+            figures = []
+            for (metric, unit), m in rows.groupby(["metric", "unit"], sort=False):
+                lo, hi = m["value"].min(), m["value"].max()
+                span = quantity(lo, unit) if lo == hi else \
+                    f"{quantity(lo, unit)} to {quantity(hi, unit)}"
+                figures.append(f"{metric} {span} ({len(m)} case{'s' if len(m) > 1 else ''})")
+            out.append(f"| {_cell(job)} ({_cell(bench)}) | `{command}` ({_cell(str(where))}) | "
+                       f"{_cell(machine)} | {str(meta.get('started', ''))[:10]} | "
+                       f"{_cell('; '.join(figures[:3]))} |")
+    return "\n".join(out) + "\n"
+
+
 def _kernel_line(k: dict) -> str:
     kind = "Kernel" if "elem_bytes" in k else "Driver"
     text = f"{kind} `{k['name']}`: {_escape(k['description'])}"
@@ -64,9 +106,14 @@ def _cell(text: str) -> str:
     return _escape(text).replace("\n", " ")
 
 
+GENERATED = {"<!-- generated: benchmarks -->": markdown,
+             "<!-- generated: committed runs -->": committed_runs}
+
+
 def _fill(app, docname, source):
-    if MARKER in source[0]:
-        source[0] = source[0].replace(MARKER, markdown())
+    for marker, make in GENERATED.items():
+        if marker in source[0]:
+            source[0] = source[0].replace(marker, make())
 
 
 def setup(app):
