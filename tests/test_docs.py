@@ -2,6 +2,7 @@
 generated references hold every benchmark, option, kernel, suite and command the code
 has; and README's links land on pages that exist."""
 import re
+import shlex
 import subprocess
 import sys
 
@@ -97,3 +98,39 @@ def test_measurements_has_a_row_per_job_of_every_committed_run(site):
         assert where in html and meta["started"][:10] in html, where
         for job in results.load(folder)["job"].unique():
             assert f"<td><p>{job} (" in html, job
+
+
+def manual_commands() -> list[str]:
+    """Every `cxlbench ...` command of the code blocks of README and the manual (after a
+    `$ ` prompt or an `&&` too), comments cut, continuations joined."""
+    found = []
+    for block in re.findall(r"```[^\n]*\n(.*?)```", manual.text(), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            command = re.sub(r"^\$ ", "", re.split(r"\s+#", line.strip())[0].strip())
+            m = re.search(r"(?:^|&& |; )(cxlbench [^;&|]*)", command)
+            if m:
+                found.append(m.group(1).strip())
+    return found
+
+
+def test_every_command_the_manual_shows_names_a_command_and_options_it_has():
+    """A renamed command or option fails here, on every page: the commands `run`, `plan`,
+    `emulate` and `fleet` lines are also run as written by their own tests."""
+    commands = manual_commands()
+    assert len(commands) > 40
+    for line in commands:
+        words = shlex.split(line)[1:]
+        command, path = cli.main, ["cxlbench"]
+        while isinstance(command, click.Group) and words and words[0] in command.commands:
+            command = command.commands[words[0]]
+            path.append(words.pop(0))
+        assert not (isinstance(command, click.Group) and words and
+                    not words[0].startswith("-")), f"{line}: no command {words[0]}"
+        if "--" in words:               # emulate's guest command line follows
+            words = words[:words.index("--")]
+        options = {"--help"} | {o for p in command.params
+                                for o in [*getattr(p, "opts", []),
+                                          *getattr(p, "secondary_opts", [])]}
+        for word in words:
+            if word.startswith("--"):
+                assert word.split("=")[0] in options, f"{line}: {' '.join(path)} has no {word}"
