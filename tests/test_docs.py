@@ -43,6 +43,10 @@ def test_the_benchmark_reference_has_every_benchmark_option_kernel_and_suite(sit
         for option in b.options:
             assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">" \
                    f"{option}</span></code>" in body, (name, option)
+    values = re.findall(r'<tr class="row-(?:odd|even)"><td><p><code[^>]*><span class="pre">'
+                        r'(\w+)</span></code></p></td>\n<td><p>(.*?)</p></td>', html)
+    assert len(values) > 100 and all(v.strip() for _, v in values), "an option without values"
+    assert ("page", "4k|thp|2m|1g") in values
     for kernel in ("chase", "copy_nt", "triad"):
         assert f"Kernel <code class=\"docutils literal notranslate\"><span class=\"pre\">" \
                f"{kernel}</span></code>" in html

@@ -41,7 +41,7 @@ def markdown() -> str:
             out += [_kernel_line(k), ""]
         out += ["| option | values | default | what it sets |", "|---|---|---|---|"]
         for raw in b["options"]:
-            opt = Option(**{k: v for k, v in raw.items() if k != "choices"})
+            opt = Option(**{**raw, "choices": tuple(raw["choices"] or ())})
             out.append(f"| `{opt.name}` | {_cell(opt.kind_text())} | "
                        f"{_cell(opt.default_text())} | {_cell(opt.help)} |")
         out.append("")
@@ -116,6 +116,14 @@ def _fill(app, docname, source):
             source[0] = source[0].replace(marker, make())
 
 
+def _always_read(app, env, added, changed, removed):
+    """The generated pages are read again on every build: their source file is a marker
+    that never changes, but what it is made from does."""
+    return [d for d in env.found_docs
+            if any(m in (Path(env.doc2path(d))).read_text() for m in GENERATED)]
+
+
 def setup(app):
     app.connect("source-read", _fill)
+    app.connect("env-get-outdated", _always_read)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
