@@ -22,3 +22,4 @@ html_theme = "furo"
 html_title = "cxlbench"
 html_static_path = []
 nitpicky = True
+smartquotes = False     # a CLI manual: -- stays two hyphens, quotes stay as typed
