@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -831,10 +832,14 @@ def compare(a, b, output, alpha, show_all, force, as_json):
             "alpha": alpha,
             "settings": [{"name": n, "a": va, "b": vb} for n, va, vb in diffs],
             "not_recorded": missing,
-            "metrics": table[[c for c in columns if c in table.columns]].to_dict("records"),
+            # A ratio to a median of 0 is NaN: null in JSON, which has no NaN.
+            "metrics": [{k: None if isinstance(v, float) and not math.isfinite(v) else v
+                         for k, v in row.items()}
+                        for row in table[[c for c in columns if c in table.columns]]
+                        .to_dict("records")],
             "unpaired": unpaired,
             **({"report": str(written[0]), "markdown": str(written[1])} if written else {})},
-            indent=1, default=str))
+            indent=1, default=str, allow_nan=False))
         return
     if across:
         click.echo(f"ACROSS MACHINES: {across}")

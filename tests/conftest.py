@@ -10,6 +10,7 @@ from cxlbench.tiering import calibration
 from cxlbench.topology import Topology
 
 from . import sysfs_fixtures
+from .schema_check import check_json_output
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,8 +40,11 @@ def no_calibration(tmp_path_factory, monkeypatch):
 def cxlbench(*args, cwd=None, env=None, timeout=300):
     """The CLI as a user runs it: a process, its exit code, stdout and stderr."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cxlbench", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([sys.executable, "-m", "cxlbench", *args], cwd=cwd, env=full_env,
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode == 0:
+        check_json_output(args, r.stdout)   # every --json output to its published schema
+    return r
 
 
 def free_hugepages(kind: str) -> int:

@@ -16,7 +16,8 @@ PACKAGE = REPO / "cxlbench"
 # package's own __init__ ("cxlbench") names only itself.
 LAYERS = [
     ("base", ["cxlbench", "cxlbench.errors", "cxlbench.units", "cxlbench.lifetime",
-              "cxlbench.columnar", "cxlbench.gpu_build", "cxlbench.atfirstuse"]),
+              "cxlbench.columnar", "cxlbench.gpu_build", "cxlbench.atfirstuse",
+              "cxlbench.schemas"]),
     ("own files", ["cxlbench.ownfiles"]),
     ("values and files", ["cxlbench.placement", "cxlbench.results", "cxlbench.stats",
                           "cxlbench.paramtext", "cxlbench.fleet.slurm"]),

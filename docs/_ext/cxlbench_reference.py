@@ -4,7 +4,9 @@
   kernels of native/kernels.c that run it and every option of its table (kind, bounds,
   default, help), and every shipped suite;
 - the committed runs' figures (measurements.md): each job of each run committed to the
-  repository, with the command, machine, CPU and date its run.json records.
+  repository, with the command, machine, CPU and date its run.json records;
+- the results format (results-format.md): the format version, its upgrade history from
+  results.UPGRADES, and every JSON Schema of cxlbench/schemas/ as a table of its fields.
 
 Nothing here is written by hand, so a new option, kernel or committed run is in the manual
 the next time it is built. A page holds a marker line; the source-read event replaces it
@@ -19,7 +21,7 @@ COMMITTED = ["results/*/*/run.json", "tests/data/first-look/*/*/run.json",
              "tests/data/runs/*/*/run.json"]
 
 
-def markdown() -> str:
+def benchmark_reference() -> str:
     from cxlbench import listing
     from cxlbench.options import Option
     from cxlbench.topology import Topology
@@ -86,6 +88,77 @@ def committed_runs() -> str:
     return "\n".join(out) + "\n"
 
 
+# The schemas in the order the page gives them: a run's files first, then the --json outputs.
+SCHEMA_ORDER = ["run", "case", "results-row", "run-summary", "report", "compare", "plan",
+                "topology", "doctor", "list", "fleet-status"]
+
+
+def results_format() -> str:
+    """The format version and what each upgrade step changed, then each schema: its title,
+    what it describes, its $id, and a row per field (two levels deep) with type, whether
+    it is required and its description."""
+    import json
+
+    from cxlbench import results, schemas
+
+    out = [f"The current results format is **version {results.FORMAT_VERSION}** "
+           "(`format_version` in run.json and in every cases.jsonl line). A run in an older "
+           "format is upgraded as it is read, one step at a time, and on disk before "
+           "`--resume` appends to it; a newer one is refused.", "",
+           "| from version | to | what changed |", "|---|---|---|"]
+    for v, step in sorted(results.UPGRADES.items()):
+        out.append(f"| {v} | {v + 1} | {_cell(step.what)} |")
+    out.append("")
+    files = {p.name.removesuffix(".schema.json"): p
+             for p in sorted(schemas.SCHEMAS.glob("*.schema.json"))}
+    names = [n for n in SCHEMA_ORDER if n in files] + \
+        sorted(n for n in files if n not in SCHEMA_ORDER)
+    for name in names:
+        schema = json.loads(files[name].read_text())
+        out += [f"## `{name}`: {_escape(schema.get('title', name))}", "",
+                _escape(schema.get("description", "")), "",
+                f"Schema `{schema.get('$id', '')}`, in the package as "
+                f"`cxlbench/schemas/{files[name].name}`.", ""]
+        rows = list(_fields(schema))
+        if rows:
+            out += ["| field | type | required | what it holds |", "|---|---|---|---|"]
+            out += [f"| `{f}` | {_cell(t)} | {'yes' if r else ''} | {_cell(d)} |"
+                    for f, t, r, d in rows]
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _fields(schema: dict, prefix: str = "", depth: int = 0):
+    """(field, type, required, description) for each property, `parent.child` one level
+    down; an array's items as `field[].child` (a schema that is an array: `[].child`)."""
+    if not prefix and schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        schema, prefix = schema["items"], "[]"
+    required = set(schema.get("required", ()))
+    for key, sub in (schema.get("properties") or {}).items():
+        name = f"{prefix}.{key}" if prefix else key
+        yield name, _type(sub), key in required, sub.get("description", "")
+        inner = sub.get("items") if sub.get("type") == "array" else sub
+        if depth < 1 and isinstance(inner, dict) and inner.get("properties"):
+            yield from _fields(inner, name + ("[]" if inner is not sub else ""), depth + 1)
+
+
+def _type(sub: dict) -> str:
+    t = sub.get("type")
+    if isinstance(t, list):
+        return " or ".join(t)
+    if t:
+        return t + (f" of {_type(sub['items'])}" if t == "array" and
+                    isinstance(sub.get("items"), dict) and sub["items"].get("type") else "")
+    if "const" in sub:
+        return f"{sub['const']!r}"
+    if "enum" in sub:
+        return "one of " + ", ".join(map(str, sub["enum"]))
+    for key in ("oneOf", "anyOf"):
+        if key in sub:
+            return " or ".join(_type(s) for s in sub[key])
+    return "any"
+
+
 def _kernel_line(k: dict) -> str:
     kind = "Kernel" if "elem_bytes" in k else "Driver"
     text = f"{kind} `{k['name']}`: {_escape(k['description'])}"
@@ -106,8 +179,9 @@ def _cell(text: str) -> str:
     return _escape(text).replace("\n", " ")
 
 
-GENERATED = {"<!-- generated: benchmarks -->": markdown,
-             "<!-- generated: committed runs -->": committed_runs}
+GENERATED = {"<!-- generated: benchmarks -->": benchmark_reference,
+             "<!-- generated: committed runs -->": committed_runs,
+             "<!-- generated: results format -->": results_format}
 
 
 def _fill(app, docname, source):
