@@ -136,3 +136,14 @@ def test_every_command_the_manual_shows_names_a_command_and_options_it_has():
         for word in words:
             if word.startswith("--"):
                 assert word.split("=")[0] in options, f"{line}: {' '.join(path)} has no {word}"
+
+
+def test_readmes_timings_are_those_measurements_gives():
+    """README's table of the two commands' times and measurements.md say the same."""
+    readme = (manual.REPO / "README.md").read_text()
+    table = readme[readme.index("| command | took |"):].split("\n\n")[0].splitlines()[2:]
+    assert len(table) == 3
+    measurements = manual.page("measurements.md")
+    for row in table:
+        took = row.split("|")[2].strip()
+        assert f"| {took} |" in measurements, took
