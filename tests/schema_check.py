@@ -3,6 +3,8 @@
 import json
 import re
 
+import jsonschema
+
 from cxlbench import schemas
 
 # The command word(s) -> the schema of what `--json` prints.
@@ -32,4 +34,8 @@ def check_json_output(args, stdout: str) -> None:
     name = SCHEMA_OF.get(tuple(words)) or SCHEMA_OF.get(tuple(words[:1]))
     if name is None:
         return
-    schemas.validate(name, json.loads(stdout))
+    try:
+        schemas.validate(name, json.loads(stdout))
+    except jsonschema.ValidationError as e:
+        e.message = f"cxlbench {' '.join(args)}: {e.message}"   # which command printed it
+        raise

@@ -1,8 +1,10 @@
 """The manual (docs/, Sphinx) builds with every warning an error, as CI builds it; its
 generated references hold every benchmark, option, kernel, suite and command the code
 has; and README's links land on pages that exist."""
+import importlib.util
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -12,9 +14,19 @@ import pytest
 from cxlbench import benchmarks, cli, suite
 
 from . import manual
+from .conftest import cxlbench
 
 pytest.importorskip("sphinx", reason="the docs extra is not installed: "
                                      "pip install -e '.[test,docs]'")
+
+
+def reference():
+    """docs/_ext/cxlbench_reference.py, the extension that makes the generated pages."""
+    spec = importlib.util.spec_from_file_location(
+        "cxlbench_reference", manual.REPO / "docs" / "_ext" / "cxlbench_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +67,8 @@ def test_the_benchmark_reference_has_every_benchmark_option_kernel_and_suite(sit
 
 
 def test_the_cli_reference_has_every_command_and_option(site):
+    """Each command's section, and each of its options under it (sphinx-click's anchors:
+    cmdoption-<command path>-<option>), --help and hidden commands aside."""
     html = (site / "reference" / "cli.html").read_text()
 
     def walk(command, path):
@@ -62,13 +76,13 @@ def test_the_cli_reference_has_every_command_and_option(site):
             return
         assert f'id="{"-".join(path)}"' in html, " ".join(path)
         for param in command.params:
-            for opt in getattr(param, "opts", []):
-                if opt.startswith("--"):
-                    assert f"<span class=\"pre\">{opt}</span>" in html, (path, opt)
+            for opt in [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])]:
+                if opt.startswith("-"):
+                    anchor = f'id="cmdoption-{"-".join(path)}-{opt.lstrip("-")}"'
+                    assert anchor in html, (" ".join(path), opt)
         for name, sub in getattr(command, "commands", {}).items():
             walk(sub, path + [name])
     walk(cli.main, ["cxlbench"])
-    assert isinstance(cli.main, click.Group)
 
 
 def test_readmes_links_land_on_files_that_exist():
@@ -92,7 +106,8 @@ def test_measurements_has_a_row_per_job_of_every_committed_run(site):
     built: each run's folder and each of its jobs is there, with the date it started."""
     from cxlbench import results
     html = (site / "measurements.html").read_text()
-    committed = sorted(p.parent for p in manual.REPO.glob("tests/data/first-look/*/*/run.json"))
+    committed = sorted({p.parent for pattern in reference().COMMITTED
+                        for p in manual.REPO.glob(pattern)})
     assert committed
     for folder in committed:
         where = str(folder.relative_to(manual.REPO))
@@ -116,26 +131,32 @@ def manual_commands() -> list[str]:
 
 
 def test_every_command_the_manual_shows_names_a_command_and_options_it_has():
-    """A renamed command or option fails here, on every page: the commands `run`, `plan`,
-    `emulate` and `fleet` lines are also run as written by their own tests."""
-    commands = manual_commands()
-    assert len(commands) > 40
-    for line in commands:
-        words = shlex.split(line)[1:]
+    """A renamed command or option fails here, on every page, short options and the
+    command an emulated guest runs (after `--`) included. `run`, `plan`, `emulate` and
+    `fleet` lines are also run as written by their own tests."""
+    def check(line, words):
         command, path = cli.main, ["cxlbench"]
         while isinstance(command, click.Group) and words and words[0] in command.commands:
             command = command.commands[words[0]]
             path.append(words.pop(0))
         assert not (isinstance(command, click.Group) and words and
                     not words[0].startswith("-")), f"{line}: no command {words[0]}"
-        if "--" in words:               # emulate's guest command line follows
-            words = words[:words.index("--")]
+        inner = []
+        if "--" in words:               # emulate: the command the guest runs follows
+            words, inner = words[:words.index("--")], words[words.index("--") + 1:]
         options = {"--help"} | {o for p in command.params
                                 for o in [*getattr(p, "opts", []),
                                           *getattr(p, "secondary_opts", [])]}
         for word in words:
-            if word.startswith("--"):
+            if re.match(r"-[A-Za-z-]", word):
                 assert word.split("=")[0] in options, f"{line}: {' '.join(path)} has no {word}"
+        if inner:
+            check(line, inner)
+
+    commands = manual_commands()
+    assert len(commands) > 40
+    for line in commands:
+        check(line, shlex.split(line)[1:])
 
 
 def test_readmes_timings_are_those_measurements_gives():
@@ -147,3 +168,37 @@ def test_readmes_timings_are_those_measurements_gives():
     for row in table:
         took = row.split("|")[2].strip()
         assert f"| {took} |" in measurements, took
+
+
+def test_getting_starteds_report_step_runs_as_written(tmp_path):
+    """Getting started's last step, with a committed run of the quick suite where the page
+    has `results/<machine>/<run>`: the report it names is made, headline first."""
+    (line,) = [c for c in manual_commands() if c.startswith("cxlbench report results/<")
+               and c in manual.page("getting-started.md")]
+    run = manual.REPO / "tests/data/first-look/vm/20261202-073449"
+    shutil.copytree(run, tmp_path / "results" / "vm" / run.name)
+    args = shlex.split(line.replace("results/<machine>/<run>", f"results/vm/{run.name}"))
+    r = cxlbench(*args[1:], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / args[args.index("-o") + 1]
+    html = (out / "report.html").read_text()
+    assert html.index("Headline") < html.index("Idle latency")
+
+
+def test_the_benchmarks_pages_table_names_what_the_registry_has():
+    """benchmarks.md's table of what each benchmark measures is written by hand: it lists
+    every benchmark there is, each `option=value` it shows names an option of that
+    benchmark (or a buffer's mem./page.), and a default it quotes is the option's."""
+    from cxlbench.benchmarks import available
+    rows = [line for line in manual.page("benchmarks.md").splitlines()
+            if re.match(r"\| `\w+` \|", line)]
+    named = [re.match(r"\| `(\w+)`", row).group(1) for row in rows]
+    assert sorted(named) == sorted(available())
+    for name, row in zip(named, rows):
+        options = available()[name].options
+        shown = row.rsplit(" | ", 1)[-1]
+        for option in re.findall(r"`([a-z_]+(?:\.[a-z_]+)?)=", shown):
+            assert option in options or (option.split(".")[0] in ("mem", "page") and
+                                         "mem" in options), (name, option)
+        for option, value in re.findall(r"`([a-z_]+)` \(default `?([^,;)`]+)", row):
+            assert options[option].default_text() == value, (name, option, value)

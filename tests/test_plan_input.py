@@ -17,6 +17,7 @@ from cxlbench.plan import job as plan_job
 from cxlbench.plan import place, text, timing
 from cxlbench.report import plan as plan_section
 
+from .schema_check import check_json_output
 from .test_plan_place import machine, offload
 
 
@@ -30,7 +31,10 @@ def home(tmp_path, monkeypatch):
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    r = CliRunner().invoke(main, list(args))
+    if r.exit_code == 0:
+        check_json_output(args, r.stdout)       # a --json output holds to its schema
+    return r
 
 
 def refused(r, *named: str) -> None:

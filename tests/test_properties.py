@@ -41,6 +41,7 @@ from cxlbench.emulate import topologies
 from cxlbench.errors import UserError
 from cxlbench.topology import Topology
 
+from .schema_check import check_json_output
 from .test_suite_fuzz import LITERALS, WORDS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -144,6 +145,8 @@ def cli(where: Place, args: list[str]):
         raise AssertionError(f"{type(r.exception).__name__} escaped: {shown}")
     assert r.exit_code in (0, 1, 2), shown
     assert "Traceback" not in r.output, shown
+    if r.exit_code == 0:
+        check_json_output(args, r.stdout)       # a --json output holds to its schema
     if r.exit_code:     # (lines end at a newline: a value's own \r or \x85 is within one)
         lines = r.stderr.strip().split("\n")
         usage = r.exit_code == 2 and any(line.startswith("Error: ") for line in lines) \

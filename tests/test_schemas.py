@@ -3,8 +3,10 @@
 tests/data/, fresh outputs of each command made here once, and
 that each schema refuses what it should (an unknown key, another format version)."""
 import copy
+import hashlib
 import csv
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from cxlbench import results, schemas  # noqa: E402
 
 from .conftest import REPO, cxlbench  # noqa: E402
 from .schema_check import SCHEMA_OF, check_json_output  # noqa: E402
+from .test_plan import readme_plans  # noqa: E402
 
 # The results format's three files carry FORMAT_VERSION in their $id; the outputs, 1.
 FORMAT_FILES = {"run", "case", "results-row"}
@@ -23,10 +26,6 @@ OUTPUTS = {"run-summary", "topology", "list", "doctor", "compare", "report",
            "fleet-status", "plan"}
 
 TINY = '[chase]\nbench = "chase"\nsize = "16K"\nrepeat = 1\n'
-# README's `cxlbench plan` examples: the first, and the pipeline one (stages, balancing).
-PLANS = [["--model", "llama-3-8b", "--train", "--zero", "2", "--dp", "8", "--offload",
-          "optimizer"],
-         ["--model", "llama-3-8b", "--pp", "4", "--global-batch", "8", "--gpu-mem", "48G"]]
 V1_RUN = REPO / "tests/data/runs/vm/20261130-093420"
 V3_RUN = REPO / "tests/data/first-look/vm/20261202-073449"
 
@@ -120,9 +119,8 @@ def test_committed_run_validates(path):
 # ---- fresh outputs, made once --------------------------------------------------------------
 
 def json_of(*args, cwd=None) -> object:
-    r = cxlbench(*args, cwd=cwd)
+    r = cxlbench(*args, cwd=cwd)           # which holds the output to its schema
     assert r.returncode == 0, (args, r.stderr[-3000:])
-    check_json_output(args, r.stdout)       # as conftest's helper holds every test's
     return json.loads(r.stdout)
 
 
@@ -130,8 +128,9 @@ def json_of(*args, cwd=None) -> object:
 def made(tmp_path_factory, machines):
     """Each command's --json output here (name -> outputs), and the runs it made: a tiny
     chase run, a model-engine tiering run; topology here and of three fixture machines
-    with CXL; README's plans; two compares (an old run against a new one, a run against its
-    copy: every metric paired); a report; a fleet's status over SLURM's stand-ins."""
+    with CXL; the manual's plans; three compares (an old run against a new one, a run
+    against its copy: every metric paired, a copy whose first metric is 0 against the
+    run: a null ratio); a report; a fleet's status over SLURM's stand-ins."""
     from .test_fleet import GANG, fake_slurm, write_suite
 
     tmp = tmp_path_factory.mktemp("schemas")
@@ -152,9 +151,9 @@ def made(tmp_path_factory, machines):
     out["list"].append(json_of("list", "--json"))
     out["list"].append(json_of("list", "chase", "--json"))
     out["doctor"].append(json_of("doctor", "--json"))
-    for plan in PLANS:
-        out["plan"].append(json_of("plan", *plan, "--json", "--results-dir", str(tmp / "r"),
-                                   cwd=tmp))
+    for plan in readme_plans():             # the manual's plans (those without --check)
+        out["plan"].append(json_of(*shlex.split(plan)[1:], "--json", "--results-dir",
+                                   str(tmp / "r"), cwd=tmp))
     copy_ = tmp / "copy" / V3_RUN.name
     shutil.copytree(V3_RUN, copy_)
     out["compare"].append(json_of("compare", str(V1_RUN), str(V3_RUN), "--json"))
@@ -213,7 +212,7 @@ def test_the_outputs_hold_what_their_schemas_inner_parts_describe(made):
     outputs, _ = made
     assert outputs["compare"][1]["metrics"] and outputs["compare"][0]["unpaired"]
     assert any(m["ratio"] is None for m in outputs["compare"][2]["metrics"])
-    assert outputs["plan"][1]["stages"] and outputs["plan"][1]["balance"]
+    assert any(p["stages"] and p["balance"] for p in outputs["plan"])
     assert any(r["benchmark"] == "tiering" for r in outputs["run-summary"][1])
 
 
@@ -269,3 +268,29 @@ def test_check_json_output_picks_the_schema_by_command(made):
     with pytest.raises(jsonschema.ValidationError):
         check_json_output(["emulate", "--topology", "shared-cxl", "--", "topology", "--json"],
                           f"== host 0 ==\n{topo}\n== host 1 ==\n{{}}\n")
+
+
+def format_digest() -> str:
+    """The three format schemas' structure (types, keys, bounds; descriptions and titles
+    left out, so a clearer description is no change of format), hashed."""
+    def structure(node):
+        if isinstance(node, dict):
+            return {k: structure(v) for k, v in node.items()
+                    if k not in ("description", "title")}
+        if isinstance(node, list):
+            return [structure(v) for v in node]
+        return node
+    text = json.dumps([structure(schemas.load(n)) for n in sorted(FORMAT_FILES)],
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# The format's schemas as each version left them. A change to run.json, a journal line or
+# results.csv's rows changes this: it is a new FORMAT_VERSION (results.py, with its step
+# in UPGRADES) and a new line here, never an edit of the last one.
+FORMAT_DIGESTS = {3: "77bcd3f4b409a297"}
+
+
+def test_a_change_of_format_is_a_version_step():
+    assert FORMAT_DIGESTS.get(results.FORMAT_VERSION) == format_digest(), \
+        "the results format's schemas changed without a FORMAT_VERSION step"

@@ -31,8 +31,7 @@ def benchmark_reference() -> str:
     for k in chosen["kernels"] + chosen["drivers"]:
         kernels.setdefault(k["benchmark"], []).append(k)
     out = ["Every benchmark cxlbench has, from its registry (`cxlbench/benchmarks/`) and the "
-           "kernel table (`native/kernels.c`); `cxlbench list NAME` prints the same on a "
-           "machine, with what that machine skips.", ""]
+           "kernel table (`native/kernels.c`).", ""]
     for b in chosen["benchmarks"]:
         out += [f"## `{b['name']}`", "", _escape(b["description"]) + ".", ""]
         names = ", ".join(f"`{n}`" for n in b["buffers"] or ())
@@ -97,8 +96,6 @@ def results_format() -> str:
     """The format version and what each upgrade step changed, then each schema: its title,
     what it describes, its $id, and a row per field (two levels deep) with type, whether
     it is required and its description."""
-    import json
-
     from cxlbench import results, schemas
 
     out = [f"The current results format is **version {results.FORMAT_VERSION}** "
@@ -109,16 +106,14 @@ def results_format() -> str:
     for v, step in sorted(results.UPGRADES.items()):
         out.append(f"| {v} | {v + 1} | {_cell(step.what)} |")
     out.append("")
-    files = {p.name.removesuffix(".schema.json"): p
-             for p in sorted(schemas.SCHEMAS.glob("*.schema.json"))}
-    names = [n for n in SCHEMA_ORDER if n in files] + \
-        sorted(n for n in files if n not in SCHEMA_ORDER)
+    names = [n for n in SCHEMA_ORDER if n in schemas.names()] + \
+        [n for n in schemas.names() if n not in SCHEMA_ORDER]
     for name in names:
-        schema = json.loads(files[name].read_text())
+        schema = schemas.load(name)
         out += [f"## `{name}`: {_escape(schema.get('title', name))}", "",
                 _escape(schema.get("description", "")), "",
                 f"Schema `{schema.get('$id', '')}`, in the package as "
-                f"`cxlbench/schemas/{files[name].name}`.", ""]
+                f"`cxlbench/schemas/{name}.schema.json`.", ""]
         rows = list(_fields(schema))
         if rows:
             out += ["| field | type | required | what it holds |", "|---|---|---|---|"]
