@@ -73,7 +73,8 @@ def test_ci_runs_readmes_test_command():
 def test_tests_run_runs_each_phase_and_prints_its_time():
     """tests/run as README shows it, narrowed to two files and by -k to one serial and one
     parallel test: each phase runs its own (the serial one alone, the other under xdist),
-    the guests' phase selects none and passes, and the phases' times close its output."""
+    the guests' phase selects none and passes, the manual is built (docs/_build/html),
+    and the phases' times close its output."""
     r = subprocess.run([str(REPO / "tests" / "run"), "-q", "-p", "no:cacheprovider",
                         "tests/test_estimate.py", "tests/test_readme.py", "-k",
                         "test_durations_read_as_people_say_them or "
@@ -88,9 +89,10 @@ def test_tests_run_runs_each_phase_and_prints_its_time():
     assert "1 passed" in serial and "-n" not in serial.splitlines()[0]
     assert "1 passed" in parallel and "-n " in parallel.splitlines()[0]
     times = r.stdout[r.stdout.index("== phase times"):]
-    for name in ("host, serial", "host, parallel", "guests"):
+    for name in ("host, serial", "host, parallel", "guests", "docs"):
         assert re.search(rf"{name}\s+\d+ s  exit 0", times), times
     assert re.search(r"tests in all\s+\d+ s", times)
+    assert (REPO / "docs" / "_build" / "html" / "index.html").is_file()
 
 
 def test_tests_run_fast_is_the_host_phases_without_slow_tests():
