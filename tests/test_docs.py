@@ -52,6 +52,7 @@ def test_the_benchmark_reference_has_every_benchmark_option_kernel_and_suite(sit
         section = html.split(f'id="{name.replace("_", "-")}"', 1)
         assert len(section) == 2, f"{name} has no section"
         body = section[1].split("<section", 1)[0]
+        assert "What it measures: " in body, f"{name} says not what it measures"
         for option in b.options:
             assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">" \
                    f"{option}</span></code>" in body, (name, option)

@@ -32,8 +32,12 @@ def benchmark_reference() -> str:
         kernels.setdefault(k["benchmark"], []).append(k)
     out = ["Every benchmark cxlbench has, from its registry (`cxlbench/benchmarks/`) and the "
            "kernel table (`native/kernels.c`).", ""]
+    measures = _measures()
     for b in chosen["benchmarks"]:
         out += [f"## `{b['name']}`", "", _escape(b["description"]) + ".", ""]
+        if b["name"] in measures:
+            out += [f"What it measures: {measures[b['name']]} ([benchmarks](../benchmarks.md))",
+                    ""]
         names = ", ".join(f"`{n}`" for n in b["buffers"] or ())
         how = ("`mem.<buffer>` and `page.<buffer>` place one apart" if b["buffer_options"]
                else "placed by the benchmark itself")
@@ -52,6 +56,19 @@ def benchmark_reference() -> str:
         jobs = ", ".join(f"`{j['name']}` ({j['bench']})" for j in s["jobs"])
         out += [f"- **`{s['name']}`**: {_escape(s['description'])} Jobs: {jobs}."]
     return "\n".join(out) + "\n"
+
+
+def _measures() -> dict[str, str]:
+    """Each benchmark's "measures" cell of benchmarks.md's table (written by hand, checked
+    against the registry by tests/test_docs.py): what its figures are and their units."""
+    import re
+    out = {}
+    for line in (REPO / "docs" / "benchmarks.md").read_text().splitlines():
+        m = re.match(r"\| `(\w+)` \| (.*?) \| ", line)
+        if m:      # its links, relative to docs/, from reference/ where this page is
+            out[m.group(1)] = re.sub(r"\]\((?!https?:)([^)#]*\.md)", r"](../\1",
+                                     m.group(2)).replace("](#", "](../benchmarks.md#")
+    return out
 
 
 def committed_runs() -> str:
