@@ -471,6 +471,7 @@ def test_ignored_options_are_left_out_of_the_label():
         assert ("size=" in label) is shown, label
 
 
+@pytest.mark.serial    # its background step needs the other CPU free during a 4 MiB snapshot
 def test_case_places_its_buffers_and_reports(tmp_path):
     sets = ["size=4M", "mem.src=bind:0", "mem.dst=bind:0", "page.dst=thp", "repeat=2",
             "warmup=0", "store=all"]
