@@ -121,14 +121,8 @@ def test_measurements_has_a_row_per_job_of_every_committed_run(site):
 def manual_commands() -> list[str]:
     """Every `cxlbench ...` command of the code blocks of README and the manual (after a
     `$ ` prompt or an `&&` too), comments cut, continuations joined."""
-    found = []
-    for block in re.findall(r"```[^\n]*\n(.*?)```", manual.text(), re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            command = re.sub(r"^\$ ", "", re.split(r"\s+#", line.strip())[0].strip())
-            m = re.search(r"(?:^|&& |; )(cxlbench [^;&|]*)", command)
-            if m:
-                found.append(m.group(1).strip())
-    return found
+    found = (re.search(r"(?:^|&& |; )(cxlbench [^;&|]*)", line) for line in manual.code_lines())
+    return [m.group(1).strip() for m in found if m]
 
 
 def test_every_command_the_manual_shows_names_a_command_and_options_it_has():

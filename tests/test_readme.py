@@ -25,14 +25,11 @@ def readme_runs() -> list[str]:
     joined and comments cut, and the `run` an emulated guest is given (`cxlbench emulate
     ... -- run ...`: expanded here as the guest would); those with placeholders (<run>,
     [SUITE]) left out."""
-    text = manual.text()
     out = []
-    for block in re.findall(r"```[^\n]*\n(.*?)```", text, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            command = re.split(r"\s+#", line.strip())[0].strip()
-            command = re.sub(r"^cxlbench emulate .*? -- (run .*)", r"cxlbench \1", command)
-            if command.startswith("cxlbench run") and not re.search(r"[<\[]", command):
-                out.append(command)
+    for line in manual.code_lines():
+        command = re.sub(r"^cxlbench emulate .*? -- (run .*)", r"cxlbench \1", line)
+        if command.startswith("cxlbench run") and not re.search(r"[<\[]", command):
+            out.append(command)
     return list(dict.fromkeys(out))
 
 
