@@ -89,10 +89,8 @@ def pytest_collection_finish(session):
 
 # Files whose tests time something and hold it to a bound, measure and compare figures,
 # spin threads on every CPU, run pytest-benchmark (which xdist turns off), or hold one
-# cluster of the machine's (SLURM): marked `serial`, so tests/run runs them alone, before
-# the rest runs on every CPU (pytest-xdist). test_fleet_slurm mostly waits on slurmctld,
-# but beside the other worker's tests a job cut to its time limit was not seen to time out
-# within the test's minute: it stays serial.
+# cluster of the machine's: marked `serial`, so tests/run runs them alone, before the rest
+# runs on every CPU (pytest-xdist).
 # Measured on 2 vCPUs, the files that run benchmarks or compilers of their own (the peer
 # scripts, the builds, the guest and user fixtures) also ran faster alone: both workers
 # busy made them slower than the parallel phase gained (755 s against 669 s in all).
@@ -100,21 +98,27 @@ def pytest_collection_finish(session):
 # they run in parallel, but for the one test that counts heartbeats (marked serial itself).
 SERIAL = {"test_speed", "test_fidelity", "test_coherence", "test_model_calibration",
           "test_crosshost", "test_kvcache", "test_run", "test_suite_input",
-          "test_plan_input", "test_fleet_slurm", "test_estimate", "test_migrate_touch",
+          "test_plan_input", "test_estimate", "test_migrate_touch",
           "test_pytest_plugin", "test_peer_scripts", "test_build", "test_gpu_build",
           "test_page_moves", "test_unprivileged", "test_emulate", "test_tuning",
           "test_tails"}
+# Files whose tests mostly wait on a daemon (SLURM's controller, which checks time limits
+# every 30 s): marked `beside`, so tests/run runs them in a pytest of their own beside the
+# parallel phase (74 s of the serial phase's 353 on the 2-vCPU VM were these waits).
+BESIDE = {"test_fleet_slurm"}
 
 
 def pytest_collection_modifyitems(items):
     """A test that boots a guest is slow too: `-m "not slow"` leaves the guests out. One
     that needs two memory nodes on this machine skips, with why, where it has fewer; one
-    that needs a GPU, where the GPU library says why none can run. The SERIAL files'
-    tests are marked so."""
+    that needs a GPU, where the GPU library says why none can run. The SERIAL and BESIDE
+    files' tests are marked so."""
     nodes = no_gpu = None
     for item in items:
         if item.path.stem in SERIAL:
             item.add_marker(pytest.mark.serial)
+        if item.path.stem in BESIDE:
+            item.add_marker(pytest.mark.beside)
         if item.get_closest_marker("gpu"):
             if no_gpu is None:
                 from cxlbench import gpu

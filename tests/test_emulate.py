@@ -1,8 +1,9 @@
 """QEMU guests with emulated far memory (cxlbench emulate). Each topology boots once per
-session: the cxl guest runs suites/ci-full.toml (ci.toml's jobs and more), the hmat guest
+session: the cxl guest runs a queue (tests/guest_queue.py) of README's tiering command,
+a script moving pages and suites/ci-full.toml (ci.toml's jobs and more), the hmat guest
 README's `cxlbench emulate --topology hmat -- run suites/ci.toml` as written; the tests
-read what they left on the host. They skip, with the reason, where this machine lacks what the guest
-needs (emulate.missing_requirements)."""
+read what they left on the host. They skip, with the reason, where this machine lacks
+what the guest needs (emulate.missing_requirements)."""
 import io
 import json
 import re
@@ -17,8 +18,9 @@ from cxlbench import emulate, headline, results, suite
 from cxlbench.errors import CxlbenchError, UserError
 from cxlbench.emulate import guest_image, tools, topologies
 
-from . import manual
+from . import guest_queue, manual
 from .conftest import cxlbench
+from .schema_check import check_json_output
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,23 +30,18 @@ def needs(topology: str):
     return pytest.mark.skipif(bool(missing), reason="emulation needs " + "; ".join(missing))
 
 
-def guest_run(tmp_path_factory, topology: str, args: list[str], checkout: bool = False
-              ) -> dict:
-    """`cxlbench emulate --topology TOPOLOGY ARGS` in a folder of its own holding suites/
-    (as a checkout does), and the run it left there. `checkout`: the folder holds a
-    cxlbench/ too, which neither the host nor the guest may import, and cxlbench is run
-    as its console script runs it (emulate.guest_python)."""
+def guest_run(tmp_path_factory, topology: str, args: list[str]) -> dict:
+    """`cxlbench emulate --topology TOPOLOGY ARGS` run from a checkout, and the run it left
+    there: a folder holding suites/ and a cxlbench/ that neither the host nor the guest
+    may import, with cxlbench run as its console script runs it (emulate.guest_python)."""
     cwd = tmp_path_factory.mktemp(topology)
     (cwd / "suites").mkdir()
     for name in ("ci.toml", "ci-full.toml"):
         (cwd / "suites" / name).write_bytes((REPO / "suites" / name).read_bytes())
-    if checkout:
-        decoy_checkout(cwd)
-        r = subprocess.run(f"{emulate.guest_python('cxlbench')} emulate --topology {topology} "
-                           + " ".join(args), shell=True, cwd=cwd, capture_output=True,
-                           text=True, timeout=2500)
-    else:
-        r = cxlbench("emulate", "--topology", topology, *args, cwd=cwd, timeout=2500)
+    decoy_checkout(cwd)
+    r = subprocess.run(f"{emulate.guest_python('cxlbench')} emulate --topology {topology} "
+                       + " ".join(args), shell=True, cwd=cwd, capture_output=True,
+                       text=True, timeout=2500)
     assert r.returncode == 0, failed_cases(cwd) + r.stderr[-3000:]
     (run_dir,) = [p.parent for p in cwd.glob("results/*/*/run.json")]
     df = results.load(run_dir)
@@ -68,19 +65,44 @@ def failed_cases(cwd: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def cxl(tmp_path_factory):
-    # ci-full under TCG on a 2-core machine: 6 minutes when quiet, boot included (13 when
-    # each case started its own Python); twice that with other tests loading the machine.
-    return guest_run(tmp_path_factory, "cxl", ["--timeout", "2400", "--", "run", "ci-full",
-                                               "--json"])
+def cxl_guest(tmp_path_factory):
+    """One boot of the cxl guest for every test of it: README's tiering command as a
+    fresh guest of README's limit would run it (--dry-run), the half-array script, then
+    ci-full (ci.toml's jobs and more) as the guest's whole limit leaves it. Each test
+    reads its own command's folder; the boot itself must have gone well."""
+    args = readme_tiering_in_a_guest()
+    assert args[:3] == ["--topology", "cxl", "--"], args   # the guest's options: the boot's
+    script = tmp_path_factory.mktemp("moves") / "moves.py"
+    from cxlbench import PACKAGE_PARENT
+    script.write_text(GUEST_MOVES.format(parent=str(PACKAGE_PARENT)))
+    # ci-full under TCG on a 2-core machine: 4-6 minutes when quiet, boot included (13
+    # when each case started its own Python); twice that with other tests loading it.
+    out = guest_queue.run(tmp_path_factory.mktemp("cxl"), [
+        {"name": "tiering", "args": [*args[3:], "--dry-run"], "limit": 900},
+        {"name": "moves", "script": script},
+        {"name": "ci-full", "args": ["run", "ci-full", "--json"]}],
+        ["--topology", "cxl", "--timeout", "2400"], timeout=2500)
+    assert out["boot"]["rc"] == 0, out["boot"]["stderr"][-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def cxl(cxl_guest):
+    """ci-full's run in the cxl guest, as guest_run gives a run."""
+    r = cxl_guest["ci-full"]
+    assert r["rc"] == 0, failed_cases(r["folder"]) + guest_queue.said(r)
+    check_json_output(["run", "ci-full", "--json"], r["stdout"])
+    (run_dir,) = [p.parent for p in r["folder"].glob("results/*/*/run.json")]
+    df = results.load(run_dir)
+    return {"records": json.loads(r["stdout"]), "df": df, "meta": df.attrs["run"],
+            "stderr": r["stderr"], "run_dir": run_dir}
 
 
 @pytest.fixture(scope="module")
 def hmat(tmp_path_factory):
     # README's command as it stands, default limit (900 s) included: ci.toml must fit it.
     # Run from a checkout (test_guest_runs_the_host_cxlbench_from_a_checkout).
-    return guest_run(tmp_path_factory, "hmat", ["--", "run", "suites/ci.toml"],
-                     checkout=True)
+    return guest_run(tmp_path_factory, "hmat", ["--", "run", "suites/ci.toml"])
 
 
 def median(df, **where):
@@ -552,26 +574,15 @@ print(json.dumps(out))
 
 @pytest.mark.qemu
 @needs("cxl")
-def test_half_an_array_moved_to_the_cxl_node_maps_back(tmp_path, monkeypatch, capsys):
+def test_half_an_array_moved_to_the_cxl_node_maps_back(cxl_guest):
     """cxlbench.memory.move and node_map in the cxl guest: half of an array's pages to
     node 1 (4 KiB pages and THP by move_pages, 4 KiB by mbind), each page's node read
-    back, the data unchanged. The guest runs a script in place of a cxlbench command."""
-    import shlex
-    import sys
-
-    from cxlbench import PACKAGE_PARENT
-    script = tmp_path / "moves.py"
-    script.write_text(GUEST_MOVES.format(parent=str(PACKAGE_PARENT)))
-    real = emulate.guest_python
-    monkeypatch.setattr(emulate, "guest_python", lambda module: real(module) if module !=
-                        "cxlbench" else f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}")
-    monkeypatch.chdir(tmp_path)
-    rc = emulate.run("cxl", {}, [], timeout=900, log=lambda *_: None)
-    out = capsys.readouterr()
-    assert rc == 0, out.err[-3000:]
-    for case, r in json.loads(out.out).items():
-        assert r == {"moved": 1024, "failures": "", "pages": 2048, "first": [1],
-                     "second": [0], "same": True}, case
+    back, the data unchanged. The guest runs a script (GUEST_MOVES) in its queue."""
+    r = cxl_guest["moves"]
+    assert r["rc"] == 0, guest_queue.said(r)
+    for case, moved in json.loads(r["stdout"]).items():
+        assert moved == {"moved": 1024, "failures": "", "pages": 2048, "first": [1],
+                         "second": [0], "same": True}, case
 
 
 def test_kernel_tiering_is_set_in_the_guest_only_where_asked():
@@ -967,21 +978,21 @@ def readme_tiering_in_a_guest() -> list[str]:
 
 @pytest.mark.qemu
 @needs("cxl")
-def test_readmes_tiering_in_a_guest_is_fitted_to_the_guests_limit(tmp_path):
+def test_readmes_tiering_in_a_guest_is_fitted_to_the_guests_limit(cxl_guest):
     """README's tiering command in the cxl guest, as written but for --dry-run (its full
-    run takes the guest's 15 minutes): the guest estimates the cases past its time left
-    and scales them all alike, saying so, to a total within it."""
-    r = cxlbench("emulate", *readme_tiering_in_a_guest(), "--dry-run", cwd=tmp_path,
-                 timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
+    run takes the guest's 15 minutes), with README's limit (the default 900 s) as a guest
+    booted for it has: the guest estimates the cases past its time left and scales them
+    all alike, saying so, to a total within it."""
+    r = cxl_guest["tiering"]
+    assert r["rc"] == 0, guest_queue.said(r)
     assert "note: the guest scales cases down, as --fit does, to finish within their " \
-           "timeout and the guest's time left" in r.stderr
-    fits = [x for x in r.stderr.splitlines() if x.startswith("fit: ")]
-    assert len(fits) == 14, r.stderr
+           "timeout and the guest's time left" in r["stderr"]
+    fits = [x for x in r["stderr"].splitlines() if x.startswith("fit: ")]
+    assert len(fits) == 14, r["stderr"]
     changes = {x.split(": ", 2)[2].split(" (estimated")[0] for x in fits}
     assert len(changes) == 1, changes               # every case alike: they still compare
     assert "epochs 8 to" in changes.pop()
-    (total,) = [x for x in r.stderr.splitlines() if x.startswith("estimated time: ~")]
+    (total,) = [x for x in r["stderr"].splitlines() if x.startswith("estimated time: ~")]
     print(total)
     # "~9 min 12 s" or "~45 s": within the 15 minutes, boot included; never "~1 h ..."
     assert re.match(r"estimated time: ~(\d+ s|([1-9]|1[0-2]) min)\b", total), total

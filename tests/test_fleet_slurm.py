@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cxlbench import results
+from cxlbench.lifetime import dying_with_us
 from cxlbench.units import parse_list
 
 from .conftest import cxlbench
@@ -114,10 +115,11 @@ def cluster(tmp_path_factory):
     tasks = [["TaskPlugin=task/affinity", "TaskPluginParam=Cores"], ["TaskPlugin=task/none"]]
     env = {**os.environ, **NO_SLURM_ENV, "SLURM_CONF": str(conf)}
     logs = [open(d / f"{name}.out", "w") for name in ("munged", "slurmctld", "slurmd")]
-    procs = [subprocess.Popen(["munged", "-F", "-f", "-S", str(sock), f"--key-file={key}",
-                               f"--pid-file={d / 'munge' / 'pid'}",
-                               f"--seed-file={d / 'munge' / 'seed'}",
-                               f"--log-file={d / 'munged.log'}"],
+    procs = [subprocess.Popen(dying_with_us(["munged", "-F", "-f", "-S", str(sock),
+                                             f"--key-file={key}",
+                                             f"--pid-file={d / 'munge' / 'pid'}",
+                                             f"--seed-file={d / 'munge' / 'seed'}",
+                                             f"--log-file={d / 'munged.log'}"]),
                               stdout=logs[0], stderr=subprocess.STDOUT)]
     try:
         try:
@@ -131,9 +133,13 @@ def cluster(tmp_path_factory):
             return out.stdout.strip() == "idle"
         for task in tasks:
             conf.write_text("\n".join(lines + task) + "\n")
-            daemons = [subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], env=env,
+            # (killed with this pytest, however it ends: tests/run ends a pytest run beside
+            # the others by SIGTERM, which runs no teardown)
+            daemons = [subprocess.Popen(dying_with_us(["slurmctld", "-D", "-i", "-f",
+                                                       str(conf)]), env=env,
                                         stdout=logs[1], stderr=subprocess.STDOUT),
-                       subprocess.Popen(["slurmd", "-D", "-N", node, "-f", str(conf)],
+                       subprocess.Popen(dying_with_us(["slurmd", "-D", "-N", node, "-f",
+                                                       str(conf)]),
                                         env=env, stdout=logs[2], stderr=subprocess.STDOUT)]
             procs += daemons
             try:
@@ -249,9 +255,11 @@ def test_timeout_is_shown_failed_then_resumed(cluster, tmp_path):
     os.kill(int(holder[1]), signal.SIGSTOP)
     cluster.scontrol("update", f"JobId={job}", "TimeLimit=0")
     # Failed as soon as its step ends; TIMEOUT once the job has ended (not COMPLETING).
+    # Up to 30 s for the controller's check, more beside the parallel tests (tests/run):
+    # a minute was once too little there.
     (m,) = _wait(lambda: [m for m in status(cluster, job, shared) if m["state"] == "failed"
                           and m["reason"].startswith("TIMEOUT")],
-                 60, "the job did not time out", 1)
+                 150, "the job did not time out", 1)
     assert m["node"] == cluster.node and m["run"] == str(run_dir)
     assert m["reason"].startswith("TIMEOUT (TimeLimit)")
     assert m["finished"] < m["cases"] == 4
@@ -351,7 +359,7 @@ def test_array_runs_a_task_a_machine_in_turn_and_resumes_the_failed_one_alone(
 
     found = _wait(lambda: [m for m in status(cluster, job, shared)
                            if m["task"] == 1 and m["state"] == "done"] and
-                  status(cluster, job, shared), 120, "task 1 did not finish", 1)
+                  status(cluster, job, shared), 180, "task 1 did not finish", 1)
     t0, t1 = found
     assert t0["state"] == "failed" and t0["reason"].startswith("TIMEOUT"), t0
     assert t0["run"] == str(first) and t0["finished"] < 4
@@ -371,7 +379,7 @@ def test_array_runs_a_task_a_machine_in_turn_and_resumes_the_failed_one_alone(
     again = r.stdout.strip()
     assert f"resumes task 0 ({cluster.node})" in r.stderr
     found = _wait(lambda: [m for m in status(cluster, job, shared) if m["task"] == 0
-                           and m["state"] == "done"], 120, "the resumed task did not finish", 1)
+                           and m["state"] == "done"], 180, "the resumed task did not finish", 1)
     assert found[0]["run"] == str(first) and found[0]["job"] == again
     run = results.Run.open(first)
     assert len(run.finished()) == 4

@@ -70,7 +70,7 @@ def test_ci_runs_readmes_test_command():
 def test_tests_run_runs_each_phase_and_prints_its_time():
     """tests/run as README shows it, narrowed to two files and by -k to one serial and one
     parallel test: each phase runs its own (the serial one alone, the other under xdist),
-    the guests' phase selects none and passes, the manual is built (docs/_build/html),
+    the beside and guests' phases select none and pass, the manual is built (docs/_build/html),
     and the phases' times close its output."""
     r = subprocess.run([str(REPO / "tests" / "run"), "-q", "-p", "no:cacheprovider",
                         "tests/test_estimate.py", "tests/test_readme.py", "-k",
@@ -86,7 +86,9 @@ def test_tests_run_runs_each_phase_and_prints_its_time():
     assert "1 passed" in serial and "-n" not in serial.splitlines()[0]
     assert "1 passed" in parallel and "-n " in parallel.splitlines()[0]
     times = r.stdout[r.stdout.index("== phase times"):]
-    for name in ("host, serial", "host, parallel", "guests", "docs"):
+    assert "== host, beside (beside host, parallel): pytest -m beside and not qemu" \
+        in r.stdout                                     # none selected here: it passes
+    for name in ("host, serial", "host, beside", "host, parallel", "guests", "docs"):
         assert re.search(rf"{name}\s+\d+ s  exit 0", times), times
     assert re.search(r"tests in all\s+\d+ s", times)
     assert (REPO / "docs" / "_build" / "html" / "index.html").is_file()
@@ -106,5 +108,6 @@ def test_tests_run_fast_is_the_host_phases_without_slow_tests():
                             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "== host, serial: pytest -m serial and not slow" in r.stdout
-    assert "== host, parallel: pytest -m not serial and not slow -n" in r.stdout
+    assert "== host, parallel: pytest -m not serial and not beside and not slow -n" \
+        in r.stdout
     assert "1 passed" in r.stdout and "guests" not in r.stdout
