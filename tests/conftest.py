@@ -88,9 +88,8 @@ def pytest_collection_finish(session):
 
 
 # Files whose tests time something and hold it to a bound, measure and compare figures,
-# spin threads on every CPU, run pytest-benchmark (which xdist turns off), or hold one
-# cluster of the machine's: marked `serial`, so tests/run runs them alone, before the rest
-# runs on every CPU (pytest-xdist).
+# spin threads on every CPU, or run pytest-benchmark (which xdist turns off): marked
+# `serial`, so tests/run runs them alone, before the rest runs on every CPU (pytest-xdist).
 # Measured on 2 vCPUs, the files that run benchmarks or compilers of their own (the peer
 # scripts, the builds, the guest and user fixtures) also ran faster alone: both workers
 # busy made them slower than the parallel phase gained (755 s against 669 s in all).
@@ -104,7 +103,9 @@ SERIAL = {"test_speed", "test_fidelity", "test_coherence", "test_model_calibrati
           "test_tails"}
 # Files whose tests mostly wait on a daemon (SLURM's controller, which checks time limits
 # every 30 s): marked `beside`, so tests/run runs them in a pytest of their own beside the
-# parallel phase (74 s of the serial phase's 353 on the 2-vCPU VM were these waits).
+# parallel phase (74 s of the serial phase's 353 on the 2-vCPU VM were these waits). The
+# builds beside it too gained nothing: 239 + 269 s against 262 + 243 (the parallel phase
+# took what they left the serial one).
 BESIDE = {"test_fleet_slurm"}
 
 

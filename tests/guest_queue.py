@@ -29,8 +29,9 @@ def run(cwd: Path, entries: list[dict], emulate_args: list[str], timeout: float)
     """Boot one guest (`cxlbench emulate EMULATE_ARGS`) that runs each entry in turn:
     {"name", and "args" (cxlbench's arguments) or "script" (a Python file), optional
     "limit" (seconds, above)}. Each runs in cwd/<name>, which holds suites/ as a checkout
-    does. Returns the guest's boot ({"rc", "stderr"}) and each entry by its name:
-    {"rc" (None where it never ran), "stdout", "stderr", "folder", "command"}."""
+    does. Returns each entry by its name: {"rc" (None where it never ended), "stdout",
+    "stderr", "folder", "command", "started", "boot" (emulate's finished process)}. Each
+    test checks its own entry, so one that hangs the guest fails the others with why."""
     queue = []
     for e in entries:
         folder = cwd / e["name"]
@@ -44,24 +45,30 @@ def run(cwd: Path, entries: list[dict], emulate_args: list[str], timeout: float)
     path.write_text(json.dumps(queue, indent=1))
     boot = subprocess.run([sys.executable, str(HERE), "host", str(path), *emulate_args],
                           cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    out = {"boot": {"rc": boot.returncode, "stderr": boot.stderr}}
+    out = {}
     for q in json.loads(path.read_text()):
         folder = Path(q["folder"])
         rc = folder / "rc"
         out[q["name"]] = {
             "rc": int(rc.read_text()) if rc.exists() else None, "folder": folder,
-            "command": q["command"], **{k: (folder / k).read_text(errors="replace")
-                                       if (folder / k).exists() else "" for k in
-                                       ("stdout", "stderr")}}
+            # (no command where the host side failed before writing it)
+            "command": q.get("command") or q["args"] or q["script"],
+            "started": (folder / "stderr").exists(), "boot": boot,
+            **{k: (folder / k).read_text(errors="replace") if (folder / k).exists() else ""
+               for k in ("stdout", "stderr")}}
     return out
 
 
 def said(entry: dict) -> str:
-    """What a failed entry's assertion should show first: its command and its stderr's
-    tail (or that the guest never ran it)."""
-    if entry["rc"] is None:
-        return f"never ran in the guest: {entry['command']}"
-    return f"{entry['command']} exited {entry['rc']}: {entry['stderr'][-3000:]}"
+    """What a failed entry's assertion should show: its command and its stderr's tail;
+    where it never ended, whether it started, and the boot's own end (emulate's error,
+    the folder it kept the guest's logs in)."""
+    if entry["rc"] is not None:
+        return f"{entry['command']} exited {entry['rc']}: {entry['stderr'][-3000:]}"
+    how = "started in the guest but never ended" if entry["started"] else \
+        "never ran in the guest"
+    return (f"{how}: {entry['command']}; its stderr: {entry['stderr'][-2000:]}; the guest "
+            f"(exit {entry['boot'].returncode}): {entry['boot'].stderr[-2000:]}")
 
 
 def _host(path: str, emulate_args: list[str]) -> int:

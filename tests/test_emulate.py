@@ -69,7 +69,7 @@ def cxl_guest(tmp_path_factory):
     """One boot of the cxl guest for every test of it: README's tiering command as a
     fresh guest of README's limit would run it (--dry-run), the half-array script, then
     ci-full (ci.toml's jobs and more) as the guest's whole limit leaves it. Each test
-    reads its own command's folder; the boot itself must have gone well."""
+    reads its own command's folder (guest_queue.said says why where it never ended)."""
     args = readme_tiering_in_a_guest()
     assert args[:3] == ["--topology", "cxl", "--"], args   # the guest's options: the boot's
     script = tmp_path_factory.mktemp("moves") / "moves.py"
@@ -77,13 +77,12 @@ def cxl_guest(tmp_path_factory):
     script.write_text(GUEST_MOVES.format(parent=str(PACKAGE_PARENT)))
     # ci-full under TCG on a 2-core machine: 4-6 minutes when quiet, boot included (13
     # when each case started its own Python); twice that with other tests loading it.
-    out = guest_queue.run(tmp_path_factory.mktemp("cxl"), [
-        {"name": "tiering", "args": [*args[3:], "--dry-run"], "limit": 900},
+    return guest_queue.run(tmp_path_factory.mktemp("cxl"), [
+        {"name": "tiering", "args": [*args[3:], "--dry-run"],
+         "limit": emulate.run.__kwdefaults__["timeout"]},          # README's: the default
         {"name": "moves", "script": script},
         {"name": "ci-full", "args": ["run", "ci-full", "--json"]}],
         ["--topology", "cxl", "--timeout", "2400"], timeout=2500)
-    assert out["boot"]["rc"] == 0, out["boot"]["stderr"][-3000:]
-    return out
 
 
 @pytest.fixture(scope="module")

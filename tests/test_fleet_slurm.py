@@ -133,8 +133,8 @@ def cluster(tmp_path_factory):
             return out.stdout.strip() == "idle"
         for task in tasks:
             conf.write_text("\n".join(lines + task) + "\n")
-            # (killed with this pytest, however it ends: tests/run ends a pytest run beside
-            # the others by SIGTERM, which runs no teardown)
+            # The daemons die with this pytest, however it ends (tests/run ends a pytest run
+            # beside the others by SIGTERM, which runs no teardown); jobs' slurmstepd may not.
             daemons = [subprocess.Popen(dying_with_us(["slurmctld", "-D", "-i", "-f",
                                                        str(conf)]), env=env,
                                         stdout=logs[1], stderr=subprocess.STDOUT),
