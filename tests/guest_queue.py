@@ -35,9 +35,7 @@ def run(cwd: Path, entries: list[dict], emulate_args: list[str], timeout: float)
     queue = []
     for e in entries:
         folder = cwd / e["name"]
-        (folder / "suites").mkdir(parents=True)
-        for name in ("ci.toml", "ci-full.toml"):
-            (folder / "suites" / name).write_bytes((REPO / "suites" / name).read_bytes())
+        suites_in(folder)
         queue.append({"name": e["name"], "folder": str(folder), "limit": e.get("limit"),
                       "args": e.get("args"), "script": str(e["script"]) if e.get("script")
                       else None})
@@ -57,6 +55,13 @@ def run(cwd: Path, entries: list[dict], emulate_args: list[str], timeout: float)
             **{k: (folder / k).read_text(errors="replace") if (folder / k).exists() else ""
                for k in ("stdout", "stderr")}}
     return out
+
+
+def suites_in(folder: Path) -> None:
+    """The folder made, holding suites/ci.toml and ci-full.toml as a checkout does."""
+    (folder / "suites").mkdir(parents=True, exist_ok=True)
+    for name in ("ci.toml", "ci-full.toml"):
+        (folder / "suites" / name).write_bytes((REPO / "suites" / name).read_bytes())
 
 
 def said(entry: dict) -> str:

@@ -35,9 +35,7 @@ def guest_run(tmp_path_factory, topology: str, args: list[str]) -> dict:
     there: a folder holding suites/ and a cxlbench/ that neither the host nor the guest
     may import, with cxlbench run as its console script runs it (emulate.guest_python)."""
     cwd = tmp_path_factory.mktemp(topology)
-    (cwd / "suites").mkdir()
-    for name in ("ci.toml", "ci-full.toml"):
-        (cwd / "suites" / name).write_bytes((REPO / "suites" / name).read_bytes())
+    guest_queue.suites_in(cwd)
     decoy_checkout(cwd)
     r = subprocess.run(f"{emulate.guest_python('cxlbench')} emulate --topology {topology} "
                        + " ".join(args), shell=True, cwd=cwd, capture_output=True,
@@ -45,8 +43,7 @@ def guest_run(tmp_path_factory, topology: str, args: list[str]) -> dict:
     assert r.returncode == 0, failed_cases(cwd) + r.stderr[-3000:]
     (run_dir,) = [p.parent for p in cwd.glob("results/*/*/run.json")]
     df = results.load(run_dir)
-    return {"records": json.loads(r.stdout) if "--json" in args else None, "df": df,
-            "meta": df.attrs["run"], "stderr": r.stderr, "run_dir": run_dir}
+    return {"df": df, "meta": df.attrs["run"], "stderr": r.stderr, "run_dir": run_dir}
 
 
 def failed_cases(cwd: Path) -> str:
